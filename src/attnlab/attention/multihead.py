@@ -14,12 +14,30 @@ Two ways to build it, proven equal in the tests:
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 from torch import Tensor, nn
 
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.inputs import as_batched, check_length, key_padding, unbatch
 from attnlab.functional import Backend, scaled_dot_product_attention
+
+
+class KVCacheLike(Protocol):
+    """What :meth:`MultiHeadAttention.forward` needs from a KV cache (see ``attnlab.models.kv_cache``)."""
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
+def cached_causal_mask(t_new: int, t_total: int, device: torch.device) -> Tensor | None:
+    """Bool ``(t_new, t_total)``: the new queries (the last ``t_new`` positions) see keys up to their own.
+
+    None for a single new token: it may attend every key in the cache, so no mask is needed.
+    """
+    if t_new == 1:
+        return None
+    return torch.ones(t_new, t_total, dtype=torch.bool, device=device).tril(diagonal=t_total - t_new)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -89,16 +107,31 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None, return_weights: bool = False):
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, return_weights: bool = False,
+                kv_cache: KVCacheLike | None = None):
+        """Attend over ``x (B, T, d_in)``; see the class docstring for shapes.
+
+        ``kv_cache`` (decoding): an object whose ``update(k, v)`` appends this call's keys and values
+        ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``. The T new
+        queries sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i``
+        (bottom-right aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
+        """
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
         b, t, _ = x.shape
         check_length(t, self.context_length, owner)
         mask = key_padding(attention_mask, x, owner)
         q, k, v = self.split_heads(self.W_query(x)), self.split_heads(self.W_key(x)), self.split_heads(self.W_value(x))
+        is_causal = self.causal
+        if kv_cache is not None:
+            if mask is not None:
+                raise ValueError(f"{owner}: attention_mask cannot be combined with kv_cache")
+            k, v = kv_cache.update(k, v)
+            check_length(k.shape[-2], self.context_length, owner)
+            mask, is_causal = (cached_causal_mask(t, k.shape[-2], x.device) if self.causal else None), False
         out = scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0,
-            is_causal=self.causal, backend=self.backend, return_weights=return_weights,
+            is_causal=is_causal, backend=self.backend, return_weights=return_weights,
         )
         out, weights = out if return_weights else (out, None)
         out = self.out_proj(out.transpose(1, 2).reshape(b, t, self.d_out))  # concatenate the heads, then mix

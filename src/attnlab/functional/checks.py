@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor
 
+import numpy as np
+
 BACKENDS = ("auto", "math", "sdpa", "chunked")
 
 
@@ -38,8 +40,8 @@ def check_qkv(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
             f"and value {_shape(value)}"
         )
     try:
-        return tuple(torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2]))
-    except RuntimeError:
+        return tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2]))
+    except ValueError:
         raise ValueError(
             f"query, key and value batch dims must broadcast, got {_shape(query)}, {_shape(key)}, {_shape(value)}"
         ) from None
@@ -57,8 +59,8 @@ def check_mask(attn_mask: Tensor | None, batch: tuple[int, ...], t_q: int, t_k: 
         )
     target = (*batch, t_q, t_k)
     try:
-        ok = tuple(torch.broadcast_shapes(attn_mask.shape, target)) == target
-    except RuntimeError:
+        ok = tuple(np.broadcast_shapes(attn_mask.shape, target)) == target
+    except ValueError:
         ok = False
     if not ok:
         raise ValueError(

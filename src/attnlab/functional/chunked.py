@@ -18,8 +18,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-BLOCK_Q = 256
-BLOCK_K = 512
+import numpy as np
+
+BLOCK_Q = 128
+BLOCK_K = 256
 
 
 def _cut(mask: Tensor, qs: int, qe: int, ks: int, ke: int) -> Tensor:
@@ -59,7 +61,7 @@ def _key_end(is_causal: bool, qe: int, t_k: int) -> int:
 
 
 def _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk):
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     t_q, t_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     out = q.new_zeros(*batch, t_q, d_v)
     lse = q.new_full((*batch, t_q, 1), float("inf"))  # +inf marks rows with nothing to attend to

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+import numpy as np
 from attnlab.functional.masks import rows_with_keys
 
 
@@ -21,8 +22,8 @@ def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | No
     scores.mul_(scale)  # in place: the matmul's backward needs q and k, not this product
     if mask is None:
         return scores
-    if tuple(torch.broadcast_shapes(mask.shape, scores.shape)) != tuple(scores.shape):
-        scores = scores.expand(torch.broadcast_shapes(mask.shape, scores.shape)).clone()  # mask adds batch dims
+    if tuple(np.broadcast_shapes(mask.shape, scores.shape)) != tuple(scores.shape):
+        scores = scores.expand(np.broadcast_shapes(mask.shape, scores.shape)).clone()  # mask adds batch dims
     if mask.dtype == torch.bool:
         return scores.masked_fill_(~mask, float("-inf"))
     return scores.add_(mask.to(scores.dtype))

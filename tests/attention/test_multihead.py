@@ -1,0 +1,113 @@
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attnlab.attention import MultiHeadAttention, MultiHeadAttentionWrapper
+
+
+def torch_mha_like(mha: MultiHeadAttention) -> torch.nn.MultiheadAttention:
+    """A torch.nn.MultiheadAttention holding the same weights (it packs q/k/v into one in_proj)."""
+    ref = torch.nn.MultiheadAttention(mha.d_out, mha.num_heads, batch_first=True, bias=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([mha.W_query.weight, mha.W_key.weight, mha.W_value.weight]))
+        biases = [m.bias if m.bias is not None else torch.zeros(mha.d_out)
+                  for m in (mha.W_query, mha.W_key, mha.W_value)]
+        ref.in_proj_bias.copy_(torch.cat(biases))
+        ref.out_proj.weight.copy_(mha.out_proj.weight)
+        ref.out_proj.bias.copy_(mha.out_proj.bias)
+    return ref.eval()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("padding", [False, True])
+@pytest.mark.parametrize("qkv_bias", [False, True])
+@pytest.mark.parametrize("backend", ["auto", "math", "sdpa", "chunked"])
+def test_equals_torch_multihead_attention(causal, padding, qkv_bias, backend):
+    mha = MultiHeadAttention(16, 16, num_heads=4, qkv_bias=qkv_bias, causal=causal, backend=backend).eval()
+    ref = torch_mha_like(mha)
+    x = torch.randn(3, 7, 16)
+    am = torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 2 + [0] * 5]) if padding else None
+    kwargs = {"key_padding_mask": am == 0} if padding else {}
+    if causal:
+        kwargs["attn_mask"] = torch.ones(7, 7, dtype=torch.bool).triu(1)  # torch: True = NOT allowed
+    ref_out, ref_w = ref(x, x, x, need_weights=True, average_attn_weights=True, **kwargs)
+    out = mha(x, attention_mask=am)
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+    if backend in ("auto", "math"):
+        out_w, w = mha(x, attention_mask=am, return_weights=True)
+        torch.testing.assert_close(out_w, ref_out, atol=1e-5, rtol=0)
+        torch.testing.assert_close(w.mean(dim=1), ref_w, atol=1e-5, rtol=0)  # head-averaged, as torch returns
+
+
+def test_wrapper_equals_multihead_with_matching_weights():
+    # The wrapper concatenates heads of width d_out; MultiHeadAttention with d_out·num_heads split the same way and
+    # an identity out_proj computes exactly the same thing.
+    d_in, d_head, heads = 5, 3, 4
+    wrapper = MultiHeadAttentionWrapper(d_in, d_head, context_length=8, dropout=0.0, num_heads=heads, qkv_bias=True)
+    mha = MultiHeadAttention(d_in, d_head * heads, heads, context_length=8, qkv_bias=True, causal=True)
+    with torch.no_grad():
+        for name in ("W_query", "W_key", "W_value"):
+            getattr(mha, name).weight.copy_(torch.cat([getattr(h, name).weight for h in wrapper.heads]))
+            getattr(mha, name).bias.copy_(torch.cat([getattr(h, name).bias for h in wrapper.heads]))
+        mha.out_proj.weight.copy_(torch.eye(d_head * heads))
+        mha.out_proj.bias.zero_()
+    x = torch.randn(2, 8, d_in)
+    out_w, w_w = wrapper(x, return_weights=True)
+    out_m, w_m = mha(x, return_weights=True)
+    torch.testing.assert_close(out_w, out_m, atol=1e-6, rtol=0)
+    torch.testing.assert_close(w_w, w_m, atol=1e-6, rtol=0)
+
+
+@given(st.integers(1, 8), st.integers(0, 2**31 - 1))
+def test_permutation_equivariant_without_positions(t, seed):
+    g = torch.Generator().manual_seed(seed)
+    mha = MultiHeadAttention(8, 8, num_heads=2, causal=False)
+    x = torch.randn(2, t, 8, generator=g)
+    perm = torch.randperm(t, generator=g)
+    torch.testing.assert_close(mha(x[:, perm]), mha(x)[:, perm], atol=1e-6, rtol=0)
+
+
+@given(st.integers(2, 10), st.integers(0, 8))
+def test_causal_output_ignores_later_tokens(t, i):
+    i = min(i, t - 2)
+    mha = MultiHeadAttention(8, 8, num_heads=2, causal=True)
+    x = torch.randn(1, t, 8)
+    x2 = x.clone()
+    x2[:, i + 1:] += 1.0
+    torch.testing.assert_close(mha(x)[:, : i + 1], mha(x2)[:, : i + 1], atol=1e-6, rtol=0)
+
+
+def test_unbatched_input():
+    mha = MultiHeadAttention(4, 4, num_heads=2)
+    x = torch.randn(5, 4)
+    out, w = mha(x, return_weights=True)
+    assert out.shape == (5, 4) and w.shape == (2, 5, 5)
+    torch.testing.assert_close(out, mha(x[None])[0], atol=1e-6, rtol=0)  # math (weights) vs fused kernel
+
+
+def test_dropout_off_in_eval():
+    mha = MultiHeadAttention(8, 8, num_heads=2, dropout=0.5).eval()
+    x = torch.randn(2, 6, 8)
+    assert torch.equal(mha(x), mha(x))
+
+
+@pytest.mark.parametrize(
+    ("make", "msg"),
+    [
+        (lambda: MultiHeadAttention(10, 10, num_heads=3),
+         "d_out must be divisible by num_heads, got d_out=10, num_heads=3"),
+        (lambda: MultiHeadAttention(4, 4, 2, dropout=1.5), r"dropout must be in \[0, 1\), got 1.5"),
+        (lambda: MultiHeadAttention(4, 4, 2, context_length=3)(torch.randn(1, 4, 4)),
+         "sequence length 4 is longer than context_length=3"),
+        (lambda: MultiHeadAttention(4, 4, 2)(torch.randn(1, 3, 5)), r"x must have shape \(B, T, 4\)"),
+    ],
+)
+def test_bad_input_is_named(make, msg):
+    with pytest.raises(ValueError, match=msg):
+        make()
+
+
+def test_integer_input_is_a_type_error():
+    with pytest.raises(TypeError, match="x must be a floating-point tensor"):
+        MultiHeadAttention(4, 4, 2)(torch.ones(1, 3, 4, dtype=torch.long))
