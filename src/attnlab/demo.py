@@ -14,6 +14,8 @@ from torch import Tensor
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
 from attnlab.functional import attention_scores, attention_weights, causal_mask
+from attnlab.training.walkthrough import shakespeare_step, toy_step
+from attnlab.viz.report import report_step
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 EMBEDDINGS = torch.tensor(
@@ -104,6 +106,9 @@ def mechanisms(console: Console, x: Tensor, seed: int, out_dir: str) -> None:
 
 # Each capability adds its own step here; they run in order.
 STEPS: list[Step] = [mechanisms]
+STEPS += [toy_step, shakespeare_step]  # attnlab.training: the tutorial's toy, then a short GPT run and a sample
+# The report shows what the steps above wrote (a trained model, if any), so it runs last.
+STEPS.append(report_step)
 
 
 def run_demo(seed: int = 123, out_dir: str = "out", console: Console | None = None) -> None:

@@ -11,7 +11,14 @@ from attnlab import __version__
 
 # name -> (module under attnlab.cli, one-line help). Each module defines a click command named ``command``.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("bench", "Measure every attention backend: time, GFLOP/s vs the machine's limit, memory."),
     "demo": ("demo", "Walk through attention step by step, end to end."),
+    "explain": ("explain", "Show the arithmetic of attention for one token, step by step."),
+    "heatmap": ("heatmap", "Draw attention weights as a heatmap (PNG or SVG), CJK text included."),
+    "pe-plot": ("pe_plot", "Plot the sinusoidal positional encoding."),
+    "view": ("view", "Write an interactive, self-contained HTML viewer of attention."),
+    "train": ("train", "Train a GPT on a text corpus (resumable; distributed under torchrun)."),
+    "sample": ("sample", "Generate text from a trained checkpoint, streamed as it comes."),
 }
 
 

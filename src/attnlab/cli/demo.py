@@ -11,6 +11,18 @@ from attnlab.demo import run_demo
 @click.option("--seed", default=123, show_default=True, help="Seed for the trainable weights.")
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(file_okay=False),
               help="Where later steps write their files.")
-def command(seed: int, out_dir: str) -> None:
-    """Walk through attention: simplified, scaled, causal and multi-head, step by step."""
+@click.argument("part", required=False, type=click.Choice(["toy"]))
+def command(seed: int, out_dir: str, part: str | None) -> None:
+    """Walk through attention: simplified, scaled, causal and multi-head, step by step.
+
+    PART runs one part alone: `toy` is the tutorial's one-layer toy (training, heatmaps).
+    """
+    if part == "toy":
+        from rich.console import Console
+
+        from attnlab.demo import EMBEDDINGS
+        from attnlab.training.walkthrough import toy_step
+
+        toy_step(Console(), EMBEDDINGS, seed, out_dir)
+        return
     run_demo(seed=seed, out_dir=out_dir)

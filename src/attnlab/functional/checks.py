@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
-
-import numpy as np
 
 BACKENDS = ("auto", "math", "sdpa", "chunked")
 

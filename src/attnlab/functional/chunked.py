@@ -15,10 +15,9 @@ The backward pass recomputes each block's probabilities from the saved log-sum-e
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
-
-import numpy as np
 
 BLOCK_Q = 128
 BLOCK_K = 256

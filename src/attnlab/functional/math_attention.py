@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-import numpy as np
 from attnlab.functional.masks import rows_with_keys
 
 

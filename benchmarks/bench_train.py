@@ -1,0 +1,244 @@
+"""Training throughput and quality: attnlab's trainer against a plain-PyTorch loop, same model, same run.
+
+    .venv/bin/python benchmarks/bench_train.py            # full: 2 × 2,000 iterations + a 10-minute run (≈15 min)
+    .venv/bin/python benchmarks/bench_train.py --quick    # a smoke test: 2 × 30 iterations, a 20-second budget run
+
+Part A, the nanoGPT CPU baseline on Shakespeare's characters: 4 layers, 4 heads, 128 dims, block 64,
+batch 12, AdamW lr 1e-3 (warm-up 100, cosine to 1e-4, weight decay 0.1 on matrices, clip 1.0), dropout 0,
+2,000 iterations. Run twice: by ``attnlab.training`` and by a self-contained plain-PyTorch loop (model,
+batches and optimizer written here, no attnlab code) on the same token arrays. Both models are then
+scored on the same 200 validation batches. Target: attnlab tokens/s ≥ 1.0× the reference.
+
+Part B, the best validation loss in a 10-minute ``time_budget`` with the config in ``BUDGET_CONFIG``
+(a wider model, longer blocks, bigger batches and a higher learning rate than the baseline; see
+docs/training.md). ``max_iters`` is calibrated from a short probe so the cosine schedule ends as the
+budget does. Target: val loss ≤ 1.60.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+RESULTS = Path(__file__).resolve().parent / "results" / "train.md"
+BASELINE = dict(preset="baby", max_iters=2000, batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
+                weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, seed=1337)
+BUDGET_CONFIG = dict(preset="baby", model={"d_model": 192, "n_heads": 6, "context_length": 128}, batch_size=24,
+                     learning_rate=2e-3, min_lr=2e-4, warmup_iters=200, weight_decay=0.1, beta1=0.9, beta2=0.99,
+                     grad_clip=1.0, eval_interval=1000, eval_iters=50, seed=1337)
+VAL_BATCHES = 200
+
+
+# ---------------------------------------------------------------- the plain-PyTorch reference
+class RefBlock(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class RefGPT(nn.Module):
+    """nanoGPT's layout: token + learned position embeddings, pre-LN blocks, final LN, tied head."""
+
+    def __init__(self, vocab: int, block: int, d: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(block, d)
+        self.blocks = nn.ModuleList(RefBlock(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+        for m in self.modules():
+            if isinstance(m, nn.Linear | nn.Embedding):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def ref_lr(step: int, c: dict) -> float:
+    if step < c["warmup_iters"]:
+        return c["learning_rate"] * (step + 1) / c["warmup_iters"]
+    p = (step - c["warmup_iters"]) / (c["max_iters"] - c["warmup_iters"])
+    return c["min_lr"] + 0.5 * (1 + math.cos(math.pi * min(p, 1.0))) * (c["learning_rate"] - c["min_lr"])
+
+
+def ref_batch(data: np.ndarray, block: int, batch: int, rng: np.random.Generator):
+    starts = rng.integers(0, len(data) - block, batch)
+    w = torch.from_numpy(np.stack([data[s: s + block + 1].astype(np.int64) for s in starts]))
+    return w[:, :-1], w[:, 1:]
+
+
+def run_reference(train: np.ndarray, vocab: int, c: dict) -> tuple[nn.Module, float, list[float]]:
+    torch.manual_seed(c["seed"])
+    model = RefGPT(vocab, 64, 128, 4, 4)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": c["weight_decay"]},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                            lr=c["learning_rate"], betas=(c["beta1"], c["beta2"]))
+    rng = np.random.default_rng(c["seed"])
+    step_times = []
+    for step in range(c["max_iters"]):
+        t0 = time.perf_counter()
+        for g in opt.param_groups:
+            g["lr"] = ref_lr(step, c)
+        x, y = ref_batch(train, 64, c["batch_size"], rng)
+        loss = F.cross_entropy(model(x).view(-1, vocab), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, c["grad_clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step_times.append(time.perf_counter() - t0)
+    return model, sum(step_times), step_times
+
+
+@torch.no_grad()
+def val_loss(model, val: np.ndarray, block: int, batches: int, vocab: int) -> float:
+    """Mean loss on ``batches`` fixed validation batches (the same for every model scored)."""
+    model.eval()
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for _ in range(batches):
+        x, y = ref_batch(val, block, 12, rng)
+        total += F.cross_entropy(model(x).view(-1, vocab), y.reshape(-1)).item()
+    return total / batches
+
+
+# ---------------------------------------------------------------- the runs
+def part_a(quick: bool, out_root: Path) -> dict:
+    from attnlab.data import CharTokenizer, encode_cached, load_text, train_val_split
+    from attnlab.training import TrainConfig, Trainer
+
+    c = {**BASELINE, "max_iters": 30 if quick else BASELINE["max_iters"]}
+    text = load_text("shakespeare")
+    tokens = encode_cached(text, CharTokenizer.train(text), out_root / "cache")
+    train, val = (np.asarray(a) for a in train_val_split(tokens, 0.1))
+    vocab = int(tokens.max()) + 1
+    t0 = time.perf_counter()
+    ref_model, ref_train_s, ref_steps = run_reference(train, vocab, c)
+    ref_wall = time.perf_counter() - t0
+    cfg = TrainConfig(data="shakespeare", out=str(out_root / "baseline"), eval_interval=c["max_iters"],
+                      eval_iters=10, **{k: v for k, v in c.items() if k != "preset"}, preset="baby")
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg, quiet=True)
+    step_times = []
+    while trainer.step < cfg.max_iters:  # the trainer's own step, timed like the reference's
+        s = time.perf_counter()
+        trainer.train_step()
+        step_times.append(time.perf_counter() - s)
+    ours_wall = time.perf_counter() - t0
+    assert sum(p.numel() for p in ref_model.parameters()) == trainer.model.num_parameters()
+    tokens_per_step = c["batch_size"] * 64
+    res = {"iters": c["max_iters"], "params": trainer.model.num_parameters()}
+    for name, model, steps, wall in (("reference", ref_model, ref_steps, ref_wall),
+                                     ("attnlab", trainer.model, step_times, ours_wall)):
+        res[name] = {"wall_s": wall, "train_s": sum(steps), "tokens_per_s": tokens_per_step * len(steps) / sum(steps),
+                     "median_ms": 1000 * statistics.median(steps[10:] or steps),
+                     "val_loss": val_loss(model, val, 64, 20 if quick else VAL_BATCHES, vocab)}
+    res["ratio"] = res["attnlab"]["tokens_per_s"] / res["reference"]["tokens_per_s"]
+    return res
+
+
+def part_b(budget_minutes: float, out_root: Path) -> dict:
+    from attnlab.training import TrainConfig, Trainer
+
+    probe = Trainer(TrainConfig(data="shakespeare", out=str(out_root / "probe"), max_iters=10**6, **BUDGET_CONFIG),
+                    quiet=True)
+    for _ in range(5):
+        probe.train_step()  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(20):
+        probe.train_step()
+    step_s = (time.perf_counter() - t0) / 20
+    # evals take ≈ (eval_iters × 2 forward passes) per eval_interval steps: leave 8 % of the budget for them
+    max_iters = max(100, int(0.92 * budget_minutes * 60 / step_s))
+    cfg = TrainConfig(data="shakespeare", out=str(out_root / "budget"), max_iters=max_iters,
+                      time_budget=budget_minutes, **BUDGET_CONFIG)
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg, quiet=False)
+    result = trainer.train()
+    return {"config": BUDGET_CONFIG, "planned_iters": max_iters, "probe_step_ms": 1000 * step_s,
+            "steps": result.step, "stop_reason": result.stop_reason, "wall_s": time.perf_counter() - t0,
+            "tokens_per_s": result.tokens_per_s, "params": trainer.model.num_parameters(),
+            "val_loss": result.evals[-1][2], "train_loss": result.evals[-1][1], "budget_min": budget_minutes}
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return (f"CPU {cpu}, {os.cpu_count()} logical cores, torch {torch.__version__} "
+            f"({torch.get_num_threads()} threads), numpy {np.__version__}, Python {platform.python_version()}")
+
+
+def write(a: dict, b: dict, quick: bool) -> str:
+    r, o = a["reference"], a["attnlab"]
+    lines = [
+        "# Training benchmark" + (" (--quick: a smoke test, not a measurement)" if quick else ""),
+        "", machine(), "",
+        f"## A. nanoGPT CPU baseline: Shakespeare characters, {a['params']:,} parameters, {a['iters']} iterations",
+        "", "L4 H4 d128, block 64, batch 12, AdamW 1e-3 (warm-up 100, cosine to 1e-4), dropout 0. "
+        f"Val loss: mean over the same {VAL_BATCHES if not quick else 20} validation batches for both.", "",
+        "| loop | wall s | train s | median ms/iter | tokens/s | val loss |", "|---|---|---|---|---|---|",
+        *(f"| {n} | {x['wall_s']:.1f} | {x['train_s']:.1f} | {x['median_ms']:.1f} | {x['tokens_per_s']:,.0f} | "
+          f"{x['val_loss']:.3f} |" for n, x in (("plain PyTorch reference", r), ("attnlab.training", o))),
+        "", f"**attnlab / reference tokens/s: {a['ratio']:.2f}×** (target ≥ 1.0×)", "",
+        f"## B. Best val loss in a {b['budget_min']:g}-minute time budget", "",
+        f"Config: `{b['config']}`; {b['params']:,} parameters; probe {b['probe_step_ms']:.1f} ms/step, "
+        f"so max_iters = {b['planned_iters']}.", "",
+        "| steps | stop | wall s | tokens/s | train loss | val loss |", "|---|---|---|---|---|---|",
+        f"| {b['steps']} | {b['stop_reason']} | {b['wall_s']:.0f} | {b['tokens_per_s']:,.0f} | {b['train_loss']:.3f} | "
+        f"**{b['val_loss']:.3f}** |", "", "Target: val loss ≤ 1.60 (characters).", "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke test: 30 iterations, a 20-second budget")
+    parser.add_argument("--budget", type=float, default=10.0, help="minutes for part B (default 10)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        a = part_a(args.quick, Path(tmp))
+        print(f"A: reference {a['reference']['tokens_per_s']:,.0f} tok/s, attnlab {a['attnlab']['tokens_per_s']:,.0f}"
+              f" tok/s ({a['ratio']:.2f}×); val {a['reference']['val_loss']:.3f} / {a['attnlab']['val_loss']:.3f}")
+        b = part_b(20 / 60 if args.quick else args.budget, Path(tmp))
+        print(f"B: {b['steps']} steps, val loss {b['val_loss']:.3f}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(write(a, b, args.quick), encoding="utf-8")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""What ``attnlab bench`` measures: the cases, the run's settings, and the plan for each case
+(how many repeats, or why it is skipped) made *before* it runs, from estimates of its memory and time."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from attnlab.bench.flops import attention_flops
+
+TORCH_BACKENDS = ("math", "chunked", "sdpa", "auto")  # attnlab.functional
+NUMPY_BACKENDS = ("numpy-math", "numpy-chunked")  # attnlab.numpy
+BACKENDS = TORCH_BACKENDS + NUMPY_BACKENDS
+
+TEXTS_SHAPE = {"batch": 8, "seq_len": 256, "d_model": 512, "num_heads": 8}  # the texts' example
+FULL_SEQ_LENS = (256, 1024, 4096, 16384, 65536)
+QUICK_SEQ_LENS = (256, 1024)
+
+# Rough rates (GFLOP/s, full T² count) used only to plan a case before anything is measured;
+# after the first measurement of a backend, its own measured rate takes over.
+_PRIOR_GFLOPS = {"math": 30.0, "chunked": 40.0, "sdpa": 150.0, "auto": 150.0,
+                 "numpy-math": 30.0, "numpy-chunked": 40.0}
+# The O(T²) paths fault in a fresh score matrix on the first call; pages arrive at about this rate.
+_FAULT_BYTES_PER_S = 0.5e9
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement: multi-head self-attention forward, ``(B, T, d)`` in, with one backend."""
+
+    group: str  # "texts" (the texts' shape) or "sweep" (T varies)
+    backend: str
+    batch: int
+    seq_len: int
+    d_model: int
+    num_heads: int
+    causal: bool
+
+    def flops(self) -> int:
+        return attention_flops(self.batch, self.seq_len, self.d_model, self.num_heads, self.causal).total
+
+    def full_flops(self) -> int:
+        """FLOPs with every query-key pair counted: what the O(T²) kernels really compute, used for planning."""
+        return attention_flops(self.batch, self.seq_len, self.d_model, self.num_heads, False).total
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def estimate_peak_bytes(case: Case) -> int:
+    """Peak extra memory of one call, estimated from what each backend allocates.
+
+    ``math`` (torch) holds the scores and the softmax output at once (two ``(B, h, T, T)`` fp32
+    matrices); ``numpy-math`` works in place (one); causal adds bool masks of ``T²`` bytes. The
+    chunked kernels hold a few blocks of scores; ``sdpa`` (a flash kernel) is O(T).
+    """
+    b, t, d, h = case.batch, case.seq_len, case.d_model, case.num_heads
+    activations = 8 * b * t * d * 4  # x, q, k, v, their head-split copies, the concatenated heads, the output
+    scores = b * h * t * t * 4
+    masks = 2 * t * t if case.causal else 0
+    per_backend = {
+        "math": 2 * scores + masks,
+        "numpy-math": scores + masks,
+        "chunked": 4 * b * h * 256 * 512 * 4,
+        "numpy-chunked": 4 * b * h * 512 * 1024 * 4,
+        "sdpa": 2 * b * h * t * 4,
+        "auto": 2 * b * h * t * 4,
+    }
+    return activations + per_backend[case.backend]
+
+
+@dataclass
+class BenchConfig:
+    """How much to measure. ``quick()`` and ``full()`` are the two presets."""
+
+    seq_lens: tuple[int, ...] = FULL_SEQ_LENS
+    backends: tuple[str, ...] = BACKENDS
+    causal: tuple[bool, ...] = (False, True)
+    texts_shape: bool = True
+    batch: int = 1  # the sweep's batch, width and heads
+    d_model: int = 512
+    num_heads: int = 8
+    target_seconds: float = 2.0  # timed repeats per case aim at about this much time...
+    min_repeats: int = 3
+    max_repeats: int = 25
+    long_call_seconds: float = 8.0  # ...but a call longer than this is timed once, on its first run
+    max_case_seconds: float = 45.0  # skip a case predicted to take longer than this
+    max_memory_bytes: int = 0  # skip a case predicted to need more; 0 = half the machine's memory
+    matmul_n: int = 4096
+    bandwidth_mib: int = 512
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.seq_lens or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in self.seq_lens):
+            raise ValueError(f"seq_lens must be positive integers, got {self.seq_lens!r}")
+        unknown = [b for b in self.backends if b not in BACKENDS]
+        if not self.backends or unknown:
+            raise ValueError(f"unknown backend(s) {unknown or '(none given)'}; valid: {', '.join(BACKENDS)}")
+        if not self.causal:
+            raise ValueError("causal must hold at least one of False, True")
+        for name in ("batch", "d_model", "num_heads", "min_repeats", "max_repeats", "matmul_n", "bandwidth_mib"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
+        if self.min_repeats > self.max_repeats:
+            raise ValueError(f"min_repeats={self.min_repeats} must not exceed max_repeats={self.max_repeats}")
+        for name in ("target_seconds", "long_call_seconds", "max_case_seconds"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+
+    @classmethod
+    def quick(cls, **overrides) -> BenchConfig:
+        settings = {"seq_lens": QUICK_SEQ_LENS, "target_seconds": 0.1, "min_repeats": 2, "max_repeats": 5,
+                    "max_case_seconds": 5.0, "matmul_n": 2048, "bandwidth_mib": 128}
+        return cls(**{**settings, **overrides})
+
+    @classmethod
+    def full(cls, **overrides) -> BenchConfig:
+        return cls(**overrides)
+
+    def cases(self) -> list[Case]:
+        """The texts' shape first, then the sweep by increasing T (so each T is planned from the last)."""
+        found = []
+        if self.texts_shape:
+            found += [Case("texts", b, causal=c, **TEXTS_SHAPE) for c in self.causal for b in self.backends]
+        for t in sorted(set(self.seq_lens)):
+            found += [Case("sweep", b, self.batch, t, self.d_model, self.num_heads, c)
+                      for c in self.causal for b in self.backends]
+        return found
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with a case: run it (``repeats`` timed calls after a first, untimed one), or skip it."""
+
+    repeats: int = 0
+    single_call: bool = False  # the first call is also the only timed one
+    est_seconds: float = 0.0  # estimated time of one call
+    est_bytes: int = 0
+    skip: str | None = None
+
+
+class Planner:
+    """Plans each case from estimates, and learns each backend's rate from what it measured."""
+
+    def __init__(self, config: BenchConfig, memory_limit: int) -> None:
+        self.config, self.memory_limit = config, memory_limit
+        self.rate: dict[tuple[str, bool], float] = {}  # (backend, causal) -> measured full-count FLOP/s
+
+    def learn(self, case: Case, median_seconds: float) -> None:
+        self.rate[(case.backend, case.causal)] = case.full_flops() / median_seconds
+
+    def plan(self, case: Case) -> Plan:
+        cfg = self.config
+        est_bytes = estimate_peak_bytes(case)
+        rate = self.rate.get((case.backend, case.causal), _PRIOR_GFLOPS[case.backend] * 1e9)
+        per_call = case.full_flops() / rate
+        if est_bytes > self.memory_limit:
+            return Plan(est_seconds=per_call, est_bytes=est_bytes,
+                        skip=f"memory ~{est_bytes / 2**30:.1f} GiB > {self.memory_limit / 2**30:.1f} GiB limit")
+        first_call = per_call + (est_bytes / _FAULT_BYTES_PER_S if case.backend.endswith("math") else 0.0)
+        if per_call >= cfg.long_call_seconds:
+            repeats, single, total = 1, True, first_call
+        else:
+            repeats = int(min(cfg.max_repeats, max(cfg.min_repeats, round(cfg.target_seconds / per_call))))
+            single, total = False, first_call + (repeats + 1) * per_call  # + one warm-up call
+        if total > cfg.max_case_seconds:
+            return Plan(est_seconds=per_call, est_bytes=est_bytes,
+                        skip=f"time ~{total:.0f} s > {cfg.max_case_seconds:.0f} s budget")
+        return Plan(repeats, single, per_call, est_bytes)

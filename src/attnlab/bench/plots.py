@@ -1,0 +1,59 @@
+"""Log-log plots of the sweep: time and peak memory against T, one line per backend."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from attnlab.bench.report import write_atomic
+from attnlab.bench.runner import BenchResult
+
+
+def _figure(result: BenchResult, value, ylabel: str, title: str) -> bytes | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = result.config.causal
+    fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False, sharey=True)
+    drawn = False
+    for ax, causal in zip(axes[0], modes, strict=True):
+        for backend in result.config.backends:
+            pts = sorted((r.case.seq_len, value(r)) for r in result.cases
+                         if r.status == "ok" and r.case.group == "sweep" and r.case.backend == backend
+                         and r.case.causal == causal and value(r))
+            if pts:
+                drawn = True
+                ax.plot(*zip(*pts, strict=True), marker="o", label=backend,
+                        linestyle="--" if backend.startswith("numpy") else "-")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length T")
+        ax.set_title(f"{title}, {'causal' if causal else 'non-causal'}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel(ylabel)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue() if drawn else None
+
+
+def write_plots(result: BenchResult, out_dir: Path) -> list[str]:
+    """Write ``time_vs_T.png`` and ``memory_vs_T.png`` into ``out_dir``; returns the names written."""
+    cfg = result.config
+    shape = f"B={cfg.batch}, d={cfg.d_model}, h={cfg.num_heads}"
+    figures = {
+        "time_vs_T.png": _figure(result, lambda r: r.median_s and r.median_s * 1e3, "median time per call (ms)",
+                                 f"Time, {shape}"),
+        "memory_vs_T.png": _figure(result, lambda r: r.peak_extra_bytes and r.peak_extra_bytes / 2**20,
+                                   "peak extra memory (MiB)", f"Memory, {shape}"),
+    }
+    written = []
+    for name, png in figures.items():
+        if png is not None:
+            write_atomic(Path(out_dir) / name, png)
+            written.append(name)
+    return written

@@ -1,0 +1,137 @@
+"""The results, three ways: a rich table for the terminal, JSON, and a markdown report with the
+machine's facts, the counting convention and the targets."""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from rich.table import Table
+
+from attnlab.bench.runner import BenchResult, CaseResult
+
+FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h + weighted sum 2·B·h·P·d_h + output "
+             "projection 2·B·T·d² (a multiply-add is 2 FLOPs); P = T² query-key pairs, or T(T+1)/2 when causal "
+             "(only the pairs a query may attend, about half, as in baselines.md), so causal GFLOP/s count useful "
+             "work. Softmax, masking and biases are not counted.")
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a file whole or not at all: a temp file in the same folder, then ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def _row(r: CaseResult, matmul: float) -> list[str]:
+    c = r.case
+    spread = r.spread_s
+    g = r.gflops()
+    note = r.reason if r.status != "ok" else ("one call" if r.plan.single_call else "")
+    return [f"{c.batch}×{c.seq_len}", c.backend, "yes" if c.causal else "no",
+            _num(r.median_s and r.median_s * 1e3, ".2f"),
+            "–" if spread is None else f"{spread[0] * 1e3:.3g}–{spread[1] * 1e3:.3g}",
+            str(len(r.times)) if r.times else "–", _num(g, ".1f"), _num(g and 100 * g / matmul, ".0f"),
+            _num(r.peak_extra_bytes and r.peak_extra_bytes / 2**20, ".1f"), note]
+
+
+HEADERS = ["B×T", "backend", "causal", "median ms", "spread ms", "n", "GFLOP/s", "% matmul", "peak MiB", "note"]
+
+
+def rich_table(result: BenchResult) -> Table:
+    matmul = result.matmul["value"]
+    table = Table(title=f"Multi-head attention forward, d={result.config.d_model}, h={result.config.num_heads} "
+                        f"(matmul limit {matmul:.0f} GFLOP/s)", title_justify="left")
+    for h in HEADERS:
+        text = h in ("backend", "note")
+        table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold")
+    cases = result.cases
+    for i, r in enumerate(cases):
+        key = (r.case.group, r.case.seq_len, r.case.causal)
+        last = i + 1 == len(cases) or key != (cases[i + 1].case.group, cases[i + 1].case.seq_len,
+                                              cases[i + 1].case.causal)
+        table.add_row(*_row(r, matmul), style="dim" if r.status != "ok" else None, end_section=last)
+    return table
+
+
+def _ok(result: BenchResult, backend: str, causal: bool, group: str = "sweep") -> dict[int, CaseResult]:
+    return {r.case.seq_len: r for r in result.cases
+            if r.status == "ok" and r.case.backend == backend and r.case.causal == causal and r.case.group == group}
+
+
+def _slope(points: dict[int, float]) -> float | None:
+    """Least-squares slope of log(value) against log(T): 2 means ∝ T², 1 means ∝ T."""
+    pts = [(math.log(t), math.log(v)) for t, v in points.items() if v and v > 0]
+    if len(pts) < 2:
+        return None
+    mx, my = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
+
+
+def targets(result: BenchResult) -> list[str]:
+    """The goals, each with what this run measured (reported, not asserted)."""
+    lines = []
+    for causal in result.config.causal:
+        np_math, pt_math = _ok(result, "numpy-math", causal), _ok(result, "math", causal)
+        ratios = [f"T={t}: {np_math[t].median_s / pt_math[t].median_s:.2f}×"
+                  for t in sorted(np_math) if t >= 1024 and t in pt_math]
+        if ratios:
+            lines.append(f"NumPy math / torch math time ({'causal' if causal else 'non-causal'}; goal ≤ 1.5× at "
+                         f"T ≥ 1024): {', '.join(ratios)}")
+    at_4096 = [r for r in result.cases if r.status == "ok" and r.case.group == "sweep" and not r.case.causal
+               and r.case.seq_len == 4096]
+    if at_4096:
+        best = max(at_4096, key=lambda r: r.gflops())
+        pct = 100 * best.gflops() / result.matmul["value"]
+        lines.append(f"Fastest backend at non-causal T=4096 (goal ≥ 70% of matmul): {best.case.backend}, "
+                     f"{best.gflops():.0f} GFLOP/s = {pct:.0f}% of {result.matmul['value']:.0f}")
+    for backend in result.config.backends:
+        # Memory above a fixed floor: only the points where it has clearly left the floor (≥ 16 MiB).
+        pts = {t: r.peak_extra_bytes for t, r in _ok(result, backend, False).items()
+               if r.peak_extra_bytes and r.peak_extra_bytes >= 16 * 2**20}
+        s = _slope(pts)
+        if s is not None:
+            lines.append(f"Peak memory of {backend} grows as T^{s:.2f} (non-causal, T = {min(pts)}…{max(pts)})")
+    return lines
+
+
+def markdown(result: BenchResult, plots: list[str]) -> str:
+    m, mm, bw = result.machine, result.matmul, result.bandwidth
+    cfg = result.config
+    out = ["# attnlab bench: multi-head attention forward on this machine", "",
+           f"- CPU: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}, {m['memory_gib']} GiB RAM",
+           f"- Python {m['python']}, torch {m['torch']}, numpy {m['numpy']}",
+           f"- Matrix-multiply limit: **{mm['value']:.0f} GFLOP/s** ({mm['what']}; repeats {mm['low']:.0f}–"
+           f"{mm['high']:.0f})",
+           f"- Memory bandwidth: **{bw['value']:.1f} GB/s** ({bw['what']}, read + write; repeats {bw['low']:.1f}–"
+           f"{bw['high']:.1f})",
+           f"- Whole run: {result.seconds:.0f} s. Memory limit for a case: {result.memory_limit_bytes / 2**30:.1f} GiB;"
+           f" time budget per case: {cfg.max_case_seconds:.0f} s.", "",
+           "Each case is `MultiHeadAttention` (torch, `inference_mode`) or `attnlab.numpy.multi_head_attention` "
+           f"forward: texts' shape B=8, T=256, d=512, 8 heads; sweep B={cfg.batch}, d={cfg.d_model}, "
+           f"{cfg.num_heads} heads. Each case runs in a fresh process; its first call measures the peak extra "
+           "memory (high-water resident set over the one before the call) and warms up; the median and spread "
+           "(interquartile range, or min–max under 4 calls) are over the timed calls after it (`n`). A call "
+           "predicted to last longer than "
+           f"{cfg.long_call_seconds:.0f} s is timed once, on its first run.", "", FLOP_NOTE, "",
+           "## Targets (reported, not asserted)", ""]
+    out += [f"- {line}" for line in targets(result)] or ["- (not enough cases for the targets)"]
+    out += ["", "## Results", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    out += ["| " + " | ".join(_row(r, mm["value"])) + " |" for r in result.cases]
+    if plots:
+        out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    out += ["", f"Reproduce: `attnlab bench --out DIR` (seq lens {', '.join(map(str, cfg.seq_lens))}).", ""]
+    return "\n".join(out)

@@ -1,0 +1,105 @@
+"""``attnlab explain TEXT``: the arithmetic of attention for one query token, every number shown."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
+    """``[0.1234, -0.5678, …]`` (at most ``max_dims`` numbers, then how many more)."""
+    shown = ", ".join(f"{v:.{digits}f}" for v in values[:max_dims])
+    more = f", … +{len(values) - max_dims}" if len(values) > max_dims else ""
+    return f"[{shown}{more}]"
+
+
+def _inputs_table(e, digits: int) -> Table:
+    t = Table(title="1. Tokens and what the layer reads", title_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("token", style="bold")
+    if e.token_embeddings is not None and e.positions is not None:
+        t.add_column("embedding")
+        t.add_column("+ position")
+    t.add_column("= input x" if e.positions is not None else "input x (hidden state)")
+    for j, tok in enumerate(e.tokens):
+        cells = [str(j), escape(tok)]
+        if e.token_embeddings is not None and e.positions is not None:
+            cells += [fmt_vec(e.token_embeddings[j].tolist(), digits), fmt_vec(e.positions[j].tolist(), digits)]
+        style = "reverse" if j == e.query_index else None
+        t.add_row(*cells, fmt_vec(e.inputs[j].tolist(), digits), style=style)
+    return t
+
+
+def _kv_table(e, digits: int) -> Table:
+    title = f"2. Query q of {escape(repr(e.query_token))} = {fmt_vec(e.query.tolist(), digits)};  keys and values"
+    t = Table(title=title, title_justify="left")
+    t.add_column("key token", style="bold")
+    t.add_column("k_j")
+    t.add_column("v_j")
+    for j, tok in enumerate(e.tokens):
+        t.add_row(escape(tok), fmt_vec(e.keys[j].tolist(), digits), fmt_vec(e.values[j].tolist(), digits))
+    return t
+
+
+def _scores_table(e, digits: int) -> Table:
+    d_k = e.keys.shape[-1]
+    scale_label = "× 1 (no scaling)" if e.scale == 1.0 else f"÷ √{d_k} = {e.scale ** -1:.{digits}f}"
+    t = Table(title="3. Scores, scaling, softmax, and each value's contribution", title_justify="left")
+    for name in ("key token", "q · k_j", scale_label, "exp(s - max)", "softmax a_j", "a_j · v_j"):
+        t.add_column(name, justify="left" if name in ("key token", "a_j · v_j") else "right")
+    for j, tok in enumerate(e.tokens):
+        scaled = f"{e.scaled_scores[j]:.{digits}f}" if e.allowed[j] else "-inf (masked)"
+        t.add_row(escape(tok), f"{e.raw_scores[j]:.{digits}f}", scaled, f"{e.exp_scores[j]:.{digits}f}",
+                  f"{e.weights[j]:.{digits}f}", fmt_vec(e.contributions[j].tolist(), digits))
+    t.add_section()
+    t.add_row("sum", "", "", f"{e.exp_scores.sum():.{digits}f}", f"{e.weights.sum():.{digits}f}",
+              fmt_vec(e.context.tolist(), digits), style="bold")
+    return t
+
+
+def render(console: Console, e, digits: int = 4) -> None:
+    """Print an :class:`~attnlab.inspect.Explanation` as rich tables."""
+    where = f"{escape(e.model_name)} (layer {e.layer}, head {e.head})"
+    console.rule(f"[bold]Attention of {escape(repr(e.query_token))} in {where}")
+    console.print(_inputs_table(e, digits))
+    console.print(_kv_table(e, digits))
+    console.print(_scores_table(e, digits))
+    console.print(f"[bold]4. Context vector[/bold] z = Σ a_j v_j = {fmt_vec(e.context.tolist(), digits, 16)}")
+    console.print(f"The weights sum to {e.weights.sum():.6f}. Checked against the model's own forward pass: "
+                  f"max |Δ| weights {e.max_abs_diff_weights:.1e}, context {e.max_abs_diff_context:.1e}.")
+
+
+@click.command(name="explain")
+@click.argument("text")
+@click.option("--query", "query", default=None, help="The query token (its text, or its index). Default: the last.")
+@click.option("--mechanism", type=click.Choice(["simple", "scaled", "causal", "multihead"]), default="scaled",
+              show_default=True, help="Mechanism of the random model.")
+@click.option("--model", "model_name", default="random", show_default=True,
+              help="random, bert, or a trained checkpoint directory.")
+@click.option("--layer", default=0, show_default=True, help="Layer to explain.")
+@click.option("--head", default=0, show_default=True, help="Head to explain.")
+@click.option("--seed", default=123, show_default=True, help="Seed of the random model.")
+@click.option("--digits", default=4, show_default=True, type=click.IntRange(1, 12), help="Decimals shown.")
+@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead of tables.")
+def command(text: str, query: str | None, mechanism: str, model_name: str, layer: int, head: int, seed: int,
+            digits: int, as_json: bool) -> None:
+    """Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V."""
+    from attnlab.inspect import capture, explain
+    from attnlab.inspect.models import load_model
+
+    try:
+        model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
+        cap = capture(model, text, tokenizer=tokenizer)
+        q: str | int = len(cap.tokens) - 1 if query is None else (int(query) if query.lstrip("-").isdigit()
+                                                                 and query not in cap.tokens else query)
+        e = explain(cap, q, layer=layer, head=head)
+    except (ValueError, TypeError) as err:
+        raise click.UsageError(str(err)) from err
+    if as_json:
+        click.echo(json.dumps(e.to_dict(), ensure_ascii=False, indent=1))
+    else:
+        render(Console(), e, digits)

@@ -1,0 +1,90 @@
+"""``attnlab train``: a GPT on a text corpus, from one command (also under ``torchrun``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+# flag name -> TrainConfig field (None values are "not given" and do not override)
+TRAIN_FLAGS = ("data", "out", "tokenizer", "vocab_size", "preset", "max_iters", "batch_size", "grad_accum",
+               "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip",
+               "eval_interval", "eval_iters", "seed", "time_budget", "compile", "device", "val_fraction")
+MODEL_FLAGS = ("n_layers", "n_heads", "d_model", "d_ff", "context_length", "dropout")
+
+
+def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
+    """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
+    from pathlib import Path
+
+    from attnlab.training import TrainConfig, load_checkpoint, load_toml
+
+    values: dict[str, Any] = {}
+    if resume:
+        out = given.get("out") or TrainConfig().out
+        values = load_checkpoint(out).state["train_config"] if Path(out).exists() else {}
+        if not values:
+            raise ValueError(f"resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)")
+    if config_file:
+        from_file = load_toml(config_file)
+        TrainConfig.from_dict(from_file, source=f"config file {config_file!r}")  # unknown keys, bad values
+        model = {**values.get("model", {}), **from_file.pop("model", {})}
+        values = {**values, **from_file, "model": model}
+    values.update({k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None})
+    model_flags = {k: v for k, v in given.items() if k in MODEL_FLAGS and v is not None}
+    values["model"] = {**values.get("model", {}), **model_flags}
+    return TrainConfig.from_dict(values)
+
+
+@click.command(name="train")
+@click.option("--data", help="'shakespeare' (built in), a text file or a directory.  [default: shakespeare]")
+@click.option("--out", help="Output directory: checkpoints, tokenizer, loss curve.  [default: out/train]")
+@click.option("--tokenizer", type=click.Choice(["char", "bpe"]), help="Characters or byte-level BPE.  [default: char]")
+@click.option("--vocab-size", type=int, help="BPE vocabulary size.  [default: 4096]")
+@click.option("--preset", help="Model preset: tiny, baby, ...  [default: baby]")
+@click.option("--n-layers", type=int, help="Override the preset: number of blocks.")
+@click.option("--n-heads", type=int, help="Override the preset: attention heads.")
+@click.option("--d-model", type=int, help="Override the preset: model width.")
+@click.option("--d-ff", type=int, help="Override the preset: feed-forward width (default 4·d_model).")
+@click.option("--context-length", "--block-size", "context_length", type=int, help="Override the preset: block size.")
+@click.option("--dropout", type=float, help="Override the preset: dropout.")
+@click.option("--max-iters", type=int, help="Optimizer steps.  [default: 2000]")
+@click.option("--batch-size", type=int, help="Sequences per micro-batch, per process.  [default: 12]")
+@click.option("--grad-accum", type=int, help="Micro-batches per step, over all processes.  [default: 1]")
+@click.option("--lr", "--learning-rate", "learning_rate", type=float, help="Peak learning rate.  [default: 1e-3]")
+@click.option("--min-lr", type=float, help="Learning rate at the end of the cosine.  [default: 1e-4]")
+@click.option("--warmup-iters", type=int, help="Linear warm-up steps.  [default: 100]")
+@click.option("--lr-decay-iters", type=int, help="Cosine length in steps.  [default: max-iters]")
+@click.option("--weight-decay", type=float, help="AdamW weight decay on matrices.  [default: 0.1]")
+@click.option("--grad-clip", type=float, help="Max gradient norm, 0 = off.  [default: 1.0]")
+@click.option("--eval-interval", type=int, help="Steps between evals and checkpoints.  [default: 250]")
+@click.option("--eval-iters", type=int, help="Batches per loss estimate.  [default: 50]")
+@click.option("--val-fraction", type=float, help="Share of the corpus held out.  [default: 0.1]")
+@click.option("--seed", type=int, help="Seed for weights, batches and dropout.  [default: 1337]")
+@click.option("--time-budget", type=float, help="Stop cleanly after this many minutes.")
+@click.option("--compile/--no-compile", "compile", default=None, help="torch.compile the model.  [default: off]")
+@click.option("--device", help="auto, cpu, cuda, cuda:N.  [default: auto]")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A TOML file of these settings.")
+@click.option("--resume", is_flag=True, help="Continue from the checkpoint in --out.")
+@click.option("--overwrite", is_flag=True, help="Start afresh even if --out holds a checkpoint (deleting it).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or log lines.")
+def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
+    """Train a GPT to predict the next token of a corpus.
+
+    \b
+    Examples:
+      attnlab train --data shakespeare --preset baby --out out/baby
+      attnlab train --out out/baby --resume --max-iters 4000
+      torchrun --nproc_per_node=2 --no-python attnlab train --preset tiny --grad-accum 2
+    """
+    from attnlab.training import train
+
+    try:
+        config = merge_config(given, config_file, resume)
+        train(config, resume=resume, quiet=quiet, overwrite=overwrite)
+    except (ValueError, TypeError, ImportError) as err:
+        raise click.ClickException(str(err)) from None
+    finally:
+        from attnlab.training.distributed import teardown_distributed
+
+        teardown_distributed()

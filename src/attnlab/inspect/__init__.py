@@ -1,0 +1,16 @@
+"""Look inside attention: one capture of a forward pass, and the arithmetic of it step by step."""
+
+from attnlab.inspect.capture import Capture, capture, max_length
+from attnlab.inspect.explain import Explanation, explain
+from attnlab.inspect.toy import MECHANISMS, ToyConfig, ToyModel
+
+__all__ = [
+    "MECHANISMS",
+    "Capture",
+    "Explanation",
+    "ToyConfig",
+    "ToyModel",
+    "capture",
+    "explain",
+    "max_length",
+]

@@ -1,0 +1,259 @@
+"""One capture API: run a model once and keep everything its attention did.
+
+``capture(model, text)`` tokenizes, runs the model's own forward pass with weights returned, and
+records per layer: the attention weights ``(H, T, T)`` the model computed, and — through forward
+hooks on ``W_query``/``W_key``/``W_value``/``out_proj`` — what each attention layer read, its queries,
+keys and values, and the context vectors it produced. Every view in attnlab (explain, heatmaps, the
+HTML viewer, the report) reads a :class:`Capture`; none recomputes attention its own way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.attention import SimpleSelfAttention
+from attnlab.inspect.toy import ToyModel
+
+
+@dataclass
+class Capture:
+    """What one forward pass did, for one sentence.
+
+    Attributes:
+        tokens: the ``T`` tokens, as text.
+        attentions: per layer, the model's own weights ``(H, T, T)`` (query rows, key columns).
+        inputs: per layer, what the attention layer read ``(T, D)`` (None where not hooked).
+        queries, keys, values: per layer ``(H, T, d_head)`` (None where the model has no such projections).
+        contexts: per layer ``(H, T, d_head)``: each head's weighted sum of values, as the model computed it.
+        scale: the factor the scores are multiplied by before the softmax (1/√d_head, or 1 for simple).
+        causal: whether keys after the query were masked.
+        model_name: a label for titles.
+        token_embeddings, positions: ``(T, D)`` parts of the first layer's input, where the model has them.
+    """
+
+    tokens: list[str]
+    attentions: list[Tensor]
+    inputs: list[Tensor] | None = None
+    queries: list[Tensor] | None = None
+    keys: list[Tensor] | None = None
+    values: list[Tensor] | None = None
+    contexts: list[Tensor] | None = None
+    scale: float | None = None
+    causal: bool = False
+    model_name: str = "model"
+    token_embeddings: Tensor | None = None
+    positions: Tensor | None = None
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.attentions)
+
+    @property
+    def n_heads(self) -> int:
+        return self.attentions[0].shape[0]
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.tokens)
+
+    def check_layer_head(self, layer: int, head: int | None = None) -> None:
+        """Raise a ValueError naming the valid range if ``layer``/``head`` is out of it."""
+        if not isinstance(layer, int) or not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be in 0..{self.n_layers - 1} ({self.n_layers} layers), got {layer!r}")
+        if head is not None and (not isinstance(head, int) or not 0 <= head < self.n_heads):
+            raise ValueError(f"head must be in 0..{self.n_heads - 1} ({self.n_heads} heads), got {head!r}")
+
+    def weights(self, layer: int = 0, head: int = 0) -> Tensor:
+        """``(T, T)`` weights of one head (query rows, key columns)."""
+        self.check_layer_head(layer, head)
+        return self.attentions[layer][head]
+
+    def scores(self, layer: int = 0) -> Tensor:
+        """``(H, T, T)`` raw scores Q Kᵀ of a layer, before scaling and masking."""
+        self.check_layer_head(layer)
+        if self.queries is None or self.keys is None:
+            raise ValueError(f"{self.model_name}: this capture has no queries/keys (capture with qkv=True)")
+        return self.queries[layer] @ self.keys[layer].transpose(-1, -2)
+
+
+def _attention_modules(model: nn.Module) -> list[nn.Module]:
+    """The modules that compute attention, in forward order (outermost wins: a wrapper's heads are skipped)."""
+    found: list[tuple[str, nn.Module]] = []
+    for name, m in model.named_modules():
+        is_attn = isinstance(m, SimpleSelfAttention) or (hasattr(m, "W_query") and hasattr(m, "W_key"))
+        if is_attn and not any(name.startswith(p + ".") for p, _ in found if p):
+            found.append((name, m))
+    return [m for _, m in found]
+
+
+def _split(t: Tensor, heads: int) -> Tensor:
+    """``(T, H·d)`` -> ``(H, T, d)``."""
+    n, d = t.shape
+    return t.view(n, heads, d // heads).transpose(0, 1)
+
+
+class _Recorder:
+    """Forward hooks that record one attention module's input, q/k/v and context."""
+
+    def __init__(self, module: nn.Module, qkv: bool) -> None:
+        self.module, self.record = module, {}
+        self.handles = [module.register_forward_hook(self._on_attention)]
+        if qkv:
+            for part in ("W_query", "W_key", "W_value"):
+                proj = getattr(module, part, None)
+                if isinstance(proj, nn.Module):
+                    self.handles.append(proj.register_forward_hook(self._store(part)))
+        out_proj = getattr(module, "out_proj", None)
+        if isinstance(out_proj, nn.Module):
+            self.handles.append(out_proj.register_forward_pre_hook(self._store_input("context")))
+
+    def _store(self, key: str):
+        def hook(_m, _args, out):
+            self.record[key] = out.detach()[0]
+        return hook
+
+    def _store_input(self, key: str):
+        def hook(_m, args):
+            self.record[key] = args[0].detach()[0]
+        return hook
+
+    def _on_attention(self, module, args, out) -> None:
+        x = (args[0] if args else None)
+        if x is not None:
+            x = x.detach()
+            self.record["input"] = x[0] if x.dim() == 3 else x
+        if "context" not in self.record:  # no out_proj: the module's output is the context
+            o = out[0] if isinstance(out, tuple) else out
+            self.record["context"] = o.detach()[0] if o.dim() == 3 else o.detach()
+        if isinstance(module, SimpleSelfAttention):  # no projections: Q = K = V = X
+            for part in ("W_query", "W_key", "W_value"):
+                self.record[part] = self.record["input"]
+        elif "W_query" not in self.record and hasattr(module, "project") and "input" in self.record:
+            with torch.no_grad():  # raw-parameter projections (SelfAttentionV1) cannot be hooked
+                q, k, v = module.project(self.record["input"])
+            self.record.update(W_query=q, W_key=k, W_value=v)
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _tokenize(tokenizer: Any, text: str) -> tuple[list[int], list[str]]:
+    """Token ids and their text, from a ``tokenizers.Tokenizer`` or any object with ``encode``/``decode``."""
+    enc = tokenizer.encode(text)
+    if hasattr(enc, "ids"):
+        return list(enc.ids), list(enc.tokens)
+    ids = [int(i) for i in enc]
+    return ids, [_token_text(tokenizer, i) for i in ids]
+
+
+def _token_text(tokenizer: Any, i: int) -> str:
+    if hasattr(tokenizer, "id_to_token"):
+        return str(tokenizer.id_to_token(i))
+    if hasattr(tokenizer, "decode"):
+        return str(tokenizer.decode([i]))
+    return str(i)
+
+
+def max_length(model: nn.Module) -> int | None:
+    """The longest sequence ``model`` accepts, read from its config (None if it does not say)."""
+    config = getattr(model, "config", None)
+    for attr in ("context_length", "max_position", "max_position_embeddings", "max_len", "block_size"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _run(model: nn.Module, inputs: Any, tokenizer: Any, tokens: Sequence[str] | None):
+    """Tokenize and run ``model`` once; returns (tokens, per-layer weights (H, T, T), extras)."""
+    extra: dict[str, Any] = {}
+    if isinstance(model, ToyModel):
+        tokens = model.tokenize(inputs) if isinstance(inputs, str) else list(tokens or [])
+        x = model.embed(tokens) if isinstance(inputs, str) else inputs
+        extra.update(token_embeddings=model.token_embeddings(tokens), positions=model.positions(len(tokens)))
+        _, w = model(x.unsqueeze(0), return_weights=True)
+        return tokens, [w[0] if w.dim() == 4 else w], extra
+    if isinstance(inputs, Tensor) and torch.is_floating_point(inputs):  # a bare attention module on embeddings
+        if tokens is None or len(tokens) != inputs.shape[-2]:
+            raise ValueError(f"tokens must name each of the {inputs.shape[-2]} embeddings, got {tokens!r}")
+        _, w = model(inputs.unsqueeze(0) if inputs.dim() == 2 else inputs, return_weights=True)
+        return list(tokens), [w[0] if w.dim() == 4 else w], extra
+    if isinstance(inputs, str):
+        if not inputs.strip():
+            raise ValueError("text must not be empty, got an empty text")
+        if tokenizer is None:
+            raise TypeError(f"a tokenizer is needed to capture {type(model).__name__} on text, got tokenizer=None")
+        ids, tokens = _tokenize(tokenizer, inputs)
+    else:
+        ids = [int(i) for i in (inputs.tolist() if isinstance(inputs, Tensor) else inputs)]
+        tokens = list(tokens) if tokens is not None else [_token_text(tokenizer, i) for i in ids]
+    if not ids:
+        raise ValueError("text gave no tokens; expected at least one")
+    limit = max_length(model)
+    if limit is not None and len(ids) > limit:
+        raise ValueError(f"the sentence has {len(ids)} tokens; {type(model).__name__} accepts at most {limit}")
+    device = next(model.parameters()).device
+    out = model(torch.tensor([ids], device=device), output_attentions=True)
+    attentions = getattr(out, "attentions", None)
+    if not attentions:
+        raise ValueError(f"{type(model).__name__} returned no attentions with output_attentions=True")
+    return tokens, [a[0] for a in attentions], extra
+
+
+@torch.no_grad()
+def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer: Any = None,
+            tokens: Sequence[str] | None = None, qkv: bool = True, name: str | None = None) -> Capture:
+    """Run ``model`` once on one sentence and record what its attention did.
+
+    Args:
+        model: a :class:`~attnlab.inspect.toy.ToyModel`, one of attnlab's Transformer models (its forward
+            takes ``output_attentions=True``), or a bare attention module (then ``inputs`` are embeddings).
+        inputs: text, token ids ``(T,)``, or embeddings ``(T, D)`` for a bare attention module.
+        tokenizer: turns text into ids for a Transformer model (``tokenizers.Tokenizer`` or alike).
+        tokens: token labels, for ids or embeddings.
+        qkv: also record each layer's input, queries, keys, values and contexts (forward hooks).
+        name: label used in titles.
+
+    Returns:
+        a :class:`Capture`; ``capture.attentions[l]`` is ``(H, T, T)``.
+
+    Example:
+        >>> from attnlab.inspect import ToyModel, ToyConfig, capture
+        >>> cap = capture(ToyModel(ToyConfig("multihead")), "我 爱 学习 AI")
+        >>> cap.attentions[0].shape
+        torch.Size([2, 4, 4])
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    was_training = model.training
+    model.eval()
+    modules = _attention_modules(model)
+    recorders = [_Recorder(m, qkv) for m in modules]
+    try:
+        tokens_out, attentions, extra = _run(model, inputs, tokenizer, tokens)
+    finally:
+        for r in recorders:
+            r.remove()
+        model.train(was_training)
+    attentions = [a.detach().float().cpu() for a in attentions]
+    cap = Capture(tokens=list(tokens_out), attentions=attentions, model_name=name or getattr(model, "name", None)
+                  or type(model).__name__, token_embeddings=extra.get("token_embeddings"),
+                  positions=extra.get("positions"))
+    cap.causal = bool(modules and (getattr(modules[0], "causal", False) or getattr(modules[0], "is_causal", False)))
+    records = [r.record for r in recorders]
+    if qkv and records and len(records) == len(attentions) and all("W_query" in r for r in records):
+        heads = attentions[0].shape[0]
+        cap.inputs = [r["input"].float().cpu() for r in records]
+        cap.queries, cap.keys, cap.values = ([_split(r[p].float().cpu(), heads) for r in records]
+                                             for p in ("W_query", "W_key", "W_value"))
+        cap.contexts = [_split(r["context"].float().cpu(), heads) for r in records]
+        simple = isinstance(modules[0], SimpleSelfAttention)
+        cap.scale = 1.0 if simple else 1.0 / math.sqrt(cap.queries[0].shape[-1])
+    return cap

@@ -1,0 +1,111 @@
+"""The arithmetic of attention for one query token, step by step, the way the texts teach it.
+
+For query token i of one head:  q = x_i W_q;  s_j = q · k_j;  s_j / √d_k;  a = softmax(s);
+z = Σ_j a_j v_j.  Every number comes from a :class:`~attnlab.inspect.capture.Capture` (the model's
+own q, k, v); the weights and context worked out here are checked against the ones the model
+computed in its forward pass (``max_abs_diff_*``), so the lesson and the model cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attnlab.inspect.capture import Capture
+
+
+@dataclass
+class Explanation:
+    """Each step for one query. Vectors are float64 tensors; ``allowed[j]`` is False for masked keys."""
+
+    tokens: list[str]
+    query_index: int
+    layer: int
+    head: int
+    model_name: str
+    inputs: Tensor                 # (T, D) what the layer read (embedding + position for the toy)
+    token_embeddings: Tensor | None
+    positions: Tensor | None
+    query: Tensor                  # (d,)
+    keys: Tensor                   # (T, d)
+    values: Tensor                 # (T, d)
+    raw_scores: Tensor             # (T,) q · k_j
+    scale: float
+    scaled_scores: Tensor          # (T,) raw × scale, -inf where masked
+    allowed: list[bool]
+    exp_scores: Tensor             # (T,) exp(scaled - max)
+    weights: Tensor                # (T,) softmax
+    contributions: Tensor          # (T, d) weight_j × v_j
+    context: Tensor                # (d,)
+    max_abs_diff_weights: float    # against the model's own weights
+    max_abs_diff_context: float    # against the model's own context vector
+
+    @property
+    def query_token(self) -> str:
+        return self.tokens[self.query_index]
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able numbers and labels."""
+        def v(t: Tensor | None):
+            return None if t is None else t.tolist()
+        return {
+            "model": self.model_name, "layer": self.layer, "head": self.head, "tokens": self.tokens,
+            "query": {"index": self.query_index, "token": self.query_token},
+            "inputs": v(self.inputs), "token_embeddings": v(self.token_embeddings), "positions": v(self.positions),
+            "q": v(self.query), "keys": v(self.keys), "values": v(self.values),
+            "raw_scores": v(self.raw_scores), "scale": self.scale, "d_k": self.keys.shape[-1],
+            "scaled_scores": [s if ok else None for s, ok in zip(self.scaled_scores.tolist(), self.allowed,
+                                                                  strict=True)],
+            "allowed": self.allowed, "exp_scores": v(self.exp_scores), "weights": v(self.weights),
+            "weights_sum": float(self.weights.sum()), "contributions": v(self.contributions),
+            "context": v(self.context),
+            "check": {"max_abs_diff_weights": self.max_abs_diff_weights,
+                      "max_abs_diff_context": self.max_abs_diff_context},
+        }
+
+
+def find_query(tokens: list[str], query: str | int) -> int:
+    """Index of ``query`` (a token's text, or an index) in ``tokens``; a ValueError names the choices."""
+    if isinstance(query, bool) or not isinstance(query, (int, str)):
+        raise TypeError(f"query must be a token (str) or an index (int), got {type(query).__name__}")
+    if isinstance(query, int):
+        if not 0 <= query < len(tokens):
+            raise ValueError(f"query index must be in 0..{len(tokens) - 1}, got {query}")
+        return query
+    for candidates in ([query], [query.lower(), "##" + query, "Ġ" + query, "▁" + query]):
+        for i, t in enumerate(tokens):
+            if t in candidates:
+                return i
+    raise ValueError(f"query {query!r} is not a token of the sentence; the tokens are: {', '.join(tokens)}")
+
+
+def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Explanation:
+    """Work through attention for the token ``query`` of ``cap`` (layer ``layer``, head ``head``)."""
+    cap.check_layer_head(layer, head)
+    if cap.queries is None or cap.keys is None or cap.values is None or cap.inputs is None:
+        raise ValueError(f"{cap.model_name}: the capture has no queries/keys/values; capture with qkv=True")
+    i = find_query(cap.tokens, query)
+    q = cap.queries[layer][head, i].double()
+    keys, values = cap.keys[layer][head].double(), cap.values[layer][head].double()
+    raw = keys @ q                                             # s_j = q · k_j
+    scale = float(cap.scale if cap.scale is not None else keys.shape[-1] ** -0.5)
+    allowed = [not (cap.causal and j > i) for j in range(len(cap.tokens))]
+    scaled = torch.where(torch.tensor(allowed), raw * scale, torch.tensor(float("-inf"), dtype=torch.float64))
+    exp = torch.exp(scaled - scaled.max())                     # minus the max: the same softmax, no overflow
+    weights = exp / exp.sum()
+    contributions = weights.unsqueeze(1) * values              # a_j v_j
+    context = contributions.sum(0)
+    model_w = cap.attentions[layer][head, i].double()
+    diff_c = float("nan") if cap.contexts is None else float((cap.contexts[layer][head, i].double() - context)
+                                                             .abs().max())
+    return Explanation(
+        tokens=list(cap.tokens), query_index=i, layer=layer, head=head, model_name=cap.model_name,
+        inputs=cap.inputs[layer].double(),
+        token_embeddings=None if cap.token_embeddings is None else cap.token_embeddings.double(),
+        positions=None if cap.positions is None else cap.positions.double(),
+        query=q, keys=keys, values=values, raw_scores=raw, scale=scale, scaled_scores=scaled, allowed=allowed,
+        exp_scores=exp, weights=weights, contributions=contributions, context=context,
+        max_abs_diff_weights=float((model_w - weights).abs().max()), max_abs_diff_context=diff_c,
+    )

@@ -1,0 +1,113 @@
+"""A seeded random model for looking at one attention layer: words in, attention out.
+
+Nothing here is trained. Each whitespace-separated word gets a fixed random embedding (seeded by the
+word itself, so "爱" has the same vector wherever it stands), the sinusoidal encoding of its position
+is added, and one of the four mechanisms of :mod:`attnlab.attention` attends over the result.
+That is enough to show every number of the arithmetic on any sentence, in any script.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV2, SimpleSelfAttention
+from attnlab.layers.positional import sinusoidal_table
+
+Mechanism = Literal["simple", "scaled", "causal", "multihead"]
+MECHANISMS: tuple[str, ...] = ("simple", "scaled", "causal", "multihead")
+
+
+@dataclass
+class ToyConfig:
+    """What the random model looks like.
+
+    Args:
+        mechanism: ``simple`` (softmax(X Xᵀ) X), ``scaled`` (W_q, W_k, W_v, ÷√d_k), ``causal``
+            (scaled, no look-ahead) or ``multihead`` (causal, ``num_heads`` heads and ``out_proj``).
+        d_model: embedding width.
+        d_k: width of a query/key/value (per head for ``multihead``).
+        num_heads: heads of the ``multihead`` mechanism (1 for the others).
+        context_length: the longest sentence, in words, the model accepts.
+        seed: seeds the projections and the word embeddings.
+    """
+
+    mechanism: str = "scaled"
+    d_model: int = 8
+    d_k: int = 4
+    num_heads: int = 2
+    context_length: int = 64
+    seed: int = 123
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"ToyConfig: mechanism must be one of {', '.join(MECHANISMS)}, got {self.mechanism!r}")
+        for name in ("d_model", "d_k", "num_heads", "context_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"ToyConfig: {name} must be a positive integer, got {value!r}")
+        if self.d_model % 2:
+            raise ValueError(f"ToyConfig: d_model must be even (sin/cos pairs), got {self.d_model}")
+
+
+def word_embedding(word: str, d_model: int, seed: int) -> Tensor:
+    """A fixed random vector for ``word`` ``(d_model,)``: N(0, 1) seeded by (seed, crc32 of the word)."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(word.encode("utf-8")))
+    return torch.randn(d_model, generator=g)
+
+
+class ToyModel(nn.Module):
+    """Whitespace tokens -> seeded embeddings + positions -> one attention layer.
+
+    ``forward(x (B, T, d_model), return_weights)`` is the attention module's own forward.
+    """
+
+    def __init__(self, config: ToyConfig | None = None) -> None:
+        super().__init__()
+        self.config = c = config or ToyConfig()
+        torch.manual_seed(c.seed)  # the projections' initial weights come from here
+        if c.mechanism == "simple":
+            self.attn: nn.Module = SimpleSelfAttention(backend="math")
+        elif c.mechanism == "scaled":
+            self.attn = SelfAttentionV2(c.d_model, c.d_k, backend="math")
+        elif c.mechanism == "causal":
+            self.attn = CausalAttention(c.d_model, c.d_k, c.context_length, dropout=0.0, backend="math")
+        else:
+            self.attn = MultiHeadAttention(c.d_model, c.d_k * c.num_heads, c.num_heads, c.context_length,
+                                           causal=True, backend="math")
+        self.eval()
+
+    @property
+    def name(self) -> str:
+        return f"random {self.config.mechanism} (seed {self.config.seed})"
+
+    def tokenize(self, text: str) -> list[str]:
+        """Words split on whitespace; an empty text or one longer than ``context_length`` is an error."""
+        if not isinstance(text, str):
+            raise TypeError(f"ToyModel.tokenize: text must be a str, got {type(text).__name__}")
+        words = text.split()
+        if not words:
+            raise ValueError("text must contain at least one word, got an empty text")
+        if len(words) > self.config.context_length:
+            raise ValueError(f"text has {len(words)} words; this model accepts at most "
+                             f"context_length={self.config.context_length}")
+        return words
+
+    def token_embeddings(self, tokens: list[str]) -> Tensor:
+        """``(T, d_model)``: each word's seeded vector."""
+        return torch.stack([word_embedding(w, self.config.d_model, self.config.seed) for w in tokens])
+
+    def positions(self, n: int) -> Tensor:
+        """``(T, d_model)``: the sinusoidal encoding of positions 0..n-1."""
+        return sinusoidal_table(n, self.config.d_model)
+
+    def embed(self, tokens: list[str]) -> Tensor:
+        """``(T, d_model)`` = word embedding + position."""
+        return self.token_embeddings(tokens) + self.positions(len(tokens))
+
+    def forward(self, x: Tensor, return_weights: bool = False):
+        return self.attn(x, return_weights=return_weights)

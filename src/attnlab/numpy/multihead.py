@@ -1,0 +1,69 @@
+"""Multi-head attention in NumPy, the twin of :class:`attnlab.attention.MultiHeadAttention`:
+
+    MultiHead(X) = Concat(head_1, ..., head_h) W_o,   head_i = Attention(X W_q^i, X W_k^i, X W_v^i)
+
+One projection of width ``d_out`` per q/k/v, split into heads with a reshape, all heads in one
+batched call, then ``out_proj``. Parameters are read by the torch module's names:
+``W_query``, ``W_key``, ``W_value`` and ``out_proj`` (``.weight``, optional ``.bias``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnlab.numpy.checks import check_float_array
+from attnlab.numpy.linear import linear_from
+from attnlab.numpy.masks import padding_mask
+from attnlab.numpy.sdpa import Backend, scaled_dot_product_attention
+from attnlab.numpy.weights import Params, require
+
+_OWNER = "multi_head_attention"
+
+
+def split_heads(t: np.ndarray, num_heads: int) -> np.ndarray:
+    """``(B, T, d_out)`` -> ``(B, num_heads, T, head_dim)``."""
+    b, n, d = t.shape
+    return t.reshape(b, n, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+
+
+def multi_head_attention(
+    x: np.ndarray,
+    params: Params,
+    num_heads: int,
+    attention_mask: np.ndarray | None = None,
+    *,
+    causal: bool = True,
+    backend: Backend = "auto",
+    return_weights: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Multi-head self-attention ``(B, T, d_in)`` -> ``(B, T, d_out)`` (weights ``(B, num_heads, T, T)``).
+
+    Args:
+        x: ``(B, T, d_in)``.
+        params: ``W_query/W_key/W_value/out_proj`` ``.weight`` (and ``.bias``), e.g. from
+            :func:`attnlab.numpy.state_dict_to_arrays` of a ``MultiHeadAttention``.
+        num_heads: number of heads; must divide ``d_out``.
+        attention_mask: ``(B, T)``, 1 for real tokens, 0 for padding (keys that nobody attends).
+        causal: mask future tokens (a decoder); False for an encoder.
+        backend: ``"math"``, ``"chunked"`` or ``"auto"``, see :func:`scaled_dot_product_attention`.
+        return_weights: also return the attention weights.
+    """
+    check_float_array(x, "x", _OWNER)
+    if x.ndim != 3:
+        raise ValueError(f"{_OWNER}: x must have shape (B, T, D), got {x.shape}")
+    d_out = require(params, "W_query.weight", _OWNER).shape[0]
+    if not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
+        raise ValueError(f"{_OWNER}: num_heads must be a positive divisor of d_out={d_out}, got {num_heads!r}")
+    b, t, _ = x.shape
+    mask = None
+    if attention_mask is not None:
+        if tuple(attention_mask.shape) != (b, t):
+            raise ValueError(f"{_OWNER}: attention_mask must have shape (B, T) = {(b, t)}, got {attention_mask.shape}")
+        mask = padding_mask(attention_mask)
+    q, k, v = (split_heads(linear_from(params, name, x, _OWNER), num_heads)
+               for name in ("W_query", "W_key", "W_value"))
+    out = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, backend=backend,
+                                       return_weights=return_weights)
+    out, weights = out if return_weights else (out, None)
+    out = linear_from(params, "out_proj", out.transpose(0, 2, 1, 3).reshape(b, t, d_out), _OWNER)  # concat heads, mix
+    return (out, weights) if return_weights else out

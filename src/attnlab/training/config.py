@@ -1,0 +1,117 @@
+"""The training configuration: one dataclass, validated, loadable from TOML.
+
+Precedence, lowest first: the defaults below, then a TOML file (``--config``), then the flags
+given on the command line. A TOML file holds the fields below at top level and model sizes in a
+``[model]`` table (the fields of :class:`attnlab.models.GPTConfig`), e.g.::
+
+    preset = "baby"
+    max_iters = 5000
+    learning_rate = 2e-3
+    [model]
+    n_embd = 192
+
+**Batch semantics.** One optimizer step sees ``batch_size * grad_accum`` sequences in total,
+whatever the number of processes: under ``torchrun --nproc_per_node=N`` each process runs
+``grad_accum / N`` micro-batches of ``batch_size`` (so ``grad_accum`` must be a multiple of N)
+and DistributedDataParallel averages the gradients. Micro-batch ``k`` of step ``s`` is drawn from
+its own stream, seeded by ``(seed, s, k)``, on whichever process runs it; so N processes train
+on exactly the batches one process would, and the weights agree up to float rounding.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs besides the model's size (which comes from ``preset`` + ``model``)."""
+
+    data: str = "shakespeare"            # "shakespeare", a text file or a directory of them
+    out: str = "out/train"               # checkpoints, tokenizer, token cache and loss curve go here
+    tokenizer: str = "char"              # "char" or "bpe"
+    vocab_size: int = 4096               # BPE only; char uses the corpus' characters
+    preset: str = "baby"                 # a GPTConfig preset: "tiny", "baby", ...
+    model: dict[str, Any] = field(default_factory=dict)  # GPTConfig fields overriding the preset
+    max_iters: int = 2000
+    batch_size: int = 12                 # sequences per micro-batch, per process
+    grad_accum: int = 1                  # micro-batches per optimizer step, over all processes
+    learning_rate: float = 1e-3
+    min_lr: float = 1e-4                 # the cosine decays to this
+    warmup_iters: int = 100
+    lr_decay_iters: int | None = None    # None: decay over max_iters
+    weight_decay: float = 0.1            # on matrices (and embeddings) only, never on biases or norms
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0               # max global gradient norm; 0 turns clipping off
+    eval_interval: int = 250             # steps between train/val loss estimates (and checkpoints)
+    eval_iters: int = 50                 # batches per loss estimate
+    seed: int = 1337
+    time_budget: float | None = None     # minutes; stop cleanly (with a checkpoint) once spent
+    compile: bool = False                # torch.compile the model
+    device: str = "auto"                 # "auto", "cpu", "cuda", "cuda:1", ...
+    val_fraction: float = 0.1            # the last part of the corpus is the validation split
+    keep_checkpoints: int = 2            # older checkpoints are deleted
+
+    def __post_init__(self) -> None:
+        if self.tokenizer not in ("char", "bpe"):
+            raise ValueError(f"tokenizer: expected 'char' or 'bpe', got {self.tokenizer!r}")
+        for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "eval_iters", "keep_checkpoints"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        for name in ("warmup_iters",):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: expected >= 0, got {getattr(self, name)!r}")
+        if self.tokenizer == "bpe" and not 256 < self.vocab_size <= 2**32:
+            raise ValueError(f"vocab_size: byte-level BPE needs more than 256 tokens, got {self.vocab_size!r}")
+        if not 0 < self.min_lr <= self.learning_rate:
+            raise ValueError(f"min_lr: expected 0 < min_lr <= learning_rate = {self.learning_rate}, got {self.min_lr}")
+        if not 0 <= self.beta1 < 1 or not 0 <= self.beta2 < 1:
+            raise ValueError(f"beta1, beta2: expected in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError(f"weight_decay, grad_clip: expected >= 0, got {self.weight_decay}, {self.grad_clip}")
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction: expected in (0, 1), got {self.val_fraction!r}")
+        if self.time_budget is not None and self.time_budget <= 0:
+            raise ValueError(f"time_budget: expected a positive number of minutes, got {self.time_budget!r}")
+        if not isinstance(self.model, dict):
+            raise TypeError(f"model: expected a table of GPTConfig fields, got {type(self.model).__name__}")
+
+    @property
+    def decay_iters(self) -> int:
+        return self.lr_decay_iters if self.lr_decay_iters is not None else self.max_iters
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> TrainConfig:
+        """Build from a mapping, rejecting unknown keys with the nearest known one as a hint."""
+        check_keys(values, [f.name for f in fields(cls)], source)
+        return cls(**values)
+
+
+def check_keys(values: dict[str, Any], known: list[str], source: str) -> None:
+    """Raise ValueError for the first key of ``values`` not in ``known``, suggesting the closest."""
+    for key in values:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(sorted(known))}"
+            raise ValueError(f"{source}: unknown key {key!r}{hint}")
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """The key/value pairs of a TOML config file (unchecked; see :meth:`TrainConfig.from_dict`)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"config: no such file {str(path)!r}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"config: {str(path)!r} is not valid TOML: {err}") from None

@@ -1,0 +1,36 @@
+"""AdamW with weight decay where it belongs, and the warm-up + cosine learning-rate schedule."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def configure_optimizer(model: nn.Module, learning_rate: float, weight_decay: float,
+                        betas: tuple[float, float]) -> torch.optim.AdamW:
+    """AdamW with two groups: matrices (and embeddings) decay; biases and LayerNorm gains do not.
+
+    Why: decay pulls weights towards zero to keep them small; a 1-d gain or bias sets a scale or an
+    offset, and pulling it to zero only hurts (nanoGPT, GPT-2 and BERT all exempt them).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]  # tied weights appear once
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
+
+
+def lr_at(step: int, learning_rate: float, min_lr: float, warmup_iters: int, decay_iters: int) -> float:
+    """The learning rate for optimizer step ``step`` (0-based).
+
+    Linear warm-up over ``warmup_iters`` steps (to ``learning_rate`` at the last one), then a half
+    cosine down to ``min_lr`` at ``decay_iters``, then ``min_lr``.
+    """
+    if step < warmup_iters:
+        return learning_rate * (step + 1) / warmup_iters
+    if step >= decay_iters:
+        return min_lr
+    progress = (step - warmup_iters) / max(1, decay_iters - warmup_iters)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)

@@ -1,0 +1,308 @@
+"""The training loop: next-token prediction with a :class:`attnlab.models.GPT` on a text corpus.
+
+One step: ``grad_accum`` micro-batches (split over the processes), loss averaged, gradients
+clipped, an AdamW step at the scheduled learning rate. Every ``eval_interval`` steps the train
+and validation losses are estimated on fixed batches and a checkpoint is written. The run stops
+at ``max_iters``, when ``time_budget`` minutes are spent, or on Ctrl-C (SIGINT/SIGTERM): in each
+case it finishes the step, writes a checkpoint and returns normally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from torch.nn.parallel import DistributedDataParallel
+
+from attnlab.data import (
+    encode_cached,
+    get_batch,
+    load_text,
+    load_tokenizer,
+    save_tokenizer,
+    stream_generator,
+    train_tokenizer,
+    train_val_split,
+)
+from attnlab.data.tokens import check_long_enough
+from attnlab.models import GPT, GPTConfig
+from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from attnlab.training.config import TrainConfig, check_keys
+from attnlab.training.distributed import (
+    all_reduce_sum,
+    barrier,
+    gather_rng_states,
+    restore_rng_state,
+    setup_distributed,
+)
+from attnlab.training.optim import configure_optimizer, lr_at
+from attnlab.training.plots import save_loss_curve
+
+
+@dataclass
+class TrainResult:
+    """How a run ended. ``train_losses``: ``(step, loss)``; ``evals``: ``(step, train, val)``."""
+
+    out: Path
+    step: int
+    stop_reason: str  # "max_iters", "time_budget", "interrupted" or "stop_at"
+    train_losses: list[tuple[int, float]]
+    evals: list[tuple[int, float, float]]
+    tokens_per_s: float
+    train_seconds: float
+    checkpoint: Path | None
+
+
+def check_writable(out: Path) -> None:
+    """Create ``out`` and prove a file can be written there, before any time is spent training."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"out: cannot write to the output directory {str(out)!r}: {err.strerror or err}") from None
+
+
+def check_fresh(out: Path, overwrite: bool) -> None:
+    """A new run must not silently mix its checkpoints with an old run's: resume, overwrite, or refuse."""
+    old = latest_checkpoint(out)
+    if old is None:
+        return
+    if not overwrite:
+        raise ValueError(f"out: {str(out)!r} already holds a checkpoint ({old.name}); resume it with --resume, "
+                         "replace it with --overwrite, or choose another --out")
+    (out / POINTER).unlink()
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+
+
+def build_model_config(config: TrainConfig, vocab_size: int) -> GPTConfig:
+    """The preset, with the ``[model]`` overrides and the tokenizer's vocabulary size."""
+    check_keys(config.model, [f.name for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"], "model")
+    if config.preset not in GPTConfig.PRESETS:
+        raise ValueError(f"preset: unknown preset {config.preset!r}; choose from {sorted(GPTConfig.PRESETS)}")
+    return GPTConfig.from_preset(config.preset, **{**config.model, "vocab_size": vocab_size})
+
+
+def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
+    """Resuming needs the very model that was saved: name every field that differs."""
+    now = dataclasses.asdict(current)
+    diff = {k: (saved.get(k), now[k]) for k in now if k != "dropout" and saved.get(k) != now[k]}
+    if diff:
+        shown = ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in diff.items())
+        raise ValueError(f"resume: the checkpoint in {str(path)!r} is a model of a different shape ({shown})")
+
+
+class Trainer:
+    """Set up data, model and optimizer from a :class:`TrainConfig` (and a checkpoint, if resuming)."""
+
+    def __init__(self, config: TrainConfig, resume: bool = False, console: Console | None = None,
+                 quiet: bool = False, overwrite: bool = False) -> None:
+        self.config, c = config, config
+        self.dist = d = setup_distributed(c.device)
+        self.console = console or Console()
+        self.show = d.is_main and not quiet
+        self.out = Path(c.out)
+        if d.is_main:
+            check_writable(self.out)
+            if not resume:
+                check_fresh(self.out, overwrite)
+        barrier(d)
+        ckpt = load_checkpoint(self.out) if resume else None
+        self.tokenizer, self.train_data, self.val_data = self._prepare_data(ckpt)
+        self.model_config = build_model_config(c, self.tokenizer.vocab_size)
+        for split, data in (("train", self.train_data), ("validation", self.val_data)):
+            check_long_enough(data, self.model_config.context_length, split)
+        if c.grad_accum % d.world_size:
+            raise ValueError(f"grad_accum: must be a multiple of the number of processes ({d.world_size}), "
+                             f"got {c.grad_accum}")
+        torch.manual_seed(c.seed)  # the same initial weights on every process
+        self.model = GPT(self.model_config).to(d.device)
+        self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
+        self.step, self.train_losses, self.evals, self.saved_step = 0, [], [], -1
+        if ckpt is not None:
+            self._restore(ckpt)
+        else:
+            torch.manual_seed(c.seed + d.rank)  # dropout differs per process
+        fwd = torch.compile(self.model) if c.compile else self.model
+        self.eval_model = fwd
+        self.train_model = DistributedDataParallel(
+            fwd, device_ids=[d.device.index] if d.device.type == "cuda" else None) if d.enabled else fwd
+        self._stop_requested = False
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def _prepare_data(self, ckpt: Checkpoint | None):
+        c, d = self.config, self.dist
+        text = load_text(c.data)
+        shared = self.out / "tokenizer.json"
+        if ckpt is not None:
+            tokenizer = ckpt.tokenizer
+        elif d.is_main:
+            tokenizer = train_tokenizer(c.tokenizer, text, c.vocab_size)
+            save_tokenizer(tokenizer, shared)
+        barrier(d)  # the first process trained the tokenizer and encoded the corpus; the rest reuse both
+        if ckpt is None and not d.is_main:
+            tokenizer = load_tokenizer(shared)
+        if d.is_main:
+            tokens = encode_cached(text, tokenizer, self.out / "cache")
+        barrier(d)
+        if not d.is_main:
+            tokens = encode_cached(text, tokenizer, self.out / "cache")
+        train, val = train_val_split(tokens, c.val_fraction)
+        return tokenizer, train, val
+
+    def _restore(self, ckpt: Checkpoint) -> None:
+        check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
+        ckpt.load_weights(self.model)
+        self.optimizer.load_state_dict(ckpt.optimizer)
+        self.step = self.saved_step = ckpt.step
+        self.train_losses = [tuple(x) for x in ckpt.state["history"]["train"]]
+        self.evals = [tuple(x) for x in ckpt.state["history"]["eval"]]
+        if not restore_rng_state(self.dist, ckpt.rng):
+            torch.manual_seed(self.config.seed + self.dist.rank + ckpt.step)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    @property
+    def tokens_per_step(self) -> int:
+        return self.config.batch_size * self.config.grad_accum * self.model_config.context_length
+
+    def train_step(self) -> float:
+        """One optimizer step; returns this process' mean micro-batch loss."""
+        c, d = self.config, self.dist
+        local = c.grad_accum // d.world_size
+        lr = lr_at(self.step, c.learning_rate, c.min_lr, c.warmup_iters, c.decay_iters)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.train_model.train()
+        total = torch.zeros((), device=d.device)
+        for micro in range(local):
+            slot = d.rank * local + micro  # micro-batch slot within the global step: its own data stream
+            x, y = get_batch(self.train_data, self.model_config.context_length, c.batch_size,
+                             stream_generator(c.seed, "train", self.step, slot))
+            x, y = x.to(d.device), y.to(d.device)
+            sync = micro == local - 1 or not d.enabled  # DDP: all-reduce the gradients once, at the last one
+            with contextlib.nullcontext() if sync else self.train_model.no_sync():
+                logits = self.train_model(x)
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1))
+                (loss / local).backward()
+            total += loss.detach()
+        if c.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return total.item() / local
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float]:
+        """Mean loss on ``eval_iters`` fixed batches of each split (the same batches at every eval)."""
+        c, d = self.config, self.dist
+        self.eval_model.eval()
+        sums = []
+        for split, data in (("train", self.train_data), ("val", self.val_data)):
+            total = 0.0
+            for i in range(d.rank, c.eval_iters, d.world_size):
+                x, y = get_batch(data, self.model_config.context_length, c.batch_size,
+                                 stream_generator(c.seed, "eval", split, i))
+                logits = self.eval_model(x.to(d.device))
+                total += F.cross_entropy(logits.view(-1, logits.size(-1)), y.to(d.device).reshape(-1)).item()
+            sums.append(total)
+        tr, va = all_reduce_sum(d, sums)
+        return tr / c.eval_iters, va / c.eval_iters
+
+    def save(self) -> Path | None:
+        """Write a checkpoint and the loss curve (first process only); every process must call it."""
+        rng = gather_rng_states(self.dist)
+        self.saved_step = self.step
+        if not self.dist.is_main:
+            return None
+        state = {"train_config": self.config.to_dict(), "model_config": dataclasses.asdict(self.model_config),
+                 "history": {"train": self.train_losses, "eval": self.evals}, "world_size": self.dist.world_size}
+        path = save_checkpoint(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,
+                               keep=self.config.keep_checkpoints)
+        save_loss_curve(self.train_losses, self.evals, self.out / "loss.png",
+                        title=f"{self.config.data}: {self.model.num_parameters():,} parameters")
+        return path
+
+    def _eval_and_log(self) -> None:
+        tr, va = self.evaluate()
+        self.evals.append((self.step, tr, va))
+        if self.show:
+            self.console.print(f"step {self.step:>6}: train loss {tr:.4f}, val loss {va:.4f}")
+
+    def train(self, stop_at: int | None = None) -> TrainResult:
+        """Train until ``max_iters`` (or ``stop_at``, time budget, Ctrl-C); checkpoint; return the result."""
+        c = self.config
+        budget = None if c.time_budget is None else c.time_budget * 60.0
+        start, train_seconds, tokens, reason, ckpt = time.perf_counter(), 0.0, 0, "max_iters", None
+        columns = [TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(),
+                   TextColumn("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  {task.fields[tps]:,.0f} tok/s"),
+                   TimeElapsedColumn(), TimeRemainingColumn()]
+        with self._signals(), Progress(*columns, console=self.console, disable=not self.show) as progress:
+            task = progress.add_task("train", total=c.max_iters, completed=self.step, loss=float("nan"),
+                                     lr=0.0, tps=0.0)
+            while self.step < c.max_iters:
+                if stop_at is not None and self.step >= stop_at:
+                    reason = "stop_at"
+                    break
+                t0 = time.perf_counter()
+                lr = self.optimizer.param_groups[0]["lr"] if self.step else 0.0
+                local_loss = self.train_step()
+                dt = time.perf_counter() - t0
+                train_seconds, tokens = train_seconds + dt, tokens + self.tokens_per_step
+                over = budget is not None and time.perf_counter() - start > budget
+                loss, stop, over = all_reduce_sum(self.dist, [local_loss, float(self._stop_requested), float(over)])
+                loss /= self.dist.world_size
+                self.train_losses.append((self.step, loss))
+                lr = self.optimizer.param_groups[0]["lr"]
+                progress.update(task, completed=self.step, loss=loss, lr=lr, tps=tokens / max(train_seconds, 1e-9))
+                if self.step % c.eval_interval == 0 or self.step == c.max_iters:
+                    self._eval_and_log()
+                    ckpt = self.save()
+                if stop or over:
+                    reason = "interrupted" if stop else "time_budget"
+                    break
+        if not self.evals or self.evals[-1][0] != self.step:
+            self._eval_and_log()
+        if self.saved_step != self.step:
+            ckpt = self.save()
+        if self.show:
+            self.console.print(f"stopped at step {self.step} ({reason}); checkpoint in {str(self.out)!r}")
+        return TrainResult(self.out, self.step, reason, list(self.train_losses), list(self.evals),
+                           tokens / max(train_seconds, 1e-9), train_seconds, ckpt)
+
+    @contextlib.contextmanager
+    def _signals(self):
+        """Ctrl-C (or SIGTERM) asks the loop to stop after the current step; a second Ctrl-C aborts."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum, frame):
+            if self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+def train(config: TrainConfig, resume: bool = False, console: Console | None = None, quiet: bool = False,
+          stop_at: int | None = None, overwrite: bool = False) -> TrainResult:
+    """Train a GPT as ``config`` says (see :class:`Trainer`)."""
+    with torch.enable_grad():  # callers may sit inside no_grad (the demo does)
+        return Trainer(config, resume=resume, console=console, quiet=quiet, overwrite=overwrite).train(stop_at)

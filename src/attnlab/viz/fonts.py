@@ -1,0 +1,105 @@
+"""Fonts that draw Chinese, Japanese and Korean tokens as glyphs, not empty boxes.
+
+matplotlib's default font (DejaVu Sans) has no CJK glyphs, and the fonts an OS happens to have
+differ from machine to machine. attnlab depends (extra ``viz``) on the PyPI package
+``noto-cjk-sans-otc``, which ships Noto Sans CJK (SIL Open Font License 1.1) as one OpenType
+collection. :func:`setup_fonts` registers it with matplotlib's font manager and sets a family
+*fallback list*: matplotlib (≥ 3.6) draws each glyph with the first family in the list that has it,
+so Latin text keeps DejaVu Sans and CJK text falls back to Noto Sans CJK.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from matplotlib import font_manager
+
+#: The fallback list: Latin first, then one Noto Sans CJK face (all faces cover the same code points;
+#: the SC face draws Han characters in their Simplified Chinese forms).
+FAMILIES: list[str] = ["DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK KR"]
+INSTALL_HINT = 'pip install "attnlab[viz]"  (installs noto-cjk-sans-otc, the Noto Sans CJK font)'
+
+
+def cjk_font_path() -> Path:
+    """Path of the packaged Noto Sans CJK collection; an ImportError says how to install it."""
+    try:
+        import noto_cjk_sans_otc
+    except ImportError as e:
+        raise ImportError(f"the CJK font package is not installed: {INSTALL_HINT}") from e
+    return Path(str(noto_cjk_sans_otc.FONT_PATH))
+
+
+@functools.cache
+def setup_fonts() -> list[str]:
+    """Register the CJK font with matplotlib (once per process) and return the family fallback list.
+
+    Use the list as ``fontfamily=`` on text. Without the font package the list is Latin only, and
+    :func:`require_glyphs` says how to install the font when a text needs it.
+    """
+    try:
+        path = cjk_font_path()
+    except ImportError:
+        return FAMILIES[:1]
+    if str(path) not in {f.fname for f in font_manager.fontManager.ttflist}:
+        font_manager.fontManager.addfont(str(path))
+    return list(FAMILIES)
+
+
+def require_glyphs(text: str) -> list[str]:
+    """The fallback list, after checking it can draw every character of ``text``.
+
+    Raises:
+        ImportError: a character has no glyph (CJK text without the font package): says what to install.
+    """
+    families = setup_fonts()
+    missing = missing_glyphs(text, families)
+    if missing:
+        shown = "".join(sorted(missing)[:10])
+        raise ImportError(f"no font here can draw {shown!r}; {INSTALL_HINT}")
+    return families
+
+
+def fonts_for(families: list[str]) -> list:
+    """The font files matplotlib picks for a fallback list, in order (``FT2Font`` objects)."""
+    from matplotlib.font_manager import FontProperties
+
+    # _find_fonts_by_props is what matplotlib's own text layout uses to build its fallback chain.
+    paths = font_manager.fontManager._find_fonts_by_props(FontProperties(family=families))
+    return [font_manager.get_font(p) for p in paths]
+
+
+def missing_glyphs(text: str, families: list[str] | None = None) -> set[str]:
+    """The characters of ``text`` that no font of the fallback list can draw (whitespace ignored)."""
+    charmaps = [f.get_charmap() for f in fonts_for(families or setup_fonts())]
+    return {c for c in text if not c.isspace() and not any(ord(c) in cm for cm in charmaps)}
+
+
+def _is_cjk(c: str) -> bool:
+    o = ord(c)  # kana, CJK symbols and ideographs, Hangul, full-width forms
+    return 0x2E80 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF \
+        or 0x1100 <= o <= 0x11FF or 0x20000 <= o <= 0x3FFFF
+
+
+def cjk_subset(text: str, face: str = "Noto Sans CJK SC") -> bytes | None:
+    """The packaged CJK font cut down to the CJK characters of ``text`` (OpenType bytes), or None if it
+    has none. Lets a self-contained HTML file draw its tokens on machines without CJK fonts."""
+    chars = "".join(sorted({c for c in text if _is_cjk(c)}))
+    if not chars:
+        return None
+    import io
+
+    from fontTools import subset
+    from fontTools.ttLib import TTCollection, TTFont
+
+    path = str(cjk_font_path())
+    names = [f["name"].getDebugName(1) for f in TTCollection(path, lazy=True).fonts]
+    font = TTFont(path, fontNumber=names.index(face))
+    options = subset.Options()
+    options.notdef_outline = True
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(text=chars)
+    subsetter.subset(font)
+    out = io.BytesIO()
+    font.save(out)
+    return out.getvalue()

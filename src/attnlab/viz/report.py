@@ -1,0 +1,169 @@
+"""``out/report.html``: one page a learner can open and read — the four mechanisms on the example
+sentence (with the arithmetic for one token), a pretrained BERT's heads, the positional encoding, and,
+when a trained model is in the output folder, its loss curve and a sample of its text.
+
+Images are embedded as base64 PNG and all text is escaped, so the page is one self-contained file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from torch import Tensor
+
+from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
+from attnlab.inspect import Explanation, capture, explain
+from attnlab.viz.files import atomic_write
+from attnlab.viz.heatmap import head_figure, heads_figure
+from attnlab.viz.pe_plot import pe_figure
+
+BERT_SENTENCE = "The cat sat on the mat because it was tired."
+CSS = """body{font:16px/1.55 system-ui,"Noto Sans","Noto Sans CJK SC",sans-serif;max-width:980px;margin:2em auto;
+padding:0 1em;color:#1d2330}h1{font-size:1.8em}h2{margin-top:2em;border-bottom:1px solid #ddd}img{max-width:100%}
+table{border-collapse:collapse;font-size:.85em;margin:1em 0}td,th{border:1px solid #ddd;padding:2px 8px;
+text-align:right}th{background:#f5f7fa}td:first-child{text-align:left}.note{color:#667085}pre{background:#f5f7fa;
+padding:1em;white-space:pre-wrap}"""
+
+
+@dataclass
+class Section:
+    title: str
+    body: str  # HTML, already escaped
+
+
+def png_img(fig, alt: str, dpi: int = 90) -> str:
+    """``<img>`` with the figure inline as a base64 PNG."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def p(text: str, cls: str | None = None) -> str:
+    return f"<p{' class=' + chr(34) + cls + chr(34) if cls else ''}>{html.escape(text)}</p>"
+
+
+def explain_table(e: Explanation, digits: int = 4) -> str:
+    """The arithmetic for one query as an HTML table: q·k, scaled, softmax, contribution."""
+    def vec(t: Tensor) -> str:
+        return "[" + ", ".join(f"{x:.{digits}f}" for x in t.tolist()) + "]"
+
+    head = "<tr><th>key</th><th>q · k</th><th>× scale</th><th>softmax</th><th>weight × value</th></tr>"
+    rows = [
+        f"<tr><td>{html.escape(tok)}</td><td>{e.raw_scores[j]:.{digits}f}</td>"
+        f"<td>{f'{e.scaled_scores[j]:.{digits}f}' if e.allowed[j] else '−∞ (masked)'}</td>"
+        f"<td>{e.weights[j]:.{digits}f}</td><td>{vec(e.contributions[j])}</td></tr>"
+        for j, tok in enumerate(e.tokens)
+    ]
+    rows.append(f"<tr><th>sum</th><th></th><th></th><th>{e.weights.sum():.{digits}f}</th>"
+                f"<th>{vec(e.context)} = context</th></tr>")
+    intro = p(f"Query {e.query_token!r}: q = {vec(e.query)}, scale = {e.scale:.{digits}f}. "
+              f"Checked against the model's forward pass: max |Δ| {e.max_abs_diff_weights:.1e}.")
+    return intro + "<table>" + head + "".join(rows) + "</table>"
+
+
+def mechanisms_section(tokens: list[str], x: Tensor, seed: int) -> Section:
+    """The four mechanisms on the example sentence: a heatmap each, and the arithmetic of one token."""
+    torch.manual_seed(seed)
+    scaled = SelfAttentionV1(x.shape[-1], 2)
+    torch.manual_seed(seed)
+    causal = CausalAttention(x.shape[-1], 2, context_length=len(tokens), dropout=0.0)
+    torch.manual_seed(seed)
+    multi = MultiHeadAttention(x.shape[-1], 4, num_heads=2, context_length=len(tokens), causal=True)
+    parts = [p("Each row is a query token, each column a key; a row's weights sum to 1. Same sentence, "
+               f"same embeddings (seed {seed}), four mechanisms.")]
+    for label, module, text in (
+        ("Simplified: softmax(X Xᵀ) X", SimpleSelfAttention(), "No trainable weights: similar embeddings attend."),
+        ("Scaled dot-product: softmax(Q Kᵀ/√d_k) V", scaled, "Trainable W_q, W_k, W_v; scores divided by √d_k."),
+        ("Causal", causal, "The same, with every key after the query masked: the upper triangle is 0."),
+        ("Multi-head (2 heads)", multi, "Each head has its own projections and its own pattern."),
+    ):
+        cap = capture(module, x, tokens=tokens, name=label)
+        fig = heads_figure(cap, 0) if cap.n_heads > 1 else head_figure(cap, 0, 0)
+        parts += [f"<h3>{html.escape(label)}</h3>", p(text), png_img(fig, label)]
+        if module is scaled:
+            parts += [p("The arithmetic for one token, every number:"), explain_table(explain(cap, 1))]
+    return Section("1. The four mechanisms on one sentence", "".join(parts))
+
+
+def bert_section(out_dir: Path, sentence: str = BERT_SENTENCE) -> Section:
+    """A real pretrained model's heads, and the interactive viewer written beside the report."""
+    from attnlab.inspect.models import load_model
+
+    try:
+        model, tokenizer = load_model("bert")
+    except ImportError as err:
+        return Section("2. A pretrained BERT's heads", p(f"Skipped: {err}. Install attnlab[pretrained].", "note"))
+    from attnlab.viz.viewer import write_html
+
+    cap = capture(model, sentence, tokenizer=tokenizer, qkv=False, name="all-MiniLM-L6-v2")
+    viewer = write_html(cap, out_dir / "attention.html")
+    parts = [p(f"all-MiniLM-L6-v2 ({cap.n_layers} layers × {cap.n_heads} heads) reading {sentence!r}. "
+               "Early heads look at neighbours or at [CLS]/[SEP]; later ones at related words."),
+             f'<p>Explore every layer and head: <a href="{html.escape(viewer.name)}">{html.escape(viewer.name)}</a> '
+             "(works offline).</p>"]
+    for layer in (0, cap.n_layers - 1):
+        parts.append(png_img(heads_figure(cap, layer), f"BERT layer {layer}", dpi=70))
+    return Section("2. A pretrained BERT's heads", "".join(parts))
+
+
+def pe_section() -> Section:
+    return Section("3. Where is each token? The sinusoidal positional encoding",
+                   p("Attention alone is blind to order, so each position adds its own pattern of sines and "
+                     "cosines: fast in the first dimensions, slow in the last.") + png_img(pe_figure(), "PE"))
+
+
+def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Section | None:
+    """The loss curve and a sample of the first trained model found under ``out_dir`` (None if there is none)."""
+    runs = sorted(d.parent for d in out_dir.rglob("checkpoint.json"))
+    if not runs:
+        return None
+    run = runs[0]
+    parts = [p(f"The model trained in {run}.")]
+    loss = run / "loss.png"
+    if loss.exists():
+        data = base64.b64encode(loss.read_bytes()).decode("ascii")
+        parts.append(f'<img alt="loss curve" src="data:image/png;base64,{data}">')
+    from attnlab.training.inference import load_trained, stream_text
+
+    model, tokenizer = load_trained(run)
+    text = "".join(stream_text(model, tokenizer, prompt, tokens, temperature=0.8, seed=1337))
+    parts += [p(f"A sample ({tokens} tokens, temperature 0.8, seed 1337):"), f"<pre>{html.escape(text)}</pre>"]
+    return Section("4. A model we trained: loss and sample", "".join(parts))
+
+
+def render(sections: list[Section], title: str = "attnlab: attention, seen") -> str:
+    body = "".join(f"<h2>{html.escape(s.title)}</h2>{s.body}" for s in sections)
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
+            f"content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\"><title>{html.escape(title)}"
+            f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
+
+
+def write_report(out_dir: str | Path, tokens: list[str], embeddings: Tensor, seed: int,
+                 console: Console | None = None, sample_tokens: int = 200) -> Path:
+    """Build every section and write ``out_dir/report.html`` atomically (a trained model's sample has
+    ``sample_tokens`` tokens)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = [mechanisms_section(tokens, embeddings, seed), bert_section(out), pe_section()]
+    trained = trained_section(out, tokens=sample_tokens)
+    if trained is None and console is not None:
+        console.print("[dim]No trained model under the output folder: the report skips that section.[/dim]")
+    sections += [trained] if trained is not None else []
+    page = render(sections)
+    return atomic_write(out / "report.html", lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
+
+
+def report_step(console: Console, embeddings: Tensor, seed: int, out_dir: str) -> None:
+    """The demo's last step: write the report."""
+    from attnlab.demo import TOKENS  # the demo's example sentence; imported here, the demo imports this module
+
+    console.rule("[bold]Report: everything above, in one page")
+    path = write_report(out_dir, TOKENS, embeddings, seed, console)
+    console.print(f"Wrote {path}: open it in a browser (it needs no network).")

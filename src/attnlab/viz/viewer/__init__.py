@@ -1,0 +1,118 @@
+"""``attnlab view``: one self-contained HTML file to explore a :class:`~attnlab.inspect.Capture`.
+
+Everything is inline (HTML, CSS, JavaScript, data, and a font subset for CJK tokens), so the file
+works from ``file://`` with no network; a Content-Security-Policy forbids every fetch anyway.
+
+Safety: the data sits in a ``<script type="application/json">`` block with ``<``, ``>`` and ``&``
+written as ``\\u003c``/``\\u003e``/``\\u0026``, so no token can close the block; the script shows
+tokens with ``textContent`` only, so a token is always text, never HTML.
+
+Size and speed: each weight is stored as one byte relative to the maximum of its row
+(``w ≈ q/255 · rowmax``, error ≤ rowmax/510), deflate-compressed and base64-encoded; the row maxima
+are float32. The page draws with canvas (lines grouped into 16 opacity levels, one path each;
+matrices as bitmaps) and draws the all-heads grid a few thumbnails per frame, so 512 tokens ×
+12 layers × 12 heads stays responsive.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import zlib
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlab.inspect import Capture
+from attnlab.viz.files import atomic_write
+
+#: the largest quantisation error of a weight, as a fraction of its row's maximum
+QUANT_ERROR = 1 / 510
+
+
+def quantise(attentions: list[torch.Tensor]) -> tuple[bytes, bytes]:
+    """Per-layer ``(H, T, T)`` weights -> (uint8 bytes ``(L, H, T, T)``, float32 row maxima ``(L, H, T)``)."""
+    w = torch.stack([a.float() for a in attentions]).clamp(min=0).numpy()  # (L, H, T, T)
+    rowmax = w.max(axis=-1, keepdims=True)
+    safe = np.where(rowmax > 0, rowmax, 1.0)
+    q = np.rint(w / safe * 255).astype(np.uint8)
+    return q.tobytes(), rowmax[..., 0].astype("<f4").tobytes()
+
+
+def dequantise(q: bytes, rowmax: bytes, shape: tuple[int, int, int, int]) -> np.ndarray:
+    """Inverse of :func:`quantise` (what the page computes): ``(L, H, T, T)`` float32."""
+    qa = np.frombuffer(q, dtype=np.uint8).reshape(shape).astype(np.float32)
+    return qa / 255 * np.frombuffer(rowmax, dtype="<f4").reshape(shape[:3])[..., None]
+
+
+def payload(cap: Capture, title: str | None = None, layer: int = 0, head: int = 0, embed_font: bool = True,
+            level: int = 6) -> dict:
+    """The JSON the page reads (``level``: deflate level, 1 fast … 9 small)."""
+    cap.check_layer_head(layer, head)
+    q, rowmax = quantise(cap.attentions)
+    font = None
+    if embed_font:
+        from attnlab.viz.fonts import cjk_subset
+
+        try:
+            font = cjk_subset("".join(cap.tokens))
+        except ImportError:
+            font = None  # no font package: the browser's own fonts draw the tokens
+    return {
+        "title": title or f"{cap.model_name}: attention", "tokens": list(cap.tokens), "T": cap.seq_len,
+        "layers": cap.n_layers, "heads": cap.n_heads, "layer": layer, "head": head, "causal": cap.causal,
+        "compressed": True, "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
+        "rowmax": base64.b64encode(rowmax).decode("ascii"),
+        "font": None if font is None else base64.b64encode(font).decode("ascii"),
+    }
+
+
+def _json_for_script(obj: dict) -> str:
+    """JSON that cannot end the ``<script>`` block it sits in, nor start an HTML comment or entity."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _asset(name: str) -> str:
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+def build_html(cap: Capture, title: str | None = None, layer: int = 0, head: int = 0, embed_font: bool = True,
+               level: int = 6) -> str:
+    """The whole page as one string."""
+    data = payload(cap, title, layer, head, embed_font, level)
+    parts = {"TITLE": html.escape(data["title"]), "CSS": _asset("viewer.css"), "JS": _asset("viewer.js"),
+             "DATA": _json_for_script(data)}
+    # one pass, so nothing inserted is itself searched for placeholders
+    return re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _asset("template.html"))
+
+
+def write_html(cap: Capture, path: str | Path, **kwargs) -> Path:
+    """Write :func:`build_html` to ``path`` atomically (UTF-8)."""
+    page = build_html(cap, **kwargs)
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
+
+
+class AttentionView:
+    """The viewer inline in Jupyter: ``AttentionView(capture)`` as the last line of a cell.
+
+    The page goes into an ``<iframe srcdoc>``, so its script and styles stay out of the notebook's.
+    """
+
+    def __init__(self, cap: Capture, height: int = 640, **kwargs) -> None:
+        self.cap, self.height, self.kwargs = cap, height, kwargs
+
+    def _repr_html_(self) -> str:
+        page = build_html(self.cap, **self.kwargs)
+        return (f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:{self.height}px;'
+                f'border:1px solid #ddd" sandbox="allow-scripts allow-downloads"></iframe>')
+
+
+def show(cap: Capture, **kwargs) -> AttentionView:
+    """Display the viewer inline in a notebook (returns the object Jupyter renders)."""
+    return AttentionView(cap, **kwargs)

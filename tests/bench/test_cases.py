@@ -1,0 +1,69 @@
+import pytest
+
+from attnlab.bench.cases import BACKENDS, BenchConfig, Case, Planner, estimate_peak_bytes
+
+
+def test_backends():
+    assert BACKENDS == ("math", "chunked", "sdpa", "auto", "numpy-math", "numpy-chunked")
+
+
+def test_cases_texts_shape_first_then_sweep_by_t():
+    cases = BenchConfig(seq_lens=(1024, 256), backends=("sdpa", "numpy-math")).cases()
+    assert [(c.group, c.seq_len) for c in cases[:4]] == [("texts", 256)] * 4
+    assert (cases[0].batch, cases[0].d_model, cases[0].num_heads) == (8, 512, 8)
+    assert [c.seq_len for c in cases[4:]] == [256] * 4 + [1024] * 4
+    assert {c.causal for c in cases} == {False, True}
+
+
+def test_memory_estimates_follow_the_algorithms():
+    t = 4096
+    math_, np_math, sdpa = (estimate_peak_bytes(Case("sweep", b, 1, t, 512, 8, False))
+                            for b in ("math", "numpy-math", "sdpa"))
+    scores = 8 * t * t * 4
+    assert math_ - sdpa == pytest.approx(2 * scores, rel=0.01)  # torch: scores and softmax output
+    assert np_math - sdpa == pytest.approx(scores, rel=0.01)  # NumPy, in place: one score matrix
+    longer = estimate_peak_bytes(Case("sweep", "sdpa", 1, 2 * t, 512, 8, False))
+    assert longer == pytest.approx(2 * sdpa, rel=0.01)  # O(T)
+
+
+def test_planner_skips_what_would_not_fit():
+    cfg = BenchConfig()
+    plan = Planner(cfg, memory_limit=12 * 2**30).plan(Case("sweep", "math", 1, 65536, 512, 8, False))
+    assert plan.skip is not None and plan.skip.startswith("memory ~257.0 GiB") and "12.0 GiB limit" in plan.skip
+
+
+def test_planner_skips_what_would_take_too_long():
+    planner = Planner(BenchConfig(max_case_seconds=10), memory_limit=2**40)
+    case = Case("sweep", "sdpa", 1, 4096, 512, 8, False)
+    planner.learn(case, median_seconds=1.0)
+    longer = Case("sweep", "sdpa", 1, 16384, 512, 8, False)
+    plan = planner.plan(longer)
+    assert plan.est_seconds == pytest.approx(longer.full_flops() / case.full_flops(), rel=1e-9)  # learnt rate
+    assert plan.skip == f"time ~{plan.est_seconds:.0f} s > 10 s budget"
+
+
+def test_planner_repeats_and_single_call():
+    planner = Planner(BenchConfig(target_seconds=2.0, min_repeats=3, max_repeats=25, long_call_seconds=8.0,
+                                  max_case_seconds=100), memory_limit=2**40)
+    case = Case("sweep", "sdpa", 1, 1024, 512, 8, False)
+    planner.learn(case, 0.1)
+    assert planner.plan(case).repeats == 20 and not planner.plan(case).single_call
+    planner.learn(case, 1.5)
+    assert planner.plan(case).repeats == 3  # at least min_repeats
+    planner.learn(case, 9.0)
+    plan = planner.plan(case)
+    assert plan.single_call and plan.repeats == 1 and plan.skip is None
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"seq_lens": (256, 0)}, r"seq_lens must be positive integers, got \(256, 0\)"),
+    ({"seq_lens": ()}, "seq_lens must be positive integers"),
+    ({"backends": ("math", "flash")}, r"unknown backend\(s\) \['flash'\]; valid: math, chunked, sdpa, auto, numpy"),
+    ({"causal": ()}, "causal must hold at least one"),
+    ({"num_heads": 3}, "num_heads=3 must divide d_model=512"),
+    ({"min_repeats": 5, "max_repeats": 2}, "must not exceed"),
+    ({"max_case_seconds": 0}, "max_case_seconds must be > 0"),
+])
+def test_config_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BenchConfig(**kwargs)

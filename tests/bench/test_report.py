@@ -1,0 +1,57 @@
+import pytest
+
+from attnlab.bench.cases import BenchConfig, Case, Plan
+from attnlab.bench.report import _slope, markdown, rich_table, targets, write_atomic
+from attnlab.bench.runner import BenchResult, CaseResult
+
+
+def _result() -> BenchResult:
+    cfg = BenchConfig(seq_lens=(1024, 4096), backends=("math", "sdpa", "numpy-math"), causal=(False,),
+                      texts_shape=False)
+    ms = {("math", 1024): 40, ("math", 4096): 800, ("sdpa", 1024): 10, ("sdpa", 4096): 160,
+          ("numpy-math", 1024): 50, ("numpy-math", 4096): 1000}
+    mem = {"math": lambda t: 2 * 8 * t * t * 4, "numpy-math": lambda t: 8 * t * t * 4, "sdpa": lambda t: 4096 * t}
+    cases = []
+    for t in (1024, 4096):
+        for b in cfg.backends:
+            cases.append(CaseResult(Case("sweep", b, 1, t, 512, 8, False), Plan(repeats=3), "ok",
+                                    times=[ms[b, t] / 1e3] * 3, first_call_s=0.1, peak_extra_bytes=mem[b](t)))
+    cases.append(CaseResult(Case("sweep", "math", 1, 65536, 512, 8, False), Plan(skip="memory ~257 GiB"),
+                            "skipped", "memory ~257 GiB"))
+    machine = {"cpu": "Test CPU", "cores": 2, "torch_threads": 2, "memory_gib": 24.0, "python": "3.11",
+               "torch": "2.13.0", "numpy": "2.4"}
+    return BenchResult(cfg, machine, {"value": 250.0, "low": 240.0, "high": 260.0, "unit": "GFLOP/s", "what": "mm"},
+                       {"value": 10.0, "low": 9.0, "high": 11.0, "unit": "GB/s", "what": "copy"}, 12 * 2**30, cases,
+                       42.0)
+
+
+def test_targets_report_the_ratios_and_the_percent():
+    lines = targets(_result())
+    assert "T=1024: 1.25×, T=4096: 1.25×" in lines[0]
+    # sdpa at 4096: flops / 0.16 s
+    case = Case("sweep", "sdpa", 1, 4096, 512, 8, False)
+    g = case.flops() / 0.16 / 1e9
+    assert f"sdpa, {g:.0f} GFLOP/s = {100 * g / 250:.0f}% of 250" in lines[1]
+    assert "Peak memory of math grows as T^2.00" in lines[2]
+
+
+def test_slope():
+    assert _slope({1024: 2.0**20, 4096: 2.0**22}) == pytest.approx(1.0)
+    assert _slope({1024: 1.0}) is None
+
+
+def test_markdown_has_the_machine_the_convention_and_every_case():
+    text = markdown(_result(), ["time_vs_T.png"])
+    assert "Test CPU, 2 cores" in text and "torch 2.13.0, numpy 2.4" in text
+    assert "T(T+1)/2" in text and "**250 GFLOP/s**" in text
+    assert text.count("\n| 1×") == 7 and "memory ~257 GiB" in text and "![time_vs_T.png](time_vs_T.png)" in text
+
+
+def test_rich_table_has_a_row_per_case():
+    assert rich_table(_result()).row_count == 7
+
+
+def test_write_atomic(tmp_path):
+    write_atomic(tmp_path / "sub" / "a.md", "hello")
+    assert (tmp_path / "sub" / "a.md").read_text() == "hello"
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["a.md"]  # no temp file left behind

@@ -1,0 +1,117 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from attnlab.cli import main
+
+TEXT = "ROMEO:\nBut, soft! what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n" * 12
+TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "4", "--eval-interval", "5", "--eval-iters", "2",
+        "--warmup-iters", "2", "-q"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    (tmp_path / "romeo.txt").write_text(TEXT)
+    return str(tmp_path / "romeo.txt")
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_train_then_sample(corpus, tmp_path):
+    out = tmp_path / "run"
+    r = run("train", "--data", corpus, "--out", out, *TINY, "--max-iters", 10)
+    assert r.exit_code == 0, r.output
+    assert (out / "loss.png").exists() and (out / "tokenizer.json").exists()
+    state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
+    assert state["step"] == 10 and state["train_config"]["batch_size"] == 4
+    greedy = [run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--temperature", 0, "--seed", s)
+              for s in (1, 2)]
+    assert greedy[0].exit_code == 0 and greedy[0].output == greedy[1].output
+    assert greedy[0].output.startswith("ROMEO") and len(greedy[0].output) == len("ROMEO") + 30 + 1
+    sampled = run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--top-k", 5, "--top-p", 0.9,
+                  "--seed", 3)
+    assert sampled.exit_code == 0 and sampled.output.startswith("ROMEO")
+
+
+def test_resume_continues_and_the_config_comes_back(corpus, tmp_path):
+    out = tmp_path / "run"
+    assert run("train", "--data", corpus, "--out", out, *TINY, "--max-iters", 5).exit_code == 0
+    r = run("train", "--out", out, "--resume", "--max-iters", 8, "-q")  # data, preset, sizes: from the checkpoint
+    assert r.exit_code == 0, r.output
+    state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
+    assert state["step"] == 8 and state["train_config"]["data"] == corpus
+
+
+def test_bpe_and_a_config_file(corpus, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('tokenizer = "bpe"\nvocab_size = 300\nmax_iters = 3\n[model]\nd_model = 16\n')
+    out = tmp_path / "run"
+    r = run("train", "--data", corpus, "--out", out, "--config", cfg, *TINY)
+    assert r.exit_code == 0, r.output
+    tok = json.loads((out / "tokenizer.json").read_text())
+    assert tok["model"]["type"] == "BPE"
+    assert run("sample", "--checkpoint", out, "Juliet", "--max-new-tokens", 5).exit_code == 0
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--preset", "huge"], "preset: unknown preset 'huge'"),
+    (["--config", "BAD"], "unknown key 'bach_size'; did you mean 'batch_size'?"),
+    (["--out", "FILE/run"], "out: cannot write to the output directory"),
+    (["--data", "EMPTY"], "is empty"),
+])
+def test_bad_input_is_a_clear_error(corpus, tmp_path, extra, message):
+    (tmp_path / "bad.toml").write_text("bach_size = 3\n")
+    (tmp_path / "file").write_text("")
+    (tmp_path / "empty.txt").write_text("")
+    subs = {"BAD": str(tmp_path / "bad.toml"), "FILE/run": str(tmp_path / "file" / "run"),
+            "EMPTY": str(tmp_path / "empty.txt")}
+    args = ["train", "--data", corpus, "--out", tmp_path / "run", *TINY, "--max-iters", 2]
+    r = run(*args, *[subs.get(e, e) for e in extra])
+    assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output
+
+
+def test_sample_errors(corpus, tmp_path):
+    out = tmp_path / "run"
+    run("train", "--data", corpus, "--out", out, *TINY, "--max-iters", 2)
+    r = run("sample", "--checkpoint", out, "Zq")
+    assert r.exit_code == 1 and "character(s) not in the vocabulary: 'Z', 'q'" in r.output
+    r = run("sample", "--checkpoint", out, "ROMEO", "--temperature", -1)
+    assert r.exit_code == 1 and "temperature must be" in r.output
+    r = run("sample", "--checkpoint", tmp_path)
+    assert r.exit_code == 1 and "no checkpoint found" in r.output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_ctrl_c_saves_a_checkpoint_and_exits_0(corpus, tmp_path):
+    out = tmp_path / "run"
+    attnlab = str(Path(sys.executable).with_name("attnlab"))
+    proc = subprocess.Popen([attnlab, "train", "--data", corpus, "--out", str(out), *TINY, "--max-iters", "1000000",
+                             "--eval-interval", "3"], env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 90
+    while not (out / "checkpoint.json").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)  # wait until it is training: the first checkpoint, at step 3
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
+    assert 0 < state["step"] < 1_000_000

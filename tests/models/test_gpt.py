@@ -1,0 +1,99 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab.models import GPT, GPTConfig, GPTOutput
+
+
+def small(**kw):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4,
+                                   qkv_bias=True), **kw})).eval()
+
+
+def reference_forward(model: GPT, idx):
+    """The same GPT assembled from torch modules: pre-LN nn.TransformerEncoderLayer with a causal mask."""
+    c = model.config
+    x = F.embedding(idx, model.tok_emb.weight) + model.pos_emb.weight[: idx.shape[1]]
+    mask = torch.ones(idx.shape[1], idx.shape[1], dtype=torch.bool).triu(1)
+    for block in model.blocks:
+        layer = torch.nn.TransformerEncoderLayer(c.d_model, c.n_heads, c.d_ff, dropout=0.0, batch_first=True,
+                                                 norm_first=True, activation=lambda t: F.gelu(t, approximate="tanh"),
+                                                 layer_norm_eps=c.layer_norm_eps).eval()
+        a = block.attn
+        with torch.no_grad():
+            layer.self_attn.in_proj_weight.copy_(torch.cat([a.W_query.weight, a.W_key.weight, a.W_value.weight]))
+            layer.self_attn.in_proj_bias.copy_(torch.cat([a.W_query.bias, a.W_key.bias, a.W_value.bias]))
+            layer.self_attn.out_proj.load_state_dict(a.out_proj.state_dict())
+            layer.linear1.load_state_dict(block.ff.linear1.state_dict())
+            layer.linear2.load_state_dict(block.ff.linear2.state_dict())
+            layer.norm1.load_state_dict(block.ln1.state_dict())
+            layer.norm2.load_state_dict(block.ln2.state_dict())
+            x = layer(x, src_mask=mask, is_causal=True)
+    x = F.layer_norm(x, (c.d_model,), model.ln_f.weight, model.ln_f.bias, c.layer_norm_eps)
+    return x @ model.tok_emb.weight.T
+
+
+def test_forward_equals_torch_assembly():
+    model = small()
+    idx = torch.randint(0, 50, (3, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), reference_forward(model, idx), atol=1e-5, rtol=0)
+
+
+def test_output_attentions():
+    model = small()
+    idx = torch.randint(0, 50, (2, 9))
+    out = model(idx, output_attentions=True)
+    assert isinstance(out, GPTOutput)
+    torch.testing.assert_close(out.logits, model(idx), atol=1e-5, rtol=0)
+    assert len(out.attentions) == 2
+    for w in out.attentions:
+        assert w.shape == (2, 4, 9, 9)
+        torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 9), atol=1e-6, rtol=0)
+        assert torch.all(w.triu(diagonal=1) == 0)
+
+
+def test_causal_prefix_does_not_see_future():
+    model = small()
+    idx = torch.randint(0, 50, (1, 12))
+    other = idx.clone()
+    other[0, 8:] = (other[0, 8:] + 1) % 50
+    torch.testing.assert_close(model(idx)[:, :8], model(other)[:, :8], atol=1e-6, rtol=0)
+
+
+def test_weight_tying_and_init():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.from_preset("baby"))
+    assert model.head.weight is model.tok_emb.weight
+    assert abs(model.tok_emb.weight.std().item() - 0.02) < 2e-3
+    assert abs(model.blocks[0].ff.linear1.weight.std().item() - 0.02) < 2e-3
+    assert abs(model.blocks[0].attn.out_proj.weight.std().item() - 0.02 / (2 * 4) ** 0.5) < 1e-3
+    assert model.blocks[0].norm == "pre"
+
+
+def test_trains_a_step():
+    model = small().train()
+    idx = torch.randint(0, 50, (4, 16))
+    logits = model(idx[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+    assert abs(loss.item() - torch.log(torch.tensor(50.0)).item()) < 0.2  # near uniform at init
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.parametrize(("idx", "err", "match"), [
+    (torch.tensor([[1, 50]]), ValueError, r"token ids must be in \[0, vocab_size=50\)"),
+    (torch.tensor([[-1, 2]]), ValueError, "min -1"),
+    (torch.zeros(1, 17, dtype=torch.long), ValueError, "exceed context_length=16"),
+    (torch.zeros(1, 3), TypeError, "integer token ids"),
+    (torch.zeros(3, dtype=torch.long), ValueError, r"shape \(B, T\)"),
+])
+def test_bad_input(idx, err, match):
+    with pytest.raises(err, match=match):
+        small()(idx)
+
+
+def test_bad_config_type():
+    with pytest.raises(TypeError, match="GPTConfig"):
+        GPT({"vocab_size": 5})

@@ -1,0 +1,34 @@
+import pytest
+import torch
+
+TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+        "First Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\nResolved. resolved.\n") * 8
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One thread: on a busy shared machine, two OpenMP threads spin and run many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_config(corpus, tmp_path):
+    """A run that takes about a second: the tiny preset with a 16-token block."""
+    from attnlab.training import TrainConfig
+
+    def make(**overrides):
+        values = dict(data=str(corpus), out=str(tmp_path / "run"), preset="tiny", model={"context_length": 16},
+                      max_iters=12, batch_size=4, eval_interval=4, eval_iters=2, warmup_iters=2, seed=7)
+        return TrainConfig(**{**values, **overrides})
+
+    return make

@@ -1,0 +1,83 @@
+import pytest
+import torch
+
+from attnlab.training import train
+from attnlab.training.inference import encode_prompt, load_trained, stream_text
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    from attnlab.training import TrainConfig
+
+    from .conftest import TEXT
+
+    root = tmp_path_factory.mktemp("inference")
+    (root / "c.txt").write_text(TEXT)
+    torch.set_num_threads(1)
+    train(TrainConfig(data=str(root / "c.txt"), out=str(root / "run"), preset="tiny", model={"context_length": 16},
+                      max_iters=30, batch_size=8, eval_interval=30, eval_iters=1, learning_rate=3e-3, min_lr=3e-4,
+                      warmup_iters=2), quiet=True)
+    return load_trained(root / "run")
+
+
+def reference_logits(model, ids):
+    """The last position's logits, recomputed from scratch on the last context_length tokens (no cache)."""
+    ctx = model.config.context_length
+    with torch.no_grad():
+        return model(torch.tensor([ids[-ctx:]]))[0, -1].double()
+
+
+def streamed_ids(tokenizer, prompt, pieces):
+    return [int(i) for i in tokenizer.encode(prompt + "".join(pieces))]
+
+
+def test_temperature_zero_is_deterministic_and_equals_argmax(trained):
+    model, tok = trained
+    prompt = "First"
+    a = list(stream_text(model, tok, prompt, 40, temperature=0, seed=1))
+    b = list(stream_text(model, tok, prompt, 40, temperature=0, seed=2))
+    assert a == b
+    ids = [int(i) for i in tok.encode(prompt)]
+    for _ in range(40):  # runs past the 16-token context: the crop-and-recompute path too
+        ids.append(int(reference_logits(model, ids).argmax()))
+    assert prompt + "".join(a) == tok.decode(ids)
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), [(1.0, 3, None), (1.5, 1, None), (1.0, None, 0.5),
+                                                             (0.7, None, 0.9), (1.2, 4, 0.6)])
+def test_top_k_and_top_p_stay_in_the_allowed_set(trained, temperature, top_k, top_p):
+    model, tok = trained
+    prompt = "All:"
+    for seed in range(3):
+        ids = streamed_ids(tok, prompt, stream_text(model, tok, prompt, 30, temperature, top_k, top_p, seed=seed))
+        for pos in range(len(tok.encode(prompt)), len(ids)):
+            logits = reference_logits(model, ids[:pos]) / temperature
+            allowed = set(range(len(logits)))
+            if top_k is not None:  # the k largest logits (and ties with the k-th)
+                allowed &= {i for i, v in enumerate(logits.tolist()) if v >= logits.topk(top_k).values[-1]}
+            if top_p is not None:  # smallest prefix of the sorted distribution with mass >= top_p
+                masked = torch.full_like(logits, float("-inf"))
+                masked[list(allowed)] = logits[list(allowed)]
+                probs = torch.softmax(masked, -1)
+                order = probs.argsort(descending=True).tolist()
+                nucleus, mass = set(), 0.0
+                for i in order:
+                    nucleus.add(i)
+                    mass += probs[i].item()
+                    if mass >= top_p - 1e-9:
+                        break
+                allowed &= nucleus
+            assert ids[pos] in allowed, (pos, ids[pos], sorted(allowed))
+
+
+def test_seeded_sampling_repeats(trained):
+    model, tok = trained
+    assert list(stream_text(model, tok, "A", 20, 1.0, seed=4)) == list(stream_text(model, tok, "A", 20, 1.0, seed=4))
+
+
+def test_unknown_characters_in_a_char_prompt(trained):
+    _, tok = trained
+    with pytest.raises(ValueError, match=r"prompt: .* character\(s\) not in the vocabulary: 'Z', 'é'"):
+        encode_prompt(tok, "Zé")
+    with pytest.raises(ValueError, match="empty prompt"):
+        encode_prompt(tok, "")

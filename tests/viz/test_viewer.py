@@ -1,0 +1,77 @@
+"""The HTML viewer's page: self-contained, data escaped, weights quantised within the stated error."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attnlab.inspect import ToyConfig, ToyModel, capture
+from attnlab.viz.viewer import QUANT_ERROR, AttentionView, build_html, dequantise, quantise, write_html
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def _data(page: str) -> dict:
+    block = re.search(r'<script type="application/json" id="attnlab-data">(.*?)</script>', page, re.S).group(1)
+    return json.loads(block)
+
+
+@pytest.fixture(scope="module")
+def cap():
+    model = ToyModel(ToyConfig("multihead"))
+    tokens = ["我", XSS, "</script><script>alert(2)</script>", "&amp;", "AI"]
+    return capture(model, model.embed(tokens), tokens=tokens)
+
+
+def test_page_is_self_contained(cap):
+    page = build_html(cap, embed_font=False)
+    assert "<link" not in page and not re.search(r"<script[^>]+src=", page)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "default-src 'none'" in page  # the page may fetch nothing at all
+
+
+def test_tokens_cannot_break_out_of_the_data_block(cap):
+    page = build_html(cap, embed_font=False)
+    assert XSS not in page and "</script><script>alert(2)" not in page
+    assert page.count("</script>") == 2  # the data block's and the code's, nothing else
+    data = _data(page)
+    assert data["tokens"] == cap.tokens  # yet the exact text comes back out of the JSON
+
+
+@given(st.lists(st.floats(0, 1), min_size=3, max_size=3))
+def test_quantisation_error_is_within_bound(row):
+    w = torch.tensor([[[row, row[::-1], [0.0, 0.0, 0.0]]]], dtype=torch.float32)  # (H=1, T=3, T=3)
+    q, rm = quantise([w[0]])
+    back = dequantise(q, rm, (1, 1, 3, 3))
+    bound = w.amax(-1, keepdim=True).numpy() * QUANT_ERROR + 1e-7
+    assert np.all(np.abs(back - w.numpy()) <= bound)
+
+
+def test_payload_decodes_to_the_capture(cap):
+    data = _data(build_html(cap, embed_font=False))
+    q = zlib.decompress(base64.b64decode(data["weights"]))
+    back = dequantise(q, base64.b64decode(data["rowmax"]), (cap.n_layers, cap.n_heads, cap.seq_len, cap.seq_len))
+    np.testing.assert_allclose(back, torch.stack(cap.attentions).numpy(), atol=QUANT_ERROR + 1e-6)
+
+
+def test_jupyter_iframe_srcdoc(cap):
+    out = AttentionView(cap, embed_font=False)._repr_html_()
+    assert out.startswith("<iframe srcdoc=\"") and "<script" not in out.split('srcdoc="')[1].split('"')[0]
+    inner = html.unescape(out.split('srcdoc="')[1].split('" style=')[0])
+    assert inner == build_html(cap, embed_font=False)
+
+
+def test_write_html_and_bad_layer(cap, tmp_path):
+    out = write_html(cap, tmp_path / "a.html", embed_font=False)
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    with pytest.raises(ValueError, match=r"head must be in 0\.\.1"):
+        build_html(cap, head=5)

@@ -1,0 +1,161 @@
+"""The viewer in a real browser: headless Chromium (Debian's), driven by Playwright, network off.
+
+Chromium is installed with apt-get when missing (``make test`` does it too); the test skips, saying
+why, only where it cannot be installed. A screenshot and the exported PNG are kept in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab.inspect import Capture, capture
+from attnlab.models import GPT, GPTConfig
+from attnlab.viz.viewer import QUANT_ERROR, write_html
+
+pytestmark = pytest.mark.browser
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+XSS = "<img src=x onerror=alert(1)>"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def chromium_path() -> str:
+    """Debian's chromium, installed with apt-get if missing; otherwise skip, saying why."""
+    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("chromium is not installed and cannot be (needs root and apt-get): apt-get install chromium")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            pytest.skip(f"chromium could not be installed ({' '.join(cmd)}): {done.stderr.strip()[-300:]}")
+    return shutil.which("chromium") or pytest.skip("apt-get installed chromium but it is not on PATH")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
+    path = chromium_path()
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def offline_page(browser):
+    """A page whose every non-file request is aborted and recorded; dialogs are recorded too."""
+    context = browser.new_context(accept_downloads=True, offline=True, viewport={"width": 1100, "height": 800})
+    page = context.new_page()
+    page.blocked, page.dialogs, page.errors = [], [], []
+
+    def route(r):
+        if r.request.url.startswith(("file:", "data:", "blob:")):
+            r.continue_()
+        else:
+            page.blocked.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def two_layer():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig.from_preset("tiny"))  # 2 layers, 2 heads, causal
+    tokens = ["我", "爱", "学习", "AI", XSS, "</script><b>bold</b>", "한국어", "end"]
+    return capture(model, torch.randint(0, 256, (len(tokens),)), tokens=tokens, qkv=False)
+
+
+def _open(page, path: Path, timeout_ms: int = 60_000):
+    page.goto(path.resolve().as_uri())
+    page.wait_for_selector("body[data-ready='1']", timeout=timeout_ms)
+
+
+def _weights(page, side: str) -> list[float]:
+    return [float(w) for w in page.eval_on_selector_all(f"#{side} .tok", "els => els.map(e => e.dataset.weight)")]
+
+
+def test_viewer_in_chromium(offline_page, two_layer, tmp_path):
+    page, cap = offline_page, two_layer
+    _open(page, write_html(cap, tmp_path / "attention.html"))
+    assert page.locator("#layer option").count() == 2 and page.locator("#head option").count() == 2
+    page.select_option("#layer", "1")
+    page.select_option("#head", "1")
+    assert page.get_attribute("body", "data-layer") == "1" and page.get_attribute("body", "data-head") == "1"
+
+    page.hover("#left .tok >> nth=5")  # query 5: the weights on the keys are highlighted
+    shown = torch.tensor(_weights(page, "right"))
+    expected = cap.attentions[1][1, 5]
+    assert torch.allclose(shown, expected, atol=float(expected.max()) * QUANT_ERROR + 1e-6)
+    assert "attends to" in page.text_content("#info")
+    page.hover("#right .tok >> nth=2")  # key 2: who attends to it (a column)
+    column = torch.tensor(_weights(page, "left"))
+    expected = cap.attentions[1][1, :, 2]
+    assert torch.allclose(column, expected, atol=QUANT_ERROR + 1e-6)
+    page.click("#left .tok >> nth=3")  # click: isolate token 3, which stays after the mouse leaves
+    page.mouse.move(1000, 700)
+    assert page.locator("#left .tok.selected").count() == 1
+
+    # the XSS token is text: shown literally, no element made of it, no dialog
+    assert page.locator("#left .tok").nth(4).text_content() == XSS
+    assert page.locator("#right .tok").nth(5).text_content() == "</script><b>bold</b>"
+    assert page.locator("img").count() == 0 and page.locator("main b").count() == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "viewer-head.png"), full_page=True)
+
+    page.click("#tab-matrix")
+    with page.expect_download() as download:
+        page.click("#export-png")
+    png = ARTIFACTS / "viewer-matrix-export.png"
+    download.value.save_as(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
+    page.click("#tab-head")
+    with page.expect_download() as download:
+        page.click("#export-svg")
+    svg = Path(download.value.path()).read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and "&lt;img src=x onerror=alert(1)&gt;" in svg and "<img" not in svg
+
+    page.click("#tab-grid")
+    page.wait_for_selector("#grid[data-done='1']")
+    assert page.locator("#grid figure").count() == cap.n_layers * cap.n_heads
+    page.click("#grid figure >> nth=1")  # layer 0, head 1
+    assert page.get_attribute("body", "data-layer") == "0" and page.get_attribute("body", "data-head") == "1"
+
+    assert page.dialogs == [] and page.errors == [] and page.blocked == []
+
+
+def test_long_input_stays_responsive(offline_page, tmp_path):
+    """512 tokens × 12 layers × 12 heads: loads, hovers and switches heads without freezing."""
+    torch.manual_seed(0)
+    t = 512
+    cap = Capture(tokens=[f"t{i}" for i in range(t)], model_name="synthetic",
+                  attentions=[torch.softmax(torch.randn(12, t, t) * 3, -1) for _ in range(12)])
+    path = write_html(cap, tmp_path / "long.html", embed_font=False, level=1)
+    assert path.stat().st_size < 0.5 * 12 * 12 * t * t  # under half a byte per weight
+    page = offline_page
+    start = time.perf_counter()
+    _open(page, path)
+    loaded = time.perf_counter() - start
+    start = time.perf_counter()
+    page.hover("#left .tok >> nth=100")
+    shown = torch.tensor(_weights(page, "right"))
+    page.select_option("#head", "11")
+    interact = time.perf_counter() - start
+    expected = cap.attentions[0][0, 100]
+    assert torch.allclose(shown, expected, atol=float(expected.max()) * QUANT_ERROR + 1e-6)
+    assert loaded < 20 and interact < 5, f"load {loaded:.1f} s, hover + switch {interact:.1f} s"
+    assert page.errors == [] and page.blocked == []
