@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from attnlab.models import TransformerEncoder
+
 RESULTS = Path(__file__).resolve().parent / "results" / "encoder.md"
 
 
@@ -68,11 +70,15 @@ def speeches() -> list[str]:
     return out
 
 
-def median_times(fns: dict[str, Callable[[], object]], rounds: int, reps: int) -> dict[str, float]:
-    """Median seconds per call, the variants interleaved round by round (noise hits all alike)."""
+def median_times(fns: dict[str, Callable[[], object]], rounds: int, reps: int,
+                 warmups: list[Callable[[], object]] | None = None) -> dict[str, float]:
+    """Median seconds per call, the variants interleaved round by round (noise hits all alike).
+
+    ``warmups`` (default: one call of each variant) run first, untimed.
+    """
     times: dict[str, list[float]] = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()  # warm-up
+    for fn in fns.values() if warmups is None else warmups:
+        fn()
     for _ in range(rounds):
         for name, fn in fns.items():
             for _ in range(reps):
@@ -96,9 +102,12 @@ def bench_batches(bert, hf_sdpa, hf_eager, texts: list[str], quick: bool) -> lis
     ids = torch.tensor([e.ids for e in encs])
     assert ids.shape == (rows_n, 128), ids.shape
     mask, types = torch.ones_like(ids), torch.zeros_like(ids)
+    plain = TransformerEncoder(bert.config).eval()  # the same weights in plain nn.Linear: what packing gains
+    plain.load_state_dict(bert.encoder.state_dict())
     fns = {
         "transformers sdpa": lambda: hf_sdpa(ids, attention_mask=mask, token_type_ids=types),
         "attnlab": lambda: bert(ids, mask, types),
+        "attnlab, plain nn.Linear": lambda: plain(ids, mask, types),
         "transformers eager + attentions": lambda: hf_eager(ids, attention_mask=mask, token_type_ids=types,
                                                             output_attentions=True),
         "attnlab + attentions": lambda: bert(ids, mask, types, output_attentions=True),
@@ -111,6 +120,7 @@ def bench_batches(bert, hf_sdpa, hf_eager, texts: list[str], quick: bool) -> lis
         t = median_times(fns, rounds=1 if quick else 4, reps=1 if quick else 3)
     rows = ["| variant | ms / batch | sentences/s | ratio |", "|---|---|---|---|"]
     pairs = [("transformers sdpa", None), ("attnlab", "transformers sdpa"),
+             ("attnlab, plain nn.Linear", "transformers sdpa"),
              ("transformers eager + attentions", None), ("attnlab + attentions", "transformers eager + attentions")]
     for name, ref_name in pairs:
         ratio = f"**{t[ref_name] / t[name]:.2f}×** vs {ref_name}" if ref_name else "1.00 (reference)"
@@ -123,7 +133,7 @@ def bench_batches(bert, hf_sdpa, hf_eager, texts: list[str], quick: bool) -> lis
 def bench_encode(bert, hf_sdpa, hf_tok, texts: list[str], quick: bool) -> list[str]:
     """(b) embed a corpus in batches of 32: encode() vs the padded-batch loop with transformers."""
 
-    def reference() -> torch.Tensor:
+    def reference(texts: list[str] = texts) -> torch.Tensor:
         out = []
         with torch.inference_mode():
             for i in range(0, len(texts), 32):
@@ -134,7 +144,8 @@ def bench_encode(bert, hf_sdpa, hf_tok, texts: list[str], quick: bool) -> list[s
     results: dict[str, torch.Tensor] = {}
     fns = {"transformers padded loop": lambda: results.__setitem__("ref", reference()),
            "attnlab encode": lambda: results.__setitem__("ours", bert.encode(texts, batch_size=32, truncation=True))}
-    t = median_times(fns, rounds=1, reps=1 if quick else 2)
+    warmups = [lambda: reference(texts[:64]), lambda: bert.encode(texts[:64], truncation=True)]
+    t = median_times(fns, rounds=1, reps=1, warmups=warmups)  # a whole corpus per call: long enough
     cos = (results["ref"] * results["ours"]).sum(-1)
     lengths = [len(e.ids) for e in bert.tokenizer.encode_batch(texts)]
     ref_name = "transformers padded loop"
@@ -162,7 +173,8 @@ def bench_generation(quick: bool) -> list[str]:
     out: dict[str, torch.Tensor] = {}
     fns = {"recompute (no cache)": lambda: out.__setitem__("ref", generate(model, prompt, new, 0, use_cache=False)),
            "KV cache": lambda: out.__setitem__("ours", generate(model, prompt, new, 0))}
-    t = median_times(fns, rounds=1, reps=1 if quick else 3)
+    warmups = [lambda: generate(model, prompt, 8, 0, use_cache=False), lambda: generate(model, prompt, 8, 0)]
+    t = median_times(fns, rounds=1, reps=1, warmups=warmups)  # minutes per call: long enough to average noise
     rows = [f"GPT: {cfg.n_layers} layers, {cfg.d_model} dims, {cfg.n_heads} heads, context {cfg.context_length}, "
             f"{model.num_parameters():,} parameters (random init); batch 1, prompt of 8 tokens, {new} new "
             f"tokens, greedy.", "", "| method | s | tokens/s | ratio |", "|---|---|---|---|"]

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
 from attnlab.functional import attention_scores, attention_weights, causal_mask
+from attnlab.pretrained.walkthrough import transformer_step
 from attnlab.training.walkthrough import shakespeare_step, toy_step
 from attnlab.viz.report import report_step
 
@@ -106,6 +107,7 @@ def mechanisms(console: Console, x: Tensor, seed: int, out_dir: str) -> None:
 
 # Each capability adds its own step here; they run in order.
 STEPS: list[Step] = [mechanisms]
+STEPS.append(transformer_step)  # attnlab.pretrained: model sizes, a real pretrained BERT
 STEPS += [toy_step, shakespeare_step]  # attnlab.training: the tutorial's toy, then a short GPT run and a sample
 # The report shows what the steps above wrote (a trained model, if any), so it runs last.
 STEPS.append(report_step)

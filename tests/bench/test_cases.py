@@ -15,6 +15,15 @@ def test_cases_texts_shape_first_then_sweep_by_t():
     assert {c.causal for c in cases} == {False, True}
 
 
+def test_run_order_puts_the_math_paths_last():
+    cfg = BenchConfig(seq_lens=(256, 1024), causal=(False,))
+    order = cfg.run_order()
+    assert sorted(order, key=cfg.cases().index) == cfg.cases()  # the same cases
+    sweep = [c for c in order if c.group == "sweep"]
+    assert [c.backend for c in sweep[-4:]] == ["math", "numpy-math"] * 2
+    assert [c.seq_len for c in sweep[:4]] == [256] * 4  # by T within each part
+
+
 def test_memory_estimates_follow_the_algorithms():
     t = 4096
     math_, np_math, sdpa = (estimate_peak_bytes(Case("sweep", b, 1, t, 512, 8, False))
@@ -39,7 +48,15 @@ def test_planner_skips_what_would_take_too_long():
     longer = Case("sweep", "sdpa", 1, 16384, 512, 8, False)
     plan = planner.plan(longer)
     assert plan.est_seconds == pytest.approx(longer.full_flops() / case.full_flops(), rel=1e-9)  # learnt rate
-    assert plan.skip == f"time ~{plan.est_seconds:.0f} s > 10 s budget"
+    assert plan.skip == f"time ~{plan.est_total:.0f} s > 10 s budget"
+
+
+def test_planner_skips_what_would_overrun_the_run():
+    planner = Planner(BenchConfig(), memory_limit=2**40)
+    case = Case("sweep", "sdpa", 1, 1024, 512, 8, False)
+    planner.learn(case, 0.5)  # first call + warm-up + 3 repeats: ~2.5 s
+    assert planner.plan(case, seconds_left=10.0).skip is None
+    assert planner.plan(case, seconds_left=2.0).skip == "time ~2.5 s > the 2.0 s left of the run's budget"
 
 
 def test_planner_repeats_and_single_call():
@@ -52,7 +69,12 @@ def test_planner_repeats_and_single_call():
     assert planner.plan(case).repeats == 3  # at least min_repeats
     planner.learn(case, 9.0)
     plan = planner.plan(case)
-    assert plan.single_call and plan.repeats == 1 and plan.skip is None
+    assert plan.single_call and plan.repeats == 1 and plan.warmup == 0 and plan.skip is None
+    # an O(T²) backend's first call pays for faulting in the scores: it is never the one timed
+    math_case = Case("sweep", "numpy-math", 1, 1024, 512, 8, False)
+    planner.learn(math_case, 9.0)
+    plan = planner.plan(math_case)
+    assert not plan.single_call and plan.repeats == 1 and plan.warmup == 0
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

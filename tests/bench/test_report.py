@@ -1,7 +1,7 @@
 import pytest
 
 from attnlab.bench.cases import BenchConfig, Case, Plan
-from attnlab.bench.report import _slope, markdown, rich_table, targets, write_atomic
+from attnlab.bench.report import _slope, command_line, markdown, rich_table, targets, write_atomic
 from attnlab.bench.runner import BenchResult, CaseResult
 
 
@@ -20,8 +20,8 @@ def _result() -> BenchResult:
                             "skipped", "memory ~257 GiB"))
     machine = {"cpu": "Test CPU", "cores": 2, "torch_threads": 2, "memory_gib": 24.0, "python": "3.11",
                "torch": "2.13.0", "numpy": "2.4"}
-    return BenchResult(cfg, machine, {"value": 250.0, "low": 240.0, "high": 260.0, "unit": "GFLOP/s", "what": "mm"},
-                       {"value": 10.0, "low": 9.0, "high": 11.0, "unit": "GB/s", "what": "copy"}, 12 * 2**30, cases,
+    return BenchResult(cfg, machine, {"value": 250.0, "median": 245.0, "low": 240.0, "unit": "GFLOP/s", "what": "mm"},
+                       {"value": 10.0, "median": 9.5, "low": 9.0, "unit": "GB/s", "what": "copy"}, 12 * 2**30, cases,
                        42.0)
 
 
@@ -55,3 +55,20 @@ def test_write_atomic(tmp_path):
     write_atomic(tmp_path / "sub" / "a.md", "hello")
     assert (tmp_path / "sub" / "a.md").read_text() == "hello"
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["a.md"]  # no temp file left behind
+
+
+def test_machine_limits_are_measured():
+    from attnlab.bench.machine import matmul_gflops, memory_bandwidth
+
+    mm = matmul_gflops(n=256, repeats=3)
+    assert mm.value >= mm.median >= mm.low > 0 and mm.unit == "GFLOP/s"
+    bw = memory_bandwidth(mib=8, repeats=3)
+    assert bw.value >= bw.median >= bw.low > 0
+
+
+def test_command_line_reproduces_the_run():
+    assert command_line(BenchConfig.full()) == "attnlab bench --out DIR"
+    assert command_line(BenchConfig.quick()) == "attnlab bench --quick --out DIR"
+    cfg = BenchConfig.quick(seq_lens=(16,), d_model=32, num_heads=2, texts_shape=False, causal=(True,))
+    assert command_line(cfg) == ("attnlab bench --quick --seq-lens 16 --causal --d-model 32 --heads 2 "
+                                 "--no-texts-shape --out DIR")

@@ -3,8 +3,6 @@
 import subprocess
 import sys
 
-import pytest
-
 from attnlab.bench.cases import Case
 from attnlab.bench.worker import run_forked
 
@@ -51,15 +49,14 @@ def test_a_case_past_its_timeout_is_killed():
     assert out == {"status": "failed", "reason": "timed out after 0 s"}
 
 
-@pytest.mark.parametrize("backend", ["sdpa", "math"])
-def test_torch_cases_run_in_the_worker_process(backend):
-    # The real path: the worker imports torch once and forks; two requests, two answers.
-    case = Case("sweep", backend, 1, 8, 16, 2, True)
+def test_torch_cases_run_in_the_worker_process():
+    # The real path: the worker imports torch once and forks; one request per line, one answer per line.
     import json
 
-    lines = "\n".join(json.dumps(_request(case)) for _ in range(2)) + "\n"
-    done = subprocess.run([sys.executable, "-m", "attnlab.bench.worker", "--torch"], input=lines, text=True,
-                          capture_output=True, timeout=120)
+    requests = [_request(Case("sweep", backend, 1, 8, 16, 2, True)) for backend in ("sdpa", "math", "numpy-math")]
+    done = subprocess.run([sys.executable, "-m", "attnlab.bench.worker", "--torch"],
+                          input="".join(json.dumps(r) + "\n" for r in requests), text=True, capture_output=True,
+                          timeout=120)
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert answers[0] == {"ready": True}
-    assert [a["status"] for a in answers[1:]] == ["ok", "ok"], done.stderr
+    assert [a["status"] for a in answers[1:]] == ["ok", "ok", "ok"], done.stderr

@@ -115,3 +115,14 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_0(corpus, tmp_path):
     assert proc.returncode == 0, err.decode()[-2000:]
     state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
     assert 0 < state["step"] < 1_000_000
+
+
+def test_flags_override_the_config_file(corpus, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("learning_rate = 5e-3\nmin_lr = 2e-3\nmax_iters = 50\n")  # min_lr > the default lr: fine here
+    out = tmp_path / "run"
+    r = run("train", "--data", corpus, "--out", out, "--config", cfg, *TINY, "--max-iters", 3, "--lr", 4e-3)
+    assert r.exit_code == 0, r.output
+    state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
+    c = state["train_config"]
+    assert (c["max_iters"], c["learning_rate"], c["min_lr"], c["batch_size"]) == (3, 4e-3, 2e-3, 4)

@@ -15,6 +15,8 @@ def count(model_cls, cfg):
     ("gpt2-small", {}, 124_439_808),
     ("gpt2-xl", {}, 1_557_611_200),
     ("baby", {"vocab_size": 82}, 812_032),  # nanoGPT's baby Shakespeare model, char vocab 82
+    ("baby", {}, 834_304),
+    ("tiny", {}, 34_688),
 ])
 def test_gpt_preset_parameter_counts(name, overrides, expected):
     assert count(GPT, GPTConfig.from_preset(name, **overrides)) == expected

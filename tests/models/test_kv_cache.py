@@ -107,3 +107,13 @@ def test_generate_restores_training_mode_and_validates():
         m.generate(torch.zeros(1, 2, dtype=torch.long), -3)
     with pytest.raises(ValueError, match="prompt"):
         m.generate(torch.zeros(1, 0, dtype=torch.long), 3)
+
+
+def test_cache_rejects_wrong_shapes():
+    cache = KVCache(2, batch=1, n_heads=2, max_len=4, head_dim=3)
+    with pytest.raises(ValueError, match=r"\(1, 2, T, 3\)"):
+        cache[0].update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+    cache[1].update(torch.zeros(1, 2, 4, 3), torch.zeros(1, 2, 4, 3))
+    assert len(cache) == 2 and cache.layers[1].length == 4
+    cache.reset()
+    assert cache.length == 0 and cache.layers[1].length == 0

@@ -23,7 +23,10 @@ def tiny_bert_dir(tmp_path, minilm_dir, hidden=32, layers=2, prefix="", seed=0):
     d = tmp_path / "tiny"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({**cfg.to_dict(), "model_type": "bert"}))
-    save_file({prefix + k: v.contiguous() for k, v in model.state_dict().items()}, str(d / "model.safetensors"))
+    state = {prefix + k: v.contiguous() for k, v in model.state_dict().items()}
+    if prefix:  # a task model: its head is not part of the encoder and is skipped
+        state |= {"classifier.weight": torch.zeros(2, hidden), "cls.predictions.bias": torch.zeros(30522)}
+    save_file(state, str(d / "model.safetensors"))
     shutil.copy(minilm_dir / "vocab.txt", d / "vocab.txt")
     return d, model
 

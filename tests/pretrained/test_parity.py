@@ -28,6 +28,7 @@ def reference(minilm_dir):
     return model, tokenizer
 
 
+@pytest.mark.slow
 def test_matches_transformers_bert(bert, reference, texts):
     hf, hf_tok = reference
     batch = bert.tokenize(texts, truncation=True)
@@ -71,5 +72,4 @@ def test_encode_matches_transformers(bert, reference, hamlet):
     ref = F.normalize((hidden * m).sum(1) / m.sum(1), dim=-1)
     assert emb.shape == (len(lines), 384)
     assert (emb * ref).sum(-1).min().item() >= 0.99999
-    assert torch.equal(bert.encode(lines[:5]), bert.encode(lines)[:5]) or \
-        torch.allclose(bert.encode(lines[:5]), bert.encode(lines)[:5], atol=1e-6)
+    torch.testing.assert_close(bert.encode(lines[:5], batch_size=2), emb[:5], atol=1e-6, rtol=0)  # any batching

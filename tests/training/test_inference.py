@@ -81,3 +81,25 @@ def test_unknown_characters_in_a_char_prompt(trained):
         encode_prompt(tok, "Zé")
     with pytest.raises(ValueError, match="empty prompt"):
         encode_prompt(tok, "")
+
+
+def test_bpe_pieces_never_split_a_character():
+    """Byte-level tokens can end inside a UTF-8 character: such pieces wait until the character is whole."""
+    from attnlab.data import BPETokenizer
+
+    text = "naïve 寫代碼的中年人 ok"
+    bpe = BPETokenizer.train("plain ascii text only\n" * 5, vocab_size=260)  # CJK stays in single bytes
+    ids = [int(i) for i in bpe.encode(text)]
+    assert len(ids) > len(text)  # some characters really are split over several tokens
+
+    class Scripted(torch.nn.Module):  # a "model" that emits the given ids, one per step
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def generate_stream(self, idx, max_new_tokens, **kwargs):
+            return (torch.tensor([i]) for i in ids[:max_new_tokens])
+
+    pieces = list(stream_text(Scripted(), bpe, "x", len(ids)))
+    assert "".join(pieces) == text and all("\ufffd" not in p for p in pieces)
+    assert len(pieces) > 1

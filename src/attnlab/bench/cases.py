@@ -50,8 +50,9 @@ def estimate_peak_bytes(case: Case) -> int:
     """Peak extra memory of one call, estimated from what each backend allocates.
 
     ``math`` (torch) holds the scores and the softmax output at once (two ``(B, h, T, T)`` fp32
-    matrices); ``numpy-math`` works in place (one); causal adds bool masks of ``T²`` bytes. The
-    chunked kernels hold a few blocks of scores; ``sdpa`` (a flash kernel) is O(T).
+    matrices) and, when causal, bool masks of ``T²`` bytes; ``numpy-math`` works in place (one
+    matrix, the causal mask written into it). The chunked kernels hold a few blocks of scores;
+    ``sdpa`` (a flash kernel) is O(T).
     """
     b, t, d, h = case.batch, case.seq_len, case.d_model, case.num_heads
     activations = 8 * b * t * d * 4  # x, q, k, v, their head-split copies, the concatenated heads, the output
@@ -59,7 +60,7 @@ def estimate_peak_bytes(case: Case) -> int:
     masks = 2 * t * t if case.causal else 0
     per_backend = {
         "math": 2 * scores + masks,
-        "numpy-math": scores + masks,
+        "numpy-math": scores,
         "chunked": 4 * b * h * 256 * 512 * 4,
         "numpy-chunked": 4 * b * h * 512 * 1024 * 4,
         "sdpa": 2 * b * h * t * 4,
@@ -79,15 +80,17 @@ class BenchConfig:
     batch: int = 1  # the sweep's batch, width and heads
     d_model: int = 512
     num_heads: int = 8
-    target_seconds: float = 2.0  # timed repeats per case aim at about this much time...
+    target_seconds: float = 1.0  # timed repeats per case aim at about this much time...
     min_repeats: int = 3
     max_repeats: int = 25
-    long_call_seconds: float = 8.0  # ...but a call longer than this is timed once, on its first run
-    max_case_seconds: float = 45.0  # skip a case predicted to take longer than this
+    long_call_seconds: float = 5.0  # ...but a call longer than this is timed once, on its first run
+    max_case_seconds: float = 60.0  # skip a case predicted to take longer than this
+    max_total_seconds: float = 420.0  # and any case predicted to overrun the whole run's budget
     max_memory_bytes: int = 0  # skip a case predicted to need more; 0 = half the machine's memory
     matmul_n: int = 4096
     bandwidth_mib: int = 512
     seed: int = 0
+    is_quick: bool = False  # made by quick(): only recorded, so the report can name the command
 
     def __post_init__(self) -> None:
         if not self.seq_lens or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in self.seq_lens):
@@ -105,14 +108,15 @@ class BenchConfig:
             raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
         if self.min_repeats > self.max_repeats:
             raise ValueError(f"min_repeats={self.min_repeats} must not exceed max_repeats={self.max_repeats}")
-        for name in ("target_seconds", "long_call_seconds", "max_case_seconds"):
+        for name in ("target_seconds", "long_call_seconds", "max_case_seconds", "max_total_seconds"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
 
     @classmethod
     def quick(cls, **overrides) -> BenchConfig:
-        settings = {"seq_lens": QUICK_SEQ_LENS, "target_seconds": 0.1, "min_repeats": 2, "max_repeats": 5,
-                    "max_case_seconds": 5.0, "matmul_n": 2048, "bandwidth_mib": 128}
+        settings = {"is_quick": True, "seq_lens": QUICK_SEQ_LENS, "target_seconds": 0.1, "min_repeats": 2,
+                    "max_repeats": 5, "max_case_seconds": 5.0, "max_total_seconds": 45.0, "matmul_n": 2048,
+                    "bandwidth_mib": 128}
         return cls(**{**settings, **overrides})
 
     @classmethod
@@ -120,7 +124,7 @@ class BenchConfig:
         return cls(**overrides)
 
     def cases(self) -> list[Case]:
-        """The texts' shape first, then the sweep by increasing T (so each T is planned from the last)."""
+        """Every case, in the order of the table: the texts' shape, then the sweep by T, causal, backend."""
         found = []
         if self.texts_shape:
             found += [Case("texts", b, causal=c, **TEXTS_SHAPE) for c in self.causal for b in self.backends]
@@ -129,14 +133,33 @@ class BenchConfig:
                       for c in self.causal for b in self.backends]
         return found
 
+    def run_order(self) -> list[Case]:
+        """The order to run them: the texts' shape, then the sweep by increasing T, each backend planned
+        from its previous T; the O(T²)-memory math paths last, so that if the run's time budget runs
+        out it is spent on what fits at long T, not on the math paths' slowest cases."""
+        cases = self.cases()
+        return ([c for c in cases if c.group == "texts"]
+                + [c for c in cases if c.group == "sweep" and not c.backend.endswith("math")]
+                + [c for c in cases if c.group == "sweep" and c.backend.endswith("math")])
+
+
+def _secs(s: float) -> str:
+    return f"{s:.1f}" if s < 10 else f"{s:.0f}"
+
 
 @dataclass(frozen=True)
 class Plan:
-    """What to do with a case: run it (``repeats`` timed calls after a first, untimed one), or skip it."""
+    """What to do with a case: run it, or skip it (``skip`` says why).
+
+    A run is a first call (it measures memory), ``warmup`` untimed calls, then ``repeats`` timed
+    calls; with ``single_call`` the first call is also the only timed one.
+    """
 
     repeats: int = 0
-    single_call: bool = False  # the first call is also the only timed one
+    warmup: int = 1
+    single_call: bool = False
     est_seconds: float = 0.0  # estimated time of one call
+    est_total: float = 0.0  # estimated time of the whole case
     est_bytes: int = 0
     skip: str | None = None
 
@@ -151,7 +174,8 @@ class Planner:
     def learn(self, case: Case, median_seconds: float) -> None:
         self.rate[(case.backend, case.causal)] = case.full_flops() / median_seconds
 
-    def plan(self, case: Case) -> Plan:
+    def plan(self, case: Case, seconds_left: float = float("inf")) -> Plan:
+        """How to run ``case``; ``seconds_left``: what remains of the whole run's time budget."""
         cfg = self.config
         est_bytes = estimate_peak_bytes(case)
         rate = self.rate.get((case.backend, case.causal), _PRIOR_GFLOPS[case.backend] * 1e9)
@@ -159,13 +183,19 @@ class Planner:
         if est_bytes > self.memory_limit:
             return Plan(est_seconds=per_call, est_bytes=est_bytes,
                         skip=f"memory ~{est_bytes / 2**30:.1f} GiB > {self.memory_limit / 2**30:.1f} GiB limit")
-        first_call = per_call + (est_bytes / _FAULT_BYTES_PER_S if case.backend.endswith("math") else 0.0)
-        if per_call >= cfg.long_call_seconds:
-            repeats, single, total = 1, True, first_call
+        quadratic = case.backend.endswith("math")  # O(T²) memory: a first call slowed by fresh page faults
+        first_call = per_call + (est_bytes / _FAULT_BYTES_PER_S if quadratic else 0.0)
+        if per_call >= cfg.long_call_seconds and not quadratic:
+            repeats, warmup, single, total = 1, 0, True, first_call  # the first call's time is representative
+        elif per_call >= cfg.long_call_seconds:
+            repeats, warmup, single, total = 1, 0, False, first_call + per_call  # the first call warmed up
         else:
             repeats = int(min(cfg.max_repeats, max(cfg.min_repeats, round(cfg.target_seconds / per_call))))
-            single, total = False, first_call + (repeats + 1) * per_call  # + one warm-up call
+            warmup, single, total = 1, False, first_call + (repeats + 1) * per_call
         if total > cfg.max_case_seconds:
-            return Plan(est_seconds=per_call, est_bytes=est_bytes,
-                        skip=f"time ~{total:.0f} s > {cfg.max_case_seconds:.0f} s budget")
-        return Plan(repeats, single, per_call, est_bytes)
+            return Plan(est_seconds=per_call, est_total=total, est_bytes=est_bytes,
+                        skip=f"time ~{_secs(total)} s > {cfg.max_case_seconds:.0f} s budget")
+        if total > seconds_left:
+            return Plan(est_seconds=per_call, est_total=total, est_bytes=est_bytes,
+                        skip=f"time ~{_secs(total)} s > the {_secs(max(seconds_left, 0))} s left of the run's budget")
+        return Plan(repeats, warmup, single, per_call, total, est_bytes)

@@ -58,11 +58,12 @@ def machine_facts() -> MachineFacts:
 
 @dataclass(frozen=True)
 class Limit:
-    """A measured rate: median over repeats, and the spread (min, max) of the repeats."""
+    """A measured rate. ``value`` is the best of the repeats: a limit is what the machine *can* do,
+    and on a shared machine the slower repeats measure the neighbours. ``median`` and ``low`` show the spread."""
 
     value: float
+    median: float
     low: float
-    high: float
     unit: str
     what: str
 
@@ -83,7 +84,7 @@ def matmul_gflops(n: int = 4096, repeats: int = 5) -> Limit:
     a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
     out = torch.empty(n, n)
     rates = [2 * n**3 / t / 1e9 for t in _times(lambda: torch.mm(a, b, out=out), repeats)]
-    return Limit(statistics.median(rates), min(rates), max(rates), "GFLOP/s", f"torch.mm fp32 {n}x{n}")
+    return Limit(max(rates), statistics.median(rates), min(rates), "GFLOP/s", f"torch.mm fp32 {n}x{n}")
 
 
 def memory_bandwidth(mib: int = 512, repeats: int = 5) -> Limit:
@@ -94,4 +95,4 @@ def memory_bandwidth(mib: int = 512, repeats: int = 5) -> Limit:
     dst = torch.empty_like(src)
     nbytes = 2 * src.numel() * 4
     rates = [nbytes / t / 1e9 for t in _times(lambda: dst.copy_(src), repeats)]
-    return Limit(statistics.median(rates), min(rates), max(rates), "GB/s", f"Tensor.copy_ of {mib} MiB fp32")
+    return Limit(max(rates), statistics.median(rates), min(rates), "GB/s", f"Tensor.copy_ of {mib} MiB fp32")

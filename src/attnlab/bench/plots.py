@@ -42,13 +42,13 @@ def _figure(result: BenchResult, value, ylabel: str, title: str) -> bytes | None
 
 
 def write_plots(result: BenchResult, out_dir: Path) -> list[str]:
-    """Write ``time_vs_T.png`` and ``memory_vs_T.png`` into ``out_dir``; returns the names written."""
+    """Write ``bench_time_vs_T.png`` and ``bench_memory_vs_T.png`` into ``out_dir``; returns the names written."""
     cfg = result.config
     shape = f"B={cfg.batch}, d={cfg.d_model}, h={cfg.num_heads}"
     figures = {
-        "time_vs_T.png": _figure(result, lambda r: r.median_s and r.median_s * 1e3, "median time per call (ms)",
+        "bench_time_vs_T.png": _figure(result, lambda r: r.median_s and r.median_s * 1e3, "median time per call (ms)",
                                  f"Time, {shape}"),
-        "memory_vs_T.png": _figure(result, lambda r: r.peak_extra_bytes and r.peak_extra_bytes / 2**20,
+        "bench_memory_vs_T.png": _figure(result, lambda r: r.peak_extra_bytes and r.peak_extra_bytes / 2**20,
                                    "peak extra memory (MiB)", f"Memory, {shape}"),
     }
     written = []

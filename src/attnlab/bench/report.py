@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from attnlab.bench.cases import QUICK_SEQ_LENS, BenchConfig
 from attnlab.bench.runner import BenchResult, CaseResult
 
 FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h + weighted sum 2·B·h·P·d_h + output "
@@ -108,30 +109,51 @@ def targets(result: BenchResult) -> list[str]:
     return lines
 
 
+def command_line(cfg: BenchConfig) -> str:
+    """The ``attnlab bench`` command that runs ``cfg`` (options that differ from the full run's defaults)."""
+    full = BenchConfig.full()
+    quick = cfg.is_quick
+    args = ["attnlab bench"] + (["--quick"] if quick else [])
+    if cfg.seq_lens != (QUICK_SEQ_LENS if quick else full.seq_lens):
+        args.append("--seq-lens " + ",".join(map(str, cfg.seq_lens)))
+    if cfg.backends != full.backends:
+        args.append("--backends " + ",".join(cfg.backends))
+    if cfg.causal != full.causal:
+        args.append("--causal" if cfg.causal == (True,) else "--no-causal")
+    for flag, name in (("--batch", "batch"), ("--d-model", "d_model"), ("--heads", "num_heads")):
+        if getattr(cfg, name) != getattr(full, name):
+            args.append(f"{flag} {getattr(cfg, name)}")
+    if not cfg.texts_shape:
+        args.append("--no-texts-shape")
+    return " ".join([*args, "--out DIR"])
+
+
 def markdown(result: BenchResult, plots: list[str]) -> str:
     m, mm, bw = result.machine, result.matmul, result.bandwidth
     cfg = result.config
     out = ["# attnlab bench: multi-head attention forward on this machine", "",
            f"- CPU: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}, {m['memory_gib']} GiB RAM",
            f"- Python {m['python']}, torch {m['torch']}, numpy {m['numpy']}",
-           f"- Matrix-multiply limit: **{mm['value']:.0f} GFLOP/s** ({mm['what']}; repeats {mm['low']:.0f}–"
-           f"{mm['high']:.0f})",
-           f"- Memory bandwidth: **{bw['value']:.1f} GB/s** ({bw['what']}, read + write; repeats {bw['low']:.1f}–"
-           f"{bw['high']:.1f})",
+           f"- Matrix-multiply limit: **{mm['value']:.0f} GFLOP/s** ({mm['what']}, best of the repeats; median "
+           f"{mm['median']:.0f}, slowest {mm['low']:.0f})",
+           f"- Memory bandwidth: **{bw['value']:.1f} GB/s** ({bw['what']}, read + write, best of the repeats; "
+           f"median {bw['median']:.1f}, slowest {bw['low']:.1f})",
            f"- Whole run: {result.seconds:.0f} s. Memory limit for a case: {result.memory_limit_bytes / 2**30:.1f} GiB;"
-           f" time budget per case: {cfg.max_case_seconds:.0f} s.", "",
-           "Each case is `MultiHeadAttention` (torch, `inference_mode`) or `attnlab.numpy.multi_head_attention` "
-           f"forward: texts' shape B=8, T=256, d=512, 8 heads; sweep B={cfg.batch}, d={cfg.d_model}, "
-           f"{cfg.num_heads} heads. Each case runs in a fresh process; its first call measures the peak extra "
-           "memory (high-water resident set over the one before the call) and warms up; the median and spread "
-           "(interquartile range, or min–max under 4 calls) are over the timed calls after it (`n`). A call "
-           "predicted to last longer than "
-           f"{cfg.long_call_seconds:.0f} s is timed once, on its first run.", "", FLOP_NOTE, "",
+           f" time budget per case: {cfg.max_case_seconds:.0f} s, for the cases together: "
+           f"{cfg.max_total_seconds:.0f} s.", "",
+           "Each case is a `MultiHeadAttention` (torch, `inference_mode`) or `attnlab.numpy.multi_head_attention` "
+           "forward: " + ("the texts' shape B=8, T=256, d=512, 8 heads; " if cfg.texts_shape else "")
+           + f"the sweep B={cfg.batch}, d={cfg.d_model}, {cfg.num_heads} heads. Each case runs in a fresh process; "
+           "its first call measures the peak extra memory (high-water resident set over the one before the call) "
+           "and warms up; after one more warm-up call, the median and spread (interquartile range, or min–max "
+           "under 4 calls) are over the `n` timed calls. A call predicted to last longer than "
+           f"{cfg.long_call_seconds:.0f} s is timed once: on its first run for the O(T)-memory backends, on a "
+           "second run for the math ones (their first call faults in a fresh score matrix).", "", FLOP_NOTE, "",
            "## Targets (reported, not asserted)", ""]
     out += [f"- {line}" for line in targets(result)] or ["- (not enough cases for the targets)"]
     out += ["", "## Results", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     out += ["| " + " | ".join(_row(r, mm["value"])) + " |" for r in result.cases]
     if plots:
         out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
-    out += ["", f"Reproduce: `attnlab bench --out DIR` (seq lens {', '.join(map(str, cfg.seq_lens))}).", ""]
+    out += ["", f"Reproduce: `{command_line(cfg)}`", ""]
     return "\n".join(out)

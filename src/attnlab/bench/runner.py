@@ -72,7 +72,7 @@ class BenchResult:
                 "memory_limit_gib": self.memory_limit_bytes / 2**30, "seconds": self.seconds,
                 "config": {"seq_lens": list(cfg.seq_lens), "backends": list(cfg.backends), "causal": list(cfg.causal),
                            "sweep_shape": {"batch": cfg.batch, "d_model": cfg.d_model, "num_heads": cfg.num_heads},
-                           "max_case_seconds": cfg.max_case_seconds},
+                           "max_case_seconds": cfg.max_case_seconds, "max_total_seconds": cfg.max_total_seconds},
                 "cases": [c.as_dict(self.matmul["value"]) for c in self.cases]}
 
 
@@ -103,16 +103,17 @@ def run_cases(config: BenchConfig, memory_limit: int, progress: Callable[[Case, 
     planner = Planner(config, memory_limit)
     worker = Worker(with_torch=any(b not in NUMPY_BACKENDS for b in config.backends))
     results = []
+    start = time.perf_counter()
     try:
-        for case in config.cases():
-            plan = planner.plan(case)
+        for case in config.run_order():
+            plan = planner.plan(case, config.max_total_seconds - (time.perf_counter() - start))
             if plan.skip:
                 results.append(CaseResult(case, plan, "skipped", plan.skip))
                 progress(case, "skipped")
                 continue
-            planned = plan.est_seconds * (2 + plan.repeats) + plan.est_bytes / 0.5e9
-            request = {"case": case.as_dict(), "repeats": plan.repeats, "single_call": plan.single_call,
-                       "seed": config.seed, "timeout": max(60.0, 4 * planned + 30),
+            request = {"case": case.as_dict(), "repeats": plan.repeats, "warmup": plan.warmup,
+                       "single_call": plan.single_call, "seed": config.seed,
+                       "timeout": max(60.0, 4 * plan.est_total + 30),  # generous: estimates are rough
                        "memory_limit": memory_limit}
             out = worker.run(request)
             result = CaseResult(case, plan, out["status"], out.get("reason", ""), out.get("times", []),
@@ -123,7 +124,8 @@ def run_cases(config: BenchConfig, memory_limit: int, progress: Callable[[Case, 
             progress(case, result.status)
     finally:
         worker.close()
-    return results
+    order = {case: i for i, case in enumerate(config.cases())}
+    return sorted(results, key=lambda r: order[r.case])  # back in the table's order
 
 
 def run_bench(config: BenchConfig, progress: Callable[[Case, str], None] = lambda case, status: None,

@@ -87,8 +87,9 @@ def build(case: Case, seed: int):
     return forward
 
 
-def run_case(case: Case, repeats: int, single_call: bool, seed: int) -> dict:
-    """Time one case in this process: the first call measures memory, then ``repeats`` timed calls."""
+def run_case(case: Case, repeats: int, single_call: bool, seed: int, warmup: int = 1) -> dict:
+    """Time one case in this process: the first call measures memory, then ``warmup`` untimed calls
+    (the first call also paid for page faults and thread start-up), then ``repeats`` timed calls."""
     forward = build(case, seed)
     gc.collect()
     exact = _reset_peak()
@@ -100,7 +101,8 @@ def run_case(case: Case, repeats: int, single_call: bool, seed: int) -> dict:
     if single_call:
         times = [first]
     else:
-        forward()  # one more warm-up: the first call also paid for page faults and thread start-up
+        for _ in range(warmup):
+            forward()
         times = timeit.Timer(forward).repeat(repeat=repeats, number=1)
     return {"status": "ok", "times": times, "first_call_s": first, "peak_extra_bytes": max(peak, 0),
             "memory_method": "VmHWM" if exact else "ru_maxrss"}
@@ -112,7 +114,8 @@ def _child(request: dict, write_fd: int) -> None:
         if request.get("memory_limit") and size:  # fail with MemoryError, not by the OOM killer
             limit = size * 1024 + int(1.5 * request["memory_limit"])
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        result = run_case(Case(**request["case"]), request["repeats"], request["single_call"], request["seed"])
+        result = run_case(Case(**request["case"]), request["repeats"], request["single_call"], request["seed"],
+                          request.get("warmup", 1))
     except MemoryError:
         result = {"status": "failed", "reason": "out of memory"}
     except Exception as e:  # report anything else as a failed case, never kill the run

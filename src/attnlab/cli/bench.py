@@ -44,14 +44,14 @@ def _backends(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--causal/--no-causal", default=None, help="Only causal, or only non-causal [default: both].")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Write bench.md, bench.json and the plots (time_vs_T.png, memory_vs_T.png) here.")
+              help="Write bench.md, bench.json and the plots (bench_time_vs_T.png, bench_memory_vs_T.png) here.")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="The sweep's batch size.")
 @click.option("--d-model", type=click.IntRange(min=1), default=512, show_default=True, help="The sweep's width d.")
 @click.option("--heads", type=click.IntRange(min=1), default=8, show_default=True, help="The sweep's heads.")
 @click.option("--texts-shape/--no-texts-shape", default=True, show_default=True,
               help="Also measure the texts' shape (B=8, T=256, d=512, 8 heads).")
 @click.option("--max-case-seconds", type=click.FloatRange(min=0, min_open=True),
-              help="Skip a case predicted to take longer [default: 45, or 5 with --quick].")
+              help="Skip a case predicted to take longer [default: 60, or 5 with --quick].")
 @click.option("--max-memory-gib", type=click.FloatRange(min=0, min_open=True),
               help="Skip a case predicted to need more memory [default: half the machine's RAM].")
 def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Path | None, batch: int, d_model: int,

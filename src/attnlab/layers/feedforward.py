@@ -50,4 +50,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.dropout(self.linear2(activate(self.linear1(x), self.activation)))
+        h = self.linear1(x)
+        if getattr(self.linear1, "activation", None) != self.activation:  # else fused into linear1
+            h = activate(h, self.activation)
+        return self.dropout(self.linear2(h))

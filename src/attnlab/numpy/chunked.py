@@ -27,9 +27,14 @@ def _cut(mask: np.ndarray, qs: int, qe: int, ks: int, ke: int) -> np.ndarray:
     return mask
 
 
-def _block_scores(q_blk, k_blk, mask, is_causal, qs, qe, ks, ke) -> np.ndarray:
-    """Scores of one block, ``q_blk`` already scaled: ``(..., qe-qs, ke-ks)``, masked with -inf."""
-    s = np.matmul(q_blk, np.swapaxes(k_blk, -1, -2))
+def _block_scores(q_blk, k_blk, mask, is_causal, qs, qe, ks, ke, buf) -> np.ndarray:
+    """Scores of one block, ``q_blk`` already scaled: ``(..., qe-qs, ke-ks)``, masked with -inf.
+
+    Written into ``buf`` when the block has its full size: a fresh multi-MiB array per block would
+    be faulted in page by page every time, which costs as much as the matmul itself.
+    """
+    full_block = buf is not None and buf.shape[-2:] == (qe - qs, ke - ks)
+    s = np.matmul(q_blk, np.swapaxes(k_blk, -1, -2), out=buf if full_block else None)
     neg_inf = s.dtype.type(-np.inf)
     if mask is not None:
         m = _cut(mask, qs, qe, ks, ke)
@@ -55,6 +60,8 @@ def chunked_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray, att
     t_q, t_k, d_v = query.shape[-2], key.shape[-2], value.shape[-1]
     dtype = query.dtype
     out = np.zeros((*batch, t_q, d_v), dtype=dtype)
+    qk_batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+    buf = np.empty((*qk_batch, min(block_q, t_q), min(block_k, t_k)), dtype=dtype)  # reused by every block
     for qs in range(0, t_q, block_q):
         qe = min(qs + block_q, t_q)
         q_blk = query[..., qs:qe, :] * dtype.type(scale)
@@ -65,7 +72,7 @@ def chunked_attention(query: np.ndarray, key: np.ndarray, value: np.ndarray, att
         key_end = min(qe, t_k) if is_causal else t_k
         for ks in range(0, key_end, block_k):
             ke = min(ks + block_k, t_k)
-            s = _block_scores(q_blk, key[..., ks:ke, :], attn_mask, is_causal, qs, qe, ks, ke)
+            s = _block_scores(q_blk, key[..., ks:ke, :], attn_mask, is_causal, qs, qe, ks, ke, buf)
             m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
             m_safe = np.where(np.isneginf(m_new), dtype.type(0.0), m_new)  # nothing seen yet: any finite shift
             s -= m_safe

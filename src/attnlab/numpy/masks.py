@@ -44,17 +44,3 @@ def padding_mask(attention_mask: np.ndarray) -> np.ndarray:
             raise ValueError(f"attention_mask must contain only 0 and 1, got {np.unique(attention_mask[bad]).tolist()}")
         attention_mask = attention_mask.astype(bool)
     return attention_mask[:, None, None, :]
-
-
-def merge_masks(
-    attn_mask: np.ndarray | None, is_causal: bool, t_q: int, t_k: int, dtype: np.dtype
-) -> np.ndarray | None:
-    """One mask for the explicit path: ``attn_mask`` (bool or float) combined with the causal mask."""
-    if not is_causal:
-        return attn_mask
-    causal = causal_mask(t_q, t_k)
-    if attn_mask is None:
-        return causal
-    if attn_mask.dtype == np.bool_:
-        return attn_mask & causal
-    return np.where(causal, attn_mask.astype(dtype), dtype.type(-np.inf))

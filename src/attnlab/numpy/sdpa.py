@@ -9,7 +9,6 @@ import numpy as np
 
 from attnlab.numpy.checks import check_mask, check_options, check_qkv
 from attnlab.numpy.chunked import chunked_attention
-from attnlab.numpy.masks import merge_masks
 from attnlab.numpy.math_attention import math_attention
 
 Backend = Literal["auto", "math", "chunked"]
@@ -73,6 +72,5 @@ def scaled_dot_product_attention(
         raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
     if chosen == "chunked":
         return chunked_attention(query, key, value, attn_mask, is_causal, scale)
-    mask = merge_masks(attn_mask, is_causal, t_q, t_k, query.dtype)
-    output, weights = math_attention(query, key, value, mask, scale)
+    output, weights = math_attention(query, key, value, attn_mask, scale, is_causal)
     return (output, weights) if return_weights else output

@@ -19,7 +19,7 @@ def softmax_(x: np.ndarray, dim: int = -1) -> np.ndarray:
     np.exp(x, out=x)
     total = x.sum(axis=dim, keepdims=True)
     total[total == 0] = 1.0  # all -inf rows sum to 0: divide by 1 so they stay 0, not NaN
-    x /= total
+    x *= np.reciprocal(total)  # one division per row, then a multiply per element
     return x
 
 

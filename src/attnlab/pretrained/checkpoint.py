@@ -36,8 +36,9 @@ _LAYER = {
     "output.LayerNorm": "ln2",
 }
 _LAYER_RE = re.compile(r"encoder\.layer\.(\d+)\.(.+)\.(weight|bias|gamma|beta)$")
-# present in BERT checkpoints, not part of the encoder: the pooler, pre-training heads, buffers
-_IGNORED = re.compile(r"^(pooler\.|cls\.|embeddings\.position_ids$)")
+# a buffer some checkpoints store; everything outside embeddings./encoder. (the pooler, the
+# pre-training or task heads: cls., classifier., qa_outputs., ...) is not part of the encoder either
+_IGNORED = re.compile(r"^embeddings\.position_ids$")
 
 
 def read_config(model_dir: Path) -> EncoderConfig:
@@ -76,7 +77,7 @@ def read_config(model_dir: Path) -> EncoderConfig:
 def our_name(hf_name: str) -> str | None:
     """Our parameter name for a checkpoint tensor name; None for tensors the encoder does not use."""
     name = hf_name.removeprefix("bert.")
-    if _IGNORED.match(name):
+    if _IGNORED.match(name) or not name.startswith(("embeddings.", "encoder.")):
         return None
     if name in _EMBEDDINGS:
         return _EMBEDDINGS[name]

@@ -18,6 +18,7 @@ loss; :func:`run_toy` trains both from the same seed so their heatmaps can be co
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +63,17 @@ class ToyAttention(nn.Module):
         return out, x, weights[:, 0]
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Run on one thread: (2, 4, 16) tensors gain nothing from more, and on a busy machine lose much."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def train_toy(mask_padding: bool, seed: int = 123, epochs: int = 200, lr: float = 1e-3, embed_dim: int = 16,
               log: Callable[[int, float], None] | None = None, log_every: int = 20) -> ToyResult:
     """Train the toy layer; ``log(epoch, loss)`` is called every ``log_every`` epochs."""
@@ -72,7 +84,7 @@ def train_toy(mask_padding: bool, seed: int = 123, epochs: int = 200, lr: float 
     mask = real if mask_padding else None
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     losses = []
-    with torch.enable_grad():
+    with torch.enable_grad(), one_thread():
         for epoch in range(1, epochs + 1):
             out, target, _ = model(ids, mask)
             err = (out - target).pow(2).mean(dim=-1)  # (B, T)

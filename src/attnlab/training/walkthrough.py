@@ -12,6 +12,7 @@ from attnlab.training.config import TrainConfig
 #: ≈2 minutes on 2 CPU cores: the baby model (0.8 M parameters) for up to 3,000 steps, capped by time.
 SHAKESPEARE_DEMO = dict(data="shakespeare", preset="baby", max_iters=3000, batch_size=12, learning_rate=2e-3,
                         min_lr=2e-4, warmup_iters=100, eval_interval=500, eval_iters=20, time_budget=2.0, seed=1337)
+SAMPLE_TOKENS = 300
 
 
 def toy_step(console: Console, embeddings: Tensor, seed: int, out_dir: str) -> None:
@@ -53,6 +54,6 @@ def shakespeare_step(console: Console, embeddings: Tensor, seed: int, out_dir: s
                   f"loss curve: {out / 'loss.png'}")
     model, tokenizer = load_trained(out)
     console.print("[bold]A sample[/bold] (temperature 0.8, top-k 40, seed 1337), streamed:")
-    for piece in stream_text(model, tokenizer, "\n", 300, temperature=0.8, top_k=40, seed=1337):
+    for piece in stream_text(model, tokenizer, "\n", SAMPLE_TOKENS, temperature=0.8, top_k=40, seed=1337):
         console.out(piece, end="", highlight=False)
     console.out("")

@@ -1,0 +1,58 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab.layers import FeedForward, PackedLinear, onednn_available, pack_linears
+
+needs_onednn = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")
+
+
+@needs_onednn
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("shape", [(1, 48), (5, 48), (3, 7, 48)])
+def test_packed_equals_linear(activation, shape):
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(48, 96)
+    packed = PackedLinear.from_linear(ref, activation=activation).eval()
+    x = torch.randn(*shape)
+    want = F.linear(x, ref.weight, ref.bias)
+    want = {"none": want, "relu": F.relu(want), "gelu": F.gelu(want),
+            "gelu_tanh": F.gelu(want, approximate="tanh")}[activation]
+    with torch.inference_mode():
+        got = packed(x)
+    assert packed._packed is not None  # the packed path really ran
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(packed(x), want, atol=1e-6, rtol=0)  # with autograd on: plain F.linear
+
+
+@needs_onednn
+def test_repacks_when_the_weight_changes():
+    lin = PackedLinear(8, 4).eval()
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        lin(x)
+        lin.weight.mul_(2.0)  # an optimiser step or a load_state_dict writes in place
+        torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias), atol=1e-5, rtol=1e-5)
+
+
+def test_pack_linears_keeps_parameters_state_and_training():
+    torch.manual_seed(0)
+    ff = FeedForward(16, 32, activation="gelu")
+    before = {k: v.clone() for k, v in ff.state_dict().items()}
+    x = torch.randn(3, 16)
+    want = ff(x)
+    params = list(ff.parameters())
+    pack_linears(ff)
+    assert isinstance(ff.linear1, PackedLinear) and ff.linear1.activation == "gelu"
+    assert isinstance(ff.linear2, PackedLinear) and ff.linear2.activation == "none"
+    assert list(ff.parameters()) == params and ff.state_dict().keys() == before.keys()
+    torch.testing.assert_close(ff(x), want, atol=1e-6, rtol=0)  # training path: activation applied once
+    with torch.no_grad():
+        torch.testing.assert_close(ff.eval()(x), want, atol=1e-5, rtol=1e-5)
+    ff.train()(x).sum().backward()
+    assert all(p.grad is not None for p in ff.parameters())
+
+
+def test_bad_activation():
+    with pytest.raises(ValueError, match="activation"):
+        PackedLinear(4, 4, activation="swish")
