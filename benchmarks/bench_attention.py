@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from attnlab.bench.machine import machine_facts
+from attnlab.files import atomic_write_text
 
 SHAPES = [(8, 8, 256, 64), (1, 12, 1024, 64), (1, 12, 4096, 64), (1, 8, 16384, 64)]
 QUICK_SHAPES = [(2, 4, 128, 32), (1, 4, 512, 32)]
@@ -63,33 +64,45 @@ def _mha_fn(impl: str, t: int, d: int = 768, heads: int = 12):
     return hand
 
 
+def _build(impl: str, spec: dict, t: int):
+    if impl.startswith("mha"):
+        return _mha_fn(impl, t)
+    b, h = (spec["b"], spec["h"]) if t == spec["t"] else (1, 1)
+    return _attention_fn(impl, b, h, t, spec["d"], spec["causal"])
+
+
 def run_case(spec: dict) -> dict:
-    """Time one implementation at one shape; print JSON. Runs inside the subprocess."""
+    """Time one implementation at one shape against its reference; print JSON. Runs inside the subprocess.
+
+    The reference (torch's SDPA, or attnlab's MHA block for the MHA variants) is timed *interleaved*
+    with the case, call for call, so both see the same machine: the ratio is robust to a noisy
+    neighbour even when the absolute times are not.
+    """
     import torch
 
     torch.manual_seed(0)
+    impl, ref_impl = spec["impl"], ("mha_attnlab" if spec["impl"].startswith("mha") else "torch")
     with torch.inference_mode():
         # pay one-time costs (lazy imports, kernel set-up) at a tiny size, so the peak is the case's own
-        if spec["impl"].startswith("mha"):
-            _mha_fn(spec["impl"], 8)()
-            fn = _mha_fn(spec["impl"], spec["t"])
-        else:
-            _attention_fn(spec["impl"], 1, 1, 8, spec["d"], spec["causal"])()
-            fn = _attention_fn(spec["impl"], spec["b"], spec["h"], spec["t"], spec["d"], spec["causal"])
+        _build(impl, spec, 8)()
+        fn = _build(impl, spec, spec["t"])
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         start = time.perf_counter()
         fn()
         first = time.perf_counter() - start
         peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-        fn()  # warm-up
-        times, budget = [], time.perf_counter() + spec["seconds"]
+        ref = fn if impl == ref_impl else _build(ref_impl, spec, spec["t"])
+        fn(), ref()  # warm-up
+        times, ref_times, budget = [], [], time.perf_counter() + spec["seconds"]
         while len(times) < spec["min_reps"] or (time.perf_counter() < budget and len(times) < 40):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
+            for f, sink in ((fn, times), (ref, ref_times)):
+                start = time.perf_counter()
+                f()
+                sink.append(time.perf_counter() - start)
     q1, _, q3 = statistics.quantiles(times, n=4) if len(times) > 1 else (times[0],) * 3
-    return {"first_ms": first * 1e3, "ms": statistics.median(times) * 1e3, "iqr_ms": (q3 - q1) * 1e3,
-            "reps": len(times), "peak_mb": peak_mb}
+    ms, ref_ms = statistics.median(times) * 1e3, statistics.median(ref_times) * 1e3
+    return {"first_ms": first * 1e3, "ms": ms, "iqr_ms": (q3 - q1) * 1e3, "reps": len(times), "peak_mb": peak_mb,
+            "ref": ref_impl, "ref_ms": ref_ms, "vs_ref": ms / ref_ms}
 
 
 def in_subprocess(spec: dict) -> dict:
@@ -139,16 +152,8 @@ def mha_sweep(quick: bool) -> dict:
 
 
 # ---------------------------------------------------------------- the report
-def machine_facts() -> list[str]:
-    import numpy
-    import torch
-
-    with open("/proc/cpuinfo") as f:
-        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.processor())
-    return [f"CPU: {cpu}, {os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
-            f"Memory: {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB",
-            f"Python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}",
-            f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
+def machine_lines() -> list[str]:
+    return [machine_facts().summary(), f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
 
 
 def gflops(shape, causal, ms):
@@ -168,6 +173,11 @@ def ratio(a: dict, b: dict, key: str = "ms") -> float | None:
     return a[key] / b[key] if key in a and key in b and b[key] else None
 
 
+def vs_torch(a: dict) -> float | None:
+    """a's time over torch SDPA's, both timed interleaved in a's process."""
+    return a.get("vs_ref")
+
+
 def fmt_ratio(x: float | None, target: float | None = None) -> str:
     if x is None:
         return "–"
@@ -178,9 +188,11 @@ def fmt_ratio(x: float | None, target: float | None = None) -> str:
 def report(rows: list[dict], mha: dict, quick: bool) -> str:
     lines = ["# Attention backends: forward time and peak memory", "",
              "Written by `benchmarks/bench_attention.py`" + (" --quick" if quick else "") + ". fp32, inference mode.",
-             "", *[f"- {f}" for f in machine_facts()], "",
-             "Times are medians (ms) after a warm-up; `torch` is `torch.nn.functional.scaled_dot_product_attention`",
-             "measured in the same run. Peak MB is the extra resident memory of the first call, in a fresh process",
+             "", *[f"- {f}" for f in machine_lines()], "",
+             "Times are medians (ms) after a warm-up; `torch` is `torch.nn.functional.scaled_dot_product_attention`.",
+             "Ratios are robust to a noisy machine: each case is timed call for call *interleaved* with torch's SDPA",
+             "in its own process, and a ratio compares those two medians (chunked/math divides the two cases'",
+             "ratios to torch). Peak MB is the extra resident memory of the first call, in a fresh process",
              "(about 10 MB of it is a one-time floor). Causal GFLOP/s count the useful half of the work.", "",
              "| (B,H,T,D) | causal | torch | auto | sdpa | chunked | math | auto/torch (≤1.05) | "
              "chunked/math (≤1.25 at T≥1024) | peak MB torch / auto / chunked / math | chunked mem / math (≤1/8 at "
@@ -190,12 +202,12 @@ def report(rows: list[dict], mha: dict, quick: bool) -> str:
         r = row["results"]
         t = row["shape"][2]
         mem = " / ".join(cell(r[i], "peak_mb", "{:.0f}") for i in ("torch", "auto", "chunked", "math"))
-        speed = ratio(r["chunked"], r["math"])
+        speed = ratio(r["chunked"], r["math"], "vs_ref")  # each normalised by torch, timed beside it
         memr = ratio(r["chunked"], r["math"], "peak_mb")
         lines.append(
             f"| {row['shape']} | {'y' if row['causal'] else 'n'} | "
             + " | ".join(cell(r[i]) for i in IMPLS)
-            + f" | {fmt_ratio(ratio(r['auto'], r['torch']), 1.05)}"
+            + f" | {fmt_ratio(vs_torch(r['auto']), 1.05)}"
             f" | {fmt_ratio(speed, 1.25 if t >= 1024 else None)} | {mem}"
             f" | {fmt_ratio(memr, 0.125 if t == 4096 else None)}"
             f" | {gflops(row['shape'], row['causal'], r['chunked']['ms']) if 'ms' in r['chunked'] else 0:.0f}"
@@ -212,18 +224,11 @@ def report(rows: list[dict], mha: dict, quick: bool) -> str:
              "mha_torch": "`torch.nn.MultiheadAttention` (need_weights=True, its default)",
              "mha_hand": "hand-written 4×Linear + `F.scaled_dot_product_attention`"}
     for impl in MHA_IMPLS:
-        sp = ratio(m[impl], m["mha_attnlab"])
+        sp = m[impl].get("vs_ref")  # its time over attnlab's, timed interleaved
         target = {"mha_torch": "target ≥ 1.3", "mha_hand": "target ≥ 1/1.05 = 0.95"}.get(impl, "")
         lines.append(f"| {names[impl]} | {cell(m[impl])} | {cell(m[impl], 'iqr_ms')} | "
                      f"{cell(m[impl], 'peak_mb', '{:.0f}')} | {fmt_ratio(sp)} {target} |")
     return "\n".join(lines) + "\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def main() -> None:
@@ -238,7 +243,7 @@ def main() -> None:
     rows = sweep(QUICK_SHAPES if args.quick else SHAPES, args.quick)
     text = report(rows, mha_sweep(args.quick), args.quick)
     out = args.out or (RESULTS.with_name("attention-quick.md") if args.quick else RESULTS)
-    write_atomically(out, text)
+    atomic_write_text(out, text)
     print(text)
     print(f"written to {out}")
 

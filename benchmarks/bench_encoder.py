@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -25,29 +24,19 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from attnlab.bench.machine import machine_facts
+from attnlab.files import atomic_write_text
 from attnlab.models import TransformerEncoder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "encoder.md"
 
 
-def machine_facts() -> list[str]:
-    import numpy
+def machine_lines() -> list[str]:
     import transformers
 
-    with open("/proc/cpuinfo") as f:
-        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), platform.processor())
-    return [f"CPU: {cpu}, {os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
-            f"Python {platform.python_version()}, torch {torch.__version__}, numpy {numpy.__version__}, "
-            f"transformers {transformers.__version__}",
+    return [machine_facts().summary(), f"transformers {transformers.__version__}",
             f"Load average at start: {os.getloadavg()[0]:.2f}",
             f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def speeches() -> list[str]:
@@ -197,7 +186,7 @@ def main() -> None:
     from attnlab.pretrained import load_bert, resolve_model_dir
 
     started = time.perf_counter()
-    facts = machine_facts()
+    facts = machine_lines()
     model_dir = str(resolve_model_dir("all-MiniLM-L6-v2"))
     bert = load_bert()
     hf_sdpa = transformers.BertModel.from_pretrained(model_dir, attn_implementation="sdpa").eval()
@@ -218,7 +207,7 @@ def main() -> None:
         *bench_generation(args.quick), "",
         f"Total run time: {time.perf_counter() - started:.0f} s.", "",
     ]
-    write_atomically(args.out, "\n".join(sections))
+    atomic_write_text(args.out, "\n".join(sections))
     print("\n".join(sections))
 
 

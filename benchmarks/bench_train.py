@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import statistics
 import tempfile
 import time
@@ -29,6 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from attnlab.bench.machine import machine_facts
 
 RESULTS = Path(__file__).resolve().parent / "results" / "train.md"
 BASELINE = dict(preset="baby", max_iters=2000, batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
@@ -202,24 +203,9 @@ def part_b(budget_minutes: float, out_root: Path, quick: bool, base: dict) -> di
             "val_loss": result.evals[-1][2], "train_loss": result.evals[-1][1], "budget_min": budget_minutes}
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return (f"CPU {cpu}, {os.cpu_count()} logical cores, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads), numpy {np.__version__}, Python {platform.python_version()}")
-
-
 def write(a: dict | None, b: dict, quick: bool) -> str:
     title = "# Training benchmark" + (" (--quick: a smoke test, not a measurement)" if quick else "")
-    head = [title, "", machine(), ""]
+    head = [title, "", machine_facts().summary(), ""]
     return "\n".join([*head, *(section_a(a, quick) if a else []), *section_b(b)])
 
 

@@ -15,3 +15,14 @@ def _seed():
     import torch
 
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread: on a busy shared machine, two OpenMP threads spin and run many times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -4,19 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab.attention import MultiHeadAttention, MultiHeadAttentionWrapper
-
-
-def torch_mha_like(mha: MultiHeadAttention) -> torch.nn.MultiheadAttention:
-    """A torch.nn.MultiheadAttention holding the same weights (it packs q/k/v into one in_proj)."""
-    ref = torch.nn.MultiheadAttention(mha.d_out, mha.num_heads, batch_first=True, bias=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([mha.W_query.weight, mha.W_key.weight, mha.W_value.weight]))
-        biases = [m.bias if m.bias is not None else torch.zeros(mha.d_out)
-                  for m in (mha.W_query, mha.W_key, mha.W_value)]
-        ref.in_proj_bias.copy_(torch.cat(biases))
-        ref.out_proj.weight.copy_(mha.out_proj.weight)
-        ref.out_proj.bias.copy_(mha.out_proj.bias)
-    return ref.eval()
+from references import torch_mha_like
 
 
 @pytest.mark.parametrize("causal", [False, True])

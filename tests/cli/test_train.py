@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from attnlab.cli import main
@@ -17,12 +16,7 @@ TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "4", "--ev
         "--warmup-iters", "2", "-q"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture

@@ -5,23 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.layers import TransformerBlock
-
-
-def torch_block(ours: TransformerBlock, norm: str, activation) -> torch.nn.TransformerEncoderLayer:
-    d = ours.ln1.d_model
-    ref = torch.nn.TransformerEncoderLayer(d, ours.attn.num_heads, ours.ff.linear1.out_features, dropout=0.0,
-                                           activation=activation, batch_first=True, norm_first=norm == "pre",
-                                           layer_norm_eps=ours.ln1.eps)
-    a = ours.attn
-    with torch.no_grad():
-        ref.self_attn.in_proj_weight.copy_(torch.cat([a.W_query.weight, a.W_key.weight, a.W_value.weight]))
-        ref.self_attn.in_proj_bias.copy_(torch.cat([a.W_query.bias, a.W_key.bias, a.W_value.bias]))
-        ref.self_attn.out_proj.load_state_dict(a.out_proj.state_dict())
-        ref.linear1.load_state_dict(ours.ff.linear1.state_dict())
-        ref.linear2.load_state_dict(ours.ff.linear2.state_dict())
-        ref.norm1.load_state_dict(ours.ln1.state_dict())
-        ref.norm2.load_state_dict(ours.ln2.state_dict())
-    return ref.eval()
+from references import torch_block
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])

@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.models import GPT, GPTConfig, GPTOutput
+from references import torch_block
 
 
 def small(**kw):
@@ -17,18 +18,8 @@ def reference_forward(model: GPT, idx):
     x = F.embedding(idx, model.tok_emb.weight) + model.pos_emb.weight[: idx.shape[1]]
     mask = torch.ones(idx.shape[1], idx.shape[1], dtype=torch.bool).triu(1)
     for block in model.blocks:
-        layer = torch.nn.TransformerEncoderLayer(c.d_model, c.n_heads, c.d_ff, dropout=0.0, batch_first=True,
-                                                 norm_first=True, activation=lambda t: F.gelu(t, approximate="tanh"),
-                                                 layer_norm_eps=c.layer_norm_eps).eval()
-        a = block.attn
+        layer = torch_block(block, "pre", lambda t: F.gelu(t, approximate="tanh"))
         with torch.no_grad():
-            layer.self_attn.in_proj_weight.copy_(torch.cat([a.W_query.weight, a.W_key.weight, a.W_value.weight]))
-            layer.self_attn.in_proj_bias.copy_(torch.cat([a.W_query.bias, a.W_key.bias, a.W_value.bias]))
-            layer.self_attn.out_proj.load_state_dict(a.out_proj.state_dict())
-            layer.linear1.load_state_dict(block.ff.linear1.state_dict())
-            layer.linear2.load_state_dict(block.ff.linear2.state_dict())
-            layer.norm1.load_state_dict(block.ln1.state_dict())
-            layer.norm2.load_state_dict(block.ln2.state_dict())
             x = layer(x, src_mask=mask, is_causal=True)
     x = F.layer_norm(x, (c.d_model,), model.ln_f.weight, model.ln_f.bias, c.layer_norm_eps)
     return x @ model.tok_emb.weight.T

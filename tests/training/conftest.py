@@ -1,17 +1,12 @@
 import pytest
-import torch
 
 TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
         "First Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\nResolved. resolved.\n") * 8
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """One thread: on a busy shared machine, two OpenMP threads spin and run many times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """Every training test runs on one thread (see the root conftest)."""
 
 
 @pytest.fixture

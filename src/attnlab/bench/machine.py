@@ -29,6 +29,11 @@ class MachineFacts:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def summary(self) -> str:
+        """One line for a results file."""
+        return (f"CPU: {self.cpu}, {self.cores} logical cores, {self.memory_gib} GiB; torch threads: "
+                f"{self.torch_threads}; Python {self.python}, torch {self.torch}, numpy {self.numpy}")
+
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` says."""

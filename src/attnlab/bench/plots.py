@@ -9,7 +9,19 @@ from attnlab.bench.report import write_atomic
 from attnlab.bench.runner import BenchResult
 
 
-def _figure(result: BenchResult, value, ylabel: str, title: str) -> bytes | None:
+def _guides(ax, pts_by_backend: list[list[tuple[int, float]]]) -> None:
+    """Grey lines ∝ T and ∝ T² through the lowest first point: what "grows as T" and "as T²" look like."""
+    starts = [pts[0] for pts in pts_by_backend if len(pts) > 1]
+    if not starts:
+        return
+    t0, y0 = min(starts)
+    t1 = max(pts[-1][0] for pts in pts_by_backend)
+    for power, style in ((1, ":"), (2, "-.")):
+        ax.plot([t0, t1], [y0, y0 * (t1 / t0) ** power], color="grey", linestyle=style, linewidth=1,
+                label=f"∝ T{'²' if power == 2 else ''}")
+
+
+def _figure(result: BenchResult, value, ylabel: str, title: str, guides: bool = False) -> bytes | None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,14 +31,18 @@ def _figure(result: BenchResult, value, ylabel: str, title: str) -> bytes | None
     fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False, sharey=True)
     drawn = False
     for ax, causal in zip(axes[0], modes, strict=True):
+        lines = []
         for backend in result.config.backends:
             pts = sorted((r.case.seq_len, value(r)) for r in result.cases
                          if r.status == "ok" and r.case.group == "sweep" and r.case.backend == backend
                          and r.case.causal == causal and value(r))
             if pts:
                 drawn = True
+                lines.append(pts)
                 ax.plot(*zip(*pts, strict=True), marker="o", label=backend,
                         linestyle="--" if backend.startswith("numpy") else "-")
+        if guides:
+            _guides(ax, lines)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length T")
@@ -49,7 +65,7 @@ def write_plots(result: BenchResult, out_dir: Path) -> list[str]:
         "bench_time_vs_T.png": _figure(result, lambda r: r.median_s and r.median_s * 1e3, "median time per call (ms)",
                                  f"Time, {shape}"),
         "bench_memory_vs_T.png": _figure(result, lambda r: r.peak_extra_bytes and r.peak_extra_bytes / 2**20,
-                                   "peak extra memory (MiB)", f"Memory, {shape}"),
+                                   "peak extra memory (MiB)", f"Memory, {shape}", guides=True),
     }
     written = []
     for name, png in figures.items():

@@ -4,14 +4,13 @@ machine's facts, the counting convention and the targets."""
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 from rich.table import Table
 
 from attnlab.bench.cases import QUICK_SEQ_LENS, BenchConfig
 from attnlab.bench.runner import BenchResult, CaseResult
+from attnlab.files import atomic_write_bytes, atomic_write_text
 
 FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h + weighted sum 2·B·h·P·d_h + output "
              "projection 2·B·T·d² (a multiply-add is 2 FLOPs); P = T² query-key pairs, or T(T+1)/2 when causal "
@@ -19,17 +18,9 @@ FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h +
              "work. Softmax, masking and biases are not counted.")
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write a file whole or not at all: a temp file in the same folder, then ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def write_atomic(path: Path, data: str | bytes) -> Path:
+    """Write a file whole or not at all."""
+    return atomic_write_text(path, data) if isinstance(data, str) else atomic_write_bytes(path, data)
 
 
 def _num(value: float | None, fmt: str) -> str:

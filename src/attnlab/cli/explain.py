@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from attnlab.cli.model_options import capture_text, model_options
+
 
 def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
     """``[0.1234, -0.5678, …]`` (at most ``max_dims`` numbers, then how many more)."""
@@ -76,24 +78,18 @@ def render(console: Console, e, digits: int = 4) -> None:
 @click.command(name="explain")
 @click.argument("text")
 @click.option("--query", "query", default=None, help="The query token (its text, or its index). Default: the last.")
-@click.option("--mechanism", type=click.Choice(["simple", "scaled", "causal", "multihead"]), default="scaled",
-              show_default=True, help="Mechanism of the random model.")
-@click.option("--model", "model_name", default="random", show_default=True,
-              help="random, bert, or a trained checkpoint directory.")
+@model_options(default_mechanism="scaled")
 @click.option("--layer", default=0, show_default=True, help="Layer to explain.")
 @click.option("--head", default=0, show_default=True, help="Head to explain.")
-@click.option("--seed", default=123, show_default=True, help="Seed of the random model.")
 @click.option("--digits", default=4, show_default=True, type=click.IntRange(1, 12), help="Decimals shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead of tables.")
 def command(text: str, query: str | None, mechanism: str, model_name: str, layer: int, head: int, seed: int,
             digits: int, as_json: bool) -> None:
     """Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V."""
-    from attnlab.inspect import capture, explain
-    from attnlab.inspect.models import load_model
+    from attnlab.inspect import explain
 
+    cap = capture_text(text, model_name, mechanism, seed)
     try:
-        model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
-        cap = capture(model, text, tokenizer=tokenizer)
         q: str | int = len(cap.tokens) - 1 if query is None else (int(query) if query.lstrip("-").isdigit()
                                                                  and query not in cap.tokens else query)
         e = explain(cap, q, layer=layer, head=head)

@@ -4,31 +4,29 @@ from __future__ import annotations
 
 import click
 
+from attnlab.cli.model_options import capture_text, model_options
+
 
 @click.command(name="heatmap")
 @click.argument("text")
 @click.option("-o", "--output", default="attention.png", show_default=True, help="Output file (.png or .svg).")
-@click.option("--model", "model_name", default="random", show_default=True,
-              help="random, bert, or a trained checkpoint directory.")
-@click.option("--mechanism", type=click.Choice(["simple", "scaled", "causal", "multihead"]), default="multihead",
-              show_default=True, help="Mechanism of the random model.")
+@model_options(default_mechanism="multihead")
 @click.option("--layer", default=0, show_default=True, help="Layer to draw.")
 @click.option("--head", default=0, show_default=True, help="Head to draw.")
 @click.option("--all-heads", is_flag=True, help="Draw every head of the layer in a grid.")
 @click.option("--annotate/--no-annotate", default=None, help="Write the weights in the cells (default: T ≤ 16).")
-@click.option("--seed", default=123, show_default=True, help="Seed of the random model.")
 def command(text: str, output: str, model_name: str, mechanism: str, layer: int, head: int, all_heads: bool,
             annotate: bool | None, seed: int) -> None:
     """Draw the attention weights of TEXT: query rows, key columns, tokens on both axes."""
-    from attnlab.inspect import capture
-    from attnlab.inspect.models import load_model
     from attnlab.viz.files import image_format, save_figure
     from attnlab.viz.heatmap import head_figure, heads_figure
 
     try:
         image_format(output)
-        model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
-        cap = capture(model, text, tokenizer=tokenizer, qkv=False)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    cap = capture_text(text, model_name, mechanism, seed, qkv=False)
+    try:
         cap.check_layer_head(layer, None if all_heads else head)
         fig = heads_figure(cap, layer) if all_heads else head_figure(cap, layer, head, annotate)
     except (ValueError, TypeError, ImportError) as err:

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from attnlab.data.files import atomic_write_text
+from attnlab.files import atomic_write_text
 
 
 class Tokenizer(Protocol):

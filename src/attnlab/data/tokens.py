@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnlab.data.files import atomic_write
 from attnlab.data.tokenizer import Tokenizer
+from attnlab.files import atomic_write
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab.arguments import resolve_backend
 from attnlab.functional.checks import check_mask, check_options, check_qkv
 from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.masks import merge_masks
@@ -91,9 +92,7 @@ def scaled_dot_product_attention(
     check_mask(attn_mask, batch, t_q, t_k)
     check_options(dropout_p, scale, backend)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    chosen = choose_backend(query, key, dropout_p, return_weights) if backend == "auto" else backend
-    if return_weights and chosen != "math":
-        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
+    chosen = resolve_backend(backend, choose_backend(query, key, dropout_p, return_weights), return_weights)
 
     if chosen == "chunked":
         return chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale)

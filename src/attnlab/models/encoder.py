@@ -14,7 +14,8 @@ from torch import Tensor, nn
 
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
 from attnlab.models.config import EncoderConfig
-from attnlab.models.gpt import check_token_ids
+from attnlab.models.initialisation import init_weights
+from attnlab.models.inputs import check_token_ids
 from attnlab.models.outputs import EncoderOutput
 
 
@@ -60,16 +61,7 @@ class TransformerEncoder(nn.Module):
                              activation=c.activation, qkv_bias=True, eps=c.layer_norm_eps, backend=c.backend)
             for _ in range(c.n_layers)
         )
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding | LearnedPositionalEmbedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        self.apply(init_weights)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

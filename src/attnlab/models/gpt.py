@@ -14,21 +14,10 @@ from torch import Tensor, nn
 
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
 from attnlab.models.config import GPTConfig
+from attnlab.models.initialisation import STD, init_weights
+from attnlab.models.inputs import check_token_ids
 from attnlab.models.kv_cache import KVCache
 from attnlab.models.outputs import GPTOutput
-
-
-def check_token_ids(idx: Tensor, vocab_size: int, owner: str) -> None:
-    """``idx`` must be an integer ``(B, T)`` tensor with every id in ``[0, vocab_size)``."""
-    if not isinstance(idx, Tensor):
-        raise TypeError(f"{owner}: idx must be a torch.Tensor of token ids, got {type(idx).__name__}")
-    if idx.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
-        raise TypeError(f"{owner}: idx must hold integer token ids, got dtype {idx.dtype}")
-    if idx.dim() != 2 or idx.shape[1] == 0:
-        raise ValueError(f"{owner}: idx must have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
-    lo, hi = int(idx.min()), int(idx.max())
-    if lo < 0 or hi >= vocab_size:
-        raise ValueError(f"{owner}: token ids must be in [0, vocab_size={vocab_size}), got min {lo}, max {hi}")
 
 
 class GPT(nn.Module):
@@ -57,21 +46,12 @@ class GPT(nn.Module):
         self.ln_f = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)  # pre-LN needs a last norm
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
-        self.apply(self._init_weights)
+        self.apply(init_weights)
         # GPT-2: residual projections scaled by 1/sqrt(2 · n_layers), so the residual stream's
         # variance does not grow with depth (two residual additions per block)
         for block in self.blocks:
             for proj in (block.attn.out_proj, block.ff.linear2):
-                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding | LearnedPositionalEmbedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                nn.init.normal_(proj.weight, mean=0.0, std=STD / math.sqrt(2 * c.n_layers))
 
     def num_parameters(self) -> int:
         """Trainable parameters, the tied head counted once."""

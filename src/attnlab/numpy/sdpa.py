@@ -7,6 +7,7 @@ from typing import Literal
 
 import numpy as np
 
+from attnlab.arguments import resolve_backend
 from attnlab.numpy.checks import check_mask, check_options, check_qkv
 from attnlab.numpy.chunked import chunked_attention
 from attnlab.numpy.math_attention import math_attention
@@ -67,9 +68,7 @@ def scaled_dot_product_attention(
     check_mask(attn_mask, batch, t_q, t_k)
     check_options(dropout_p, scale, backend)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    chosen = choose_backend(query, key, return_weights) if backend == "auto" else backend
-    if return_weights and chosen != "math":
-        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
+    chosen = resolve_backend(backend, choose_backend(query, key, return_weights), return_weights)
     if chosen == "chunked":
         return chunked_attention(query, key, value, attn_mask, is_causal, scale)
     output, weights = math_attention(query, key, value, attn_mask, scale, is_causal)

@@ -30,8 +30,8 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor, nn
 
-from attnlab.data.files import atomic_write_text, current_umask
 from attnlab.data.tokenizer import Tokenizer, load_tokenizer
+from attnlab.files import atomic_write_text, current_umask
 
 POINTER = "checkpoint.json"
 FORMAT = 1

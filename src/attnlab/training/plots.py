@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnlab.data.files import atomic_write
+from attnlab.files import atomic_write
 
 
 def _pyplot():

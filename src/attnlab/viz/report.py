@@ -18,8 +18,8 @@ from rich.console import Console
 from torch import Tensor
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
+from attnlab.files import atomic_write
 from attnlab.inspect import Explanation, capture, explain
-from attnlab.viz.files import atomic_write
 from attnlab.viz.heatmap import head_figure, heads_figure
 from attnlab.viz.pe_plot import pe_figure
 

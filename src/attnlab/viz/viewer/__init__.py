@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnlab.files import atomic_write
 from attnlab.inspect import Capture
-from attnlab.viz.files import atomic_write
 
 #: the largest quantisation error of a weight, as a fraction of its row's maximum
 QUANT_ERROR = 1 / 510

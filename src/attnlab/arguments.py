@@ -1,0 +1,62 @@
+"""Argument checks shared by the torch ops (``attnlab.functional``) and their NumPy twin (``attnlab.numpy``).
+
+They look only at shapes and plain Python values, so they import no torch: the twin must run without it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int]) -> tuple[int, ...]:
+    """Check the shapes of q ``(..., Tq, D)``, k ``(..., Tk, D)``, v ``(..., Tk, Dv)``; return their batch shape."""
+    query, key, value = tuple(query), tuple(key), tuple(value)
+    for name, shape in (("query", query), ("key", key), ("value", value)):
+        if len(shape) < 2:
+            raise ValueError(f"{name} must have shape (..., T, D), got shape {shape}")
+    if query[-1] != key[-1]:
+        raise ValueError(f"query and key must have the same head dim (last dim), got query {query} and key {key}")
+    if key[-2] != value[-2]:
+        raise ValueError(
+            f"key and value must have the same sequence length (dim -2), got key {key} and value {value}"
+        )
+    try:
+        return tuple(np.broadcast_shapes(query[:-2], key[:-2], value[:-2]))
+    except ValueError:
+        raise ValueError(f"query, key and value batch dims must broadcast, got {query}, {key}, {value}") from None
+
+
+def check_mask_shape(mask: Sequence[int], batch: tuple[int, ...], t_q: int, t_k: int) -> None:
+    """A mask must broadcast to the scores' shape ``(batch..., Tq, Tk)`` without growing it."""
+    mask, target = tuple(mask), (*batch, t_q, t_k)
+    try:
+        ok = tuple(np.broadcast_shapes(mask, target)) == target
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"attn_mask of shape {mask} does not broadcast to the scores' shape {target} (batch..., Tq, Tk)"
+        )
+
+
+def check_scale(scale: float | None) -> None:
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
+    ):
+        raise ValueError(f"scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}")
+
+
+def check_choice(name: str, value: str, valid: Sequence[str]) -> None:
+    if value not in valid:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}, got {value!r}")
+
+
+def resolve_backend(backend: str, auto_choice: str, return_weights: bool) -> str:
+    """The backend to run: ``auto_choice`` for ``"auto"``; only ``"math"`` can return the weights."""
+    chosen = auto_choice if backend == "auto" else backend
+    if return_weights and chosen != "math":
+        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
+    return chosen

@@ -1,0 +1,49 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of one.
+
+Every file attnlab writes (checkpoints, token caches, figures, reports, benchmark results) goes
+through here. Torch-free, so the NumPy side and the benchmarks can use it too.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it over ``path``; return ``path``.
+
+    The temporary file lives in the same directory (created if missing) and keeps ``path``'s suffix,
+    so ``os.replace`` is an atomic rename and writers that look at the suffix still work. If
+    ``write`` fails, the temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
