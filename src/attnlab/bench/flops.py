@@ -11,7 +11,7 @@ output projection   ``2 · B · T · d²``      ``out_proj``
 ==================  =====================  ================================================
 
 ``P`` is the number of query-key pairs: ``T²`` without a mask, and for causal attention only the
-pairs a query may attend, ``T (T + 1) / 2`` (about half, as in baselines.md). Causal GFLOP/s
+pairs a query may attend, ``T (T + 1) / 2`` (about half). Causal GFLOP/s
 therefore count useful work: a kernel that computes the full ``T²`` and masks half away shows
 about half the hardware rate it really runs at. Softmax, scaling and masking (O(T²) but not
 multiply-adds) and biases are not counted.

@@ -14,7 +14,7 @@ from attnlab.files import atomic_write_bytes, atomic_write_text
 
 FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h + weighted sum 2·B·h·P·d_h + output "
              "projection 2·B·T·d² (a multiply-add is 2 FLOPs); P = T² query-key pairs, or T(T+1)/2 when causal "
-             "(only the pairs a query may attend, about half, as in baselines.md), so causal GFLOP/s count useful "
+             "(only the pairs a query may attend, about half), so causal GFLOP/s count useful "
              "work. Softmax, masking and biases are not counted.")
 
 
