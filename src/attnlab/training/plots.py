@@ -1,33 +1,26 @@
-"""Figures written during training: the loss curve and the toy's attention heatmaps (PNG, atomic)."""
+"""Figures written during training: the loss curve and the toy's attention heatmaps (PNG, atomic).
+
+Figures are built with ``matplotlib.figure.Figure`` (no pyplot, no window) and written by
+:func:`attnlab.viz.files.save_figure`; the heatmaps are drawn by :mod:`attnlab.viz.heatmap`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnlab.files import atomic_write
+from matplotlib.figure import Figure
 
+from attnlab.viz.files import save_figure
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, never a window
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def save_figure(fig, path: str | Path) -> None:
-    plt = _pyplot()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
-    plt.close(fig)
+DPI = 110
 
 
 def save_loss_curve(train: Sequence[tuple[int, float]], evals: Sequence[tuple[int, float, float]],
                     path: str | Path, title: str = "training loss") -> None:
     """Per-step training loss (thin) and the periodic train/val estimates (markers) against the step."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.add_subplot()
     if train:
         ax.plot(*zip(*train, strict=True), lw=0.6, alpha=0.5, label="train (per step)")
     if evals:
@@ -39,7 +32,7 @@ def save_loss_curve(train: Sequence[tuple[int, float]], evals: Sequence[tuple[in
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    save_figure(fig, path)
+    save_figure(fig, path, dpi=DPI)
 
 
 def save_toy_heatmaps(results, sentences: Sequence[Sequence[str]], gloss: dict[str, str],
@@ -49,13 +42,13 @@ def save_toy_heatmaps(results, sentences: Sequence[Sequence[str]], gloss: dict[s
     Drawn by :mod:`attnlab.viz.heatmap`, which draws the Chinese tokens with its CJK font; without
     that font (the ``viz`` extra), a plain grid labelled with English glosses is written instead.
     """
+    from attnlab.inspect import Capture
+    from attnlab.viz.fonts import require_glyphs
+    from attnlab.viz.heatmap import head_figure
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        from attnlab.inspect import Capture
-        from attnlab.viz.fonts import require_glyphs
-        from attnlab.viz.heatmap import head_figure
-
         require_glyphs("".join("".join(s) for s in sentences))
     except ImportError:
         path = out_dir / "toy_attention.png"
@@ -67,33 +60,25 @@ def save_toy_heatmaps(results, sentences: Sequence[Sequence[str]], gloss: dict[s
         for s, words in enumerate(sentences):
             title = f"toy, sentence {s + 1}: <PAD> {'masked' if result.mask_padding else 'attended'}"
             cap = Capture(tokens=list(words), attentions=[result.weights[s][None]], model_name=title)
-            fig = head_figure(cap, annotate=True)
-            path = out_dir / f"toy_{variant}_{s + 1}.png"
-            atomic_write(path, lambda tmp, fig=fig: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
-            paths.append(path)
+            paths.append(save_figure(head_figure(cap, annotate=True), out_dir / f"toy_{variant}_{s + 1}.png",
+                                     dpi=DPI))
     return paths
 
 
 def save_gloss_grid(results, sentences: Sequence[Sequence[str]], gloss: dict[str, str], path: str | Path) -> None:
     """Every (variant, sentence) heatmap in one grid, tokens labelled by their English gloss."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(len(results), len(sentences), figsize=(5.2 * len(sentences), 4.4 * len(results)),
-                             squeeze=False, layout="constrained")
+    from attnlab.viz.fonts import setup_fonts
+    from attnlab.viz.heatmap import draw_weights
+
+    families = setup_fonts()  # Latin only here: the glosses need nothing more
+    fig = Figure(figsize=(5.2 * len(sentences), 4.4 * len(results)), layout="constrained")
+    axes = fig.subplots(len(results), len(sentences), squeeze=False)
+    image = None
     for r, result in enumerate(results):
         for s, words in enumerate(sentences):
             ax = axes[r][s]
-            w = result.weights[s].detach().numpy()
-            im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0)
-            labels = [gloss[t] for t in words]
-            ax.set_xticks(range(len(words)), labels, rotation=30, ha="right")
-            ax.set_yticks(range(len(words)), labels)
-            for i in range(w.shape[0]):
-                for j in range(w.shape[1]):
-                    ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", color="w" if w[i, j] < 0.6 else "k",
-                            fontsize=8)
+            image = draw_weights(ax, result.weights[s], [gloss[t] for t in words], families, annotate=True)
             ax.set_title(f"sentence {s + 1}, " + ("<PAD> masked" if result.mask_padding else "<PAD> attended"),
                          fontsize=10)
-            ax.set_xlabel("key")
-            ax.set_ylabel("query")
-    fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight")
-    save_figure(fig, path)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    save_figure(fig, path, dpi=DPI)

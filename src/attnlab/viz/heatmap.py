@@ -17,8 +17,8 @@ from attnlab.viz.fonts import require_glyphs
 CMAP = "viridis"
 
 
-def _draw(ax, weights, tokens: list[str], families: list[str], annotate: bool, labels: bool = True):
-    """One head's ``(T, T)`` weights on ``ax``; returns the image for a colour bar."""
+def draw_weights(ax, weights, tokens: list[str], families: list[str], annotate: bool, labels: bool = True):
+    """One head's ``(T, T)`` weights on the axes ``ax``; returns the image for a colour bar."""
     w = weights.detach().cpu().numpy()
     image = ax.imshow(w, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="equal")
     t = len(tokens)
@@ -47,7 +47,7 @@ def head_figure(cap: Capture, layer: int = 0, head: int = 0, annotate: bool | No
     size = min(max(4.0, 0.45 * t + 2.0), 24.0)
     fig = Figure(figsize=(size + 1.2, size))
     ax = fig.add_subplot()
-    image = _draw(ax, cap.weights(layer, head), cap.tokens, families, annotate)
+    image = draw_weights(ax, cap.weights(layer, head), cap.tokens, families, annotate)
     ax.set_title(f"{cap.model_name}: layer {layer}, head {head}", fontfamily=families)
     fig.colorbar(image, ax=ax, label="attention weight", fraction=0.046, pad=0.04)
     return fig
@@ -69,7 +69,7 @@ def heads_figure(cap: Capture, layer: int = 0, labels: bool | None = None) -> Fi
         if k >= h:
             ax.set_axis_off()
             continue
-        image = _draw(ax, cap.weights(layer, k), cap.tokens, families, annotate=False, labels=labels)
+        image = draw_weights(ax, cap.weights(layer, k), cap.tokens, families, annotate=False, labels=labels)
         if labels:
             ax.set_xlabel("")
             ax.set_ylabel("")
