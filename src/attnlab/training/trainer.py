@@ -256,7 +256,6 @@ class Trainer:
                     reason = "stop_at"
                     break
                 t0 = time.perf_counter()
-                lr = self.optimizer.param_groups[0]["lr"] if self.step else 0.0
                 local_loss = self.train_step()
                 dt = time.perf_counter() - t0
                 train_seconds, tokens = train_seconds + dt, tokens + self.tokens_per_step
