@@ -30,7 +30,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "attention.md"
 
 
 # ---------------------------------------------------------------- one case, in its own process
-def _attention_fn(impl: str, b: int, h: int, t: int, d: int, causal: bool):
+def _attention_fn(impl: str, b: int, h: int, t: int, d: int, is_causal: bool):
     import torch
     import torch.nn.functional as F
 
@@ -38,8 +38,8 @@ def _attention_fn(impl: str, b: int, h: int, t: int, d: int, causal: bool):
 
     q, k, v = torch.randn(3, b, h, t, d).unbind(0)
     if impl == "torch":
-        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return lambda: scaled_dot_product_attention(q, k, v, is_causal=causal, backend=impl)
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    return lambda: scaled_dot_product_attention(q, k, v, is_causal=is_causal, backend=impl)
 
 
 def _mha_fn(impl: str, t: int, d: int = 768, heads: int = 12):
@@ -48,7 +48,7 @@ def _mha_fn(impl: str, t: int, d: int = 768, heads: int = 12):
 
     from attnlab.attention import MultiHeadAttention
 
-    ours = MultiHeadAttention(d, d, heads, qkv_bias=True, causal=False).eval()
+    ours = MultiHeadAttention(d, d, num_heads=heads, qkv_bias=True, is_causal=False).eval()
     x = torch.randn(1, t, d)
     if impl == "mha_attnlab":
         return lambda: ours(x)

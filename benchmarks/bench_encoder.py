@@ -99,11 +99,11 @@ def bench_batches(bert, hf_sdpa, hf_eager, texts: list[str], quick: bool) -> lis
         "attnlab, plain nn.Linear": lambda: plain(ids, mask, types),
         "transformers eager + attentions": lambda: hf_eager(ids, attention_mask=mask, token_type_ids=types,
                                                             output_attentions=True),
-        "attnlab + attentions": lambda: bert(ids, mask, types, output_attentions=True),
+        "attnlab + attentions": lambda: bert(ids, mask, types, return_weights=True),
     }
     with torch.inference_mode():
         ref = hf_eager(ids, attention_mask=mask, token_type_ids=types, output_attentions=True)
-        ours = bert(ids, mask, types, output_attentions=True)
+        ours = bert(ids, mask, types, return_weights=True)
         err = (ours.last_hidden_state - ref.last_hidden_state).abs().max().item()
         err_w = max((a - b).abs().max().item() for a, b in zip(ours.attentions, ref.attentions, strict=True))
         t = median_times(fns, rounds=1 if quick else 4, reps=1 if quick else 3)
@@ -154,8 +154,8 @@ def bench_generation(quick: bool) -> list[str]:
     from attnlab.models import GPT, GPTConfig
 
     torch.manual_seed(0)
-    cfg = (GPTConfig(vocab_size=256, context_length=512, d_model=128, n_layers=2, n_heads=4) if quick else
-           GPTConfig(vocab_size=256, context_length=512, d_model=384, n_layers=6, n_heads=6))
+    cfg = (GPTConfig(vocab_size=256, context_length=512, d_model=128, num_layers=2, num_heads=4) if quick else
+           GPTConfig(vocab_size=256, context_length=512, d_model=384, num_layers=6, num_heads=6))
     new = 60 if quick else 500
     model = GPT(cfg).eval()
     prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(0))
@@ -164,7 +164,7 @@ def bench_generation(quick: bool) -> list[str]:
            "KV cache": lambda: out.__setitem__("ours", generate(model, prompt, new, 0))}
     warmups = [lambda: generate(model, prompt, 8, 0, use_cache=False), lambda: generate(model, prompt, 8, 0)]
     t = median_times(fns, rounds=1, reps=1, warmups=warmups)  # minutes per call: long enough to average noise
-    rows = [f"GPT: {cfg.n_layers} layers, {cfg.d_model} dims, {cfg.n_heads} heads, context {cfg.context_length}, "
+    rows = [f"GPT: {cfg.num_layers} layers, {cfg.d_model} dims, {cfg.num_heads} heads, context {cfg.context_length}, "
             f"{model.num_parameters():,} parameters (random init); batch 1, prompt of 8 tokens, {new} new "
             f"tokens, greedy.", "", "| method | s | tokens/s | ratio |", "|---|---|---|---|"]
     for name in fns:

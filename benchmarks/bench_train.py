@@ -34,7 +34,7 @@ from attnlab.bench.machine import machine_facts
 RESULTS = Path(__file__).resolve().parent / "results" / "train.md"
 BASELINE = dict(preset="baby", max_iters=2000, batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
                 weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, seed=1337)
-BUDGET_CONFIG = dict(preset="baby", model={"d_model": 192, "n_heads": 6, "context_length": 128}, batch_size=24,
+BUDGET_CONFIG = dict(preset="baby", model={"d_model": 192, "num_heads": 6, "context_length": 128}, batch_size=24,
                      learning_rate=2e-3, min_lr=2e-4, warmup_iters=200, weight_decay=0.1, beta1=0.9, beta2=0.99,
                      grad_clip=1.0, eval_interval=1000, eval_iters=50, seed=1337)
 # the same budget spent on the baby's width: 0.8 M parameters, longer blocks, bigger batches (1.14x its tokens/s)
@@ -133,7 +133,9 @@ def val_loss(model, val: np.ndarray, block: int, batches: int, vocab: int) -> fl
     total = 0.0
     for _ in range(batches):
         x, y = ref_batch(val, block, 12, rng)
-        total += F.cross_entropy(model(x).view(-1, vocab), y.reshape(-1)).item()
+        out = model(x)
+        logits = getattr(out, "logits", out)  # attnlab's CausalLMOutput, or the reference's bare logits
+        total += F.cross_entropy(logits.view(-1, vocab), y.reshape(-1)).item()
     return total / batches
 
 

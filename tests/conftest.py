@@ -26,3 +26,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A small training text, as a file."""
+    from corpora import TEXT
+
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path

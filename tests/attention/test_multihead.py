@@ -7,17 +7,17 @@ from attnlab.attention import MultiHeadAttention, MultiHeadAttentionWrapper
 from references import torch_mha_like
 
 
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("padding", [False, True])
 @pytest.mark.parametrize("qkv_bias", [False, True])
 @pytest.mark.parametrize("backend", ["auto", "math", "sdpa", "chunked"])
-def test_equals_torch_multihead_attention(causal, padding, qkv_bias, backend):
-    mha = MultiHeadAttention(16, 16, num_heads=4, qkv_bias=qkv_bias, causal=causal, backend=backend).eval()
+def test_equals_torch_multihead_attention(is_causal, padding, qkv_bias, backend):
+    mha = MultiHeadAttention(16, 16, num_heads=4, qkv_bias=qkv_bias, is_causal=is_causal, backend=backend).eval()
     ref = torch_mha_like(mha)
     x = torch.randn(3, 7, 16)
     am = torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 2 + [0] * 5]) if padding else None
     kwargs = {"key_padding_mask": am == 0} if padding else {}
-    if causal:
+    if is_causal:
         kwargs["attn_mask"] = torch.ones(7, 7, dtype=torch.bool).triu(1)  # torch: True = NOT allowed
     ref_out, ref_w = ref(x, x, x, need_weights=True, average_attn_weights=True, **kwargs)
     out = mha(x, attention_mask=am)
@@ -33,7 +33,7 @@ def test_wrapper_equals_multihead_with_matching_weights():
     # an identity out_proj computes exactly the same thing.
     d_in, d_head, heads = 5, 3, 4
     wrapper = MultiHeadAttentionWrapper(d_in, d_head, context_length=8, dropout=0.0, num_heads=heads, qkv_bias=True)
-    mha = MultiHeadAttention(d_in, d_head * heads, heads, context_length=8, qkv_bias=True, causal=True)
+    mha = MultiHeadAttention(d_in, d_head * heads, context_length=8, num_heads=heads, qkv_bias=True, is_causal=True)
     with torch.no_grad():
         for name in ("W_query", "W_key", "W_value"):
             getattr(mha, name).weight.copy_(torch.cat([getattr(h, name).weight for h in wrapper.heads]))
@@ -50,7 +50,7 @@ def test_wrapper_equals_multihead_with_matching_weights():
 @given(st.integers(1, 8), st.integers(0, 2**31 - 1))
 def test_permutation_equivariant_without_positions(t, seed):
     g = torch.Generator().manual_seed(seed)
-    mha = MultiHeadAttention(8, 8, num_heads=2, causal=False)
+    mha = MultiHeadAttention(8, 8, num_heads=2, is_causal=False)
     x = torch.randn(2, t, 8, generator=g)
     perm = torch.randperm(t, generator=g)
     torch.testing.assert_close(mha(x[:, perm]), mha(x)[:, perm], atol=1e-6, rtol=0)
@@ -59,7 +59,7 @@ def test_permutation_equivariant_without_positions(t, seed):
 @given(st.integers(2, 10), st.integers(0, 8))
 def test_causal_output_ignores_later_tokens(t, i):
     i = min(i, t - 2)
-    mha = MultiHeadAttention(8, 8, num_heads=2, causal=True)
+    mha = MultiHeadAttention(8, 8, num_heads=2, is_causal=True)
     x = torch.randn(1, t, 8)
     x2 = x.clone()
     x2[:, i + 1:] += 1.0
@@ -85,10 +85,10 @@ def test_dropout_off_in_eval():
     [
         (lambda: MultiHeadAttention(10, 10, num_heads=3),
          "d_out must be divisible by num_heads, got d_out=10, num_heads=3"),
-        (lambda: MultiHeadAttention(4, 4, 2, dropout=1.5), r"dropout must be in \[0, 1\), got 1.5"),
-        (lambda: MultiHeadAttention(4, 4, 2, context_length=3)(torch.randn(1, 4, 4)),
+        (lambda: MultiHeadAttention(4, 4, num_heads=2, dropout=1.5), r"dropout must be in \[0, 1\), got 1.5"),
+        (lambda: MultiHeadAttention(4, 4, num_heads=2, context_length=3)(torch.randn(1, 4, 4)),
          "sequence length 4 is longer than context_length=3"),
-        (lambda: MultiHeadAttention(4, 4, 2)(torch.randn(1, 3, 5)), r"x must have shape \(B, T, 4\)"),
+        (lambda: MultiHeadAttention(4, 4, num_heads=2)(torch.randn(1, 3, 5)), r"x must have shape \(B, T, 4\)"),
     ],
 )
 def test_bad_input_is_named(make, msg):
@@ -98,4 +98,4 @@ def test_bad_input_is_named(make, msg):
 
 def test_integer_input_is_a_type_error():
     with pytest.raises(TypeError, match="x must be a floating-point tensor"):
-        MultiHeadAttention(4, 4, 2)(torch.ones(1, 3, 4, dtype=torch.long))
+        MultiHeadAttention(4, 4, num_heads=2)(torch.ones(1, 3, 4, dtype=torch.long))

@@ -12,11 +12,11 @@ def test_cases_texts_shape_first_then_sweep_by_t():
     assert [(c.group, c.seq_len) for c in cases[:4]] == [("texts", 256)] * 4
     assert (cases[0].batch, cases[0].d_model, cases[0].num_heads) == (8, 512, 8)
     assert [c.seq_len for c in cases[4:]] == [256] * 4 + [1024] * 4
-    assert {c.causal for c in cases} == {False, True}
+    assert {c.is_causal for c in cases} == {False, True}
 
 
 def test_run_order_puts_the_math_paths_last():
-    cfg = BenchConfig(seq_lens=(256, 1024), causal=(False,))
+    cfg = BenchConfig(seq_lens=(256, 1024), is_causal=(False,))
     order = cfg.run_order()
     assert sorted(order, key=cfg.cases().index) == cfg.cases()  # the same cases
     sweep = [c for c in order if c.group == "sweep"]
@@ -81,7 +81,7 @@ def test_planner_repeats_and_single_call():
     ({"seq_lens": (256, 0)}, r"seq_lens must be positive integers, got \(256, 0\)"),
     ({"seq_lens": ()}, "seq_lens must be positive integers"),
     ({"backends": ("math", "flash")}, r"unknown backend\(s\) \['flash'\]; valid: math, chunked, sdpa, auto, numpy"),
-    ({"causal": ()}, "causal must hold at least one"),
+    ({"is_causal": ()}, "is_causal must hold at least one"),
     ({"num_heads": 3}, "num_heads=3 must divide d_model=512"),
     ({"min_repeats": 5, "max_repeats": 2}, "must not exceed"),
     ({"max_case_seconds": 0}, "max_case_seconds must be > 0"),
@@ -89,3 +89,13 @@ def test_planner_repeats_and_single_call():
 def test_config_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         BenchConfig(**kwargs)
+
+
+def test_the_measured_backends_are_the_libraries_own():
+    """bench keeps its lists torch-free (``attnlab bench --help`` imports no torch); they must not drift."""
+    from attnlab import numpy as anp
+    from attnlab.bench.cases import NUMPY_BACKENDS, TORCH_BACKENDS
+    from attnlab.functional import BACKENDS
+
+    assert set(TORCH_BACKENDS) == set(BACKENDS)
+    assert set(NUMPY_BACKENDS) == {f"numpy-{b}" for b in anp.BACKENDS if b != "auto"}

@@ -23,7 +23,7 @@ def test_heatmap_png_and_svg(tmp_path):
 
 def test_pe_plot(tmp_path):
     out = tmp_path / "pe.png"
-    result = run("pe-plot", "-o", str(out), "--max-len", "20", "--d-model", "8", "--dims", "0,1")
+    result = run("pe-plot", "-o", str(out), "--context-length", "20", "--d-model", "8", "--dims", "0,1")
     assert result.exit_code == 0 and out.exists()
     bad = run("pe-plot", "-o", str(out), "--d-model", "8", "--dims", "9")
     assert bad.exit_code == 2 and "dims must be in 0..7, got [9]" in bad.output

@@ -5,7 +5,8 @@ from rich.console import Console
 
 import attnlab
 from attnlab.cli import main
-from attnlab.demo import EMBEDDINGS, mechanisms
+from attnlab.demo import Demo
+from attnlab.demo.mechanisms import mechanisms_step
 
 
 def test_help_lists_commands():
@@ -27,7 +28,7 @@ def test_unknown_command_is_an_error():
 
 def test_demo_walks_through_the_four_mechanisms():
     buf = io.StringIO()
-    mechanisms(Console(file=buf, width=200), EMBEDDINGS, 123, "out")
+    mechanisms_step(Demo(Console(file=buf, width=200)))
     text = buf.getvalue()
     for heading in ("1. Simplified", "2. Scaled", "3. Causal", "4. Multi-head"):
         assert heading in text

@@ -44,5 +44,5 @@ def test_streams_are_pure_functions_of_their_path():
 
 def test_too_short():
     check_long_enough(np.zeros(9), 8, "train")
-    with pytest.raises(ValueError, match=r"the val split has 8 tokens, fewer than one block \(block_size \+ 1 = 9\)"):
+    with pytest.raises(ValueError, match=r"the val split has 8 tokens, fewer than one block \(context_length \+ 1"):
         check_long_enough(np.zeros(8), 8, "val")

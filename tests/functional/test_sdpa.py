@@ -211,15 +211,6 @@ def test_chunked_dropout_acts_on_weights_and_its_backward_regenerates_the_masks(
     assert torch.autograd.gradcheck(fn, inputs)
 
 
-def test_auto_picks_math_for_weights_and_chunked_for_long_dropout():
-    from attnlab.functional import choose_backend
-
-    q = torch.zeros(1, 1, 2048, 8)
-    assert choose_backend(q, q, 0.0, return_weights=True) == "math"
-    assert choose_backend(q, q, 0.1, return_weights=False) == "chunked"
-    assert choose_backend(q, q, 0.0, return_weights=False) == "sdpa"
-
-
 @pytest.mark.parametrize(
     ("kwargs", "err", "msg"),
     [

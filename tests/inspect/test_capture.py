@@ -6,22 +6,22 @@ import pytest
 import torch
 
 from attnlab.attention import CausalAttention, SelfAttentionV1, SimpleSelfAttention
-from attnlab.inspect import ToyConfig, ToyModel, capture, explain
+from attnlab.inspect import RandomModel, RandomModelConfig, capture, explain
 from attnlab.models import GPT, GPTConfig
 
 
 def _softmax_of_scores(cap, layer):
     s = cap.scores(layer) * cap.scale
-    if cap.causal:
+    if cap.is_causal:
         t = cap.seq_len
         s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
     return torch.softmax(s, -1)
 
 
 def test_toy_capture_shapes_and_consistency():
-    cap = capture(ToyModel(ToyConfig("multihead", d_model=8, d_k=4, num_heads=2)), "我 爱 学习 AI")
+    cap = capture(RandomModel(RandomModelConfig("multihead", d_model=8, d_k=4, num_heads=2)), "我 爱 学习 AI")
     assert cap.tokens == ["我", "爱", "学习", "AI"]
-    assert cap.n_layers == 1 and cap.n_heads == 2 and cap.causal
+    assert cap.num_layers == 1 and cap.num_heads == 2 and cap.is_causal
     assert cap.queries[0].shape == (2, 4, 4) and cap.contexts[0].shape == (2, 4, 4)
     assert torch.allclose(_softmax_of_scores(cap, 0), cap.attentions[0], atol=1e-6)
     assert torch.allclose(cap.attentions[0] @ cap.values[0], cap.contexts[0], atol=1e-6)
@@ -31,10 +31,10 @@ def test_gpt_capture_every_layer_matches_its_weights():
     torch.manual_seed(0)
     model = GPT(GPTConfig.from_preset("tiny"))
     ids = torch.randint(0, 256, (10,))
-    ref = model(ids[None], output_attentions=True).attentions        # the model's own, no hooks
+    ref = model(ids[None], return_weights=True).attentions        # the model's own, no hooks
     cap = capture(model, ids, tokens=[str(i) for i in ids.tolist()])
-    assert cap.n_layers == len(ref) == 2 and cap.causal
-    for layer in range(cap.n_layers):
+    assert cap.num_layers == len(ref) == 2 and cap.is_causal
+    for layer in range(cap.num_layers):
         assert torch.equal(cap.attentions[layer], ref[layer][0])
         assert torch.allclose(_softmax_of_scores(cap, layer), cap.attentions[layer], atol=1e-6)
         e = explain(cap, 9, layer=layer, head=1)
@@ -55,14 +55,14 @@ def test_bare_modules_on_embeddings():
 
 
 def test_capture_leaves_no_hooks_and_keeps_mode():
-    model = ToyModel(ToyConfig("multihead")).train()
+    model = RandomModel(RandomModelConfig("multihead")).train()
     capture(model, "a b")
     assert model.training
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
 def test_bad_inputs():
-    toy = ToyModel()
+    toy = RandomModel()
     with pytest.raises(ValueError, match="empty text"):
         capture(toy, "   ")
     with pytest.raises(ValueError, match="65 words; this model accepts at most context_length=64"):
@@ -80,14 +80,14 @@ def test_bad_inputs():
 
 def test_toy_config_validation():
     with pytest.raises(ValueError, match="mechanism must be one of simple, scaled, causal, multihead, got 'x'"):
-        ToyConfig("x")
+        RandomModelConfig("x")
     with pytest.raises(ValueError, match="d_model must be even"):
-        ToyConfig(d_model=7)
+        RandomModelConfig(d_model=7)
     with pytest.raises(ValueError, match="context_length must be a positive integer, got 0"):
-        ToyConfig(context_length=0)
+        RandomModelConfig(context_length=0)
 
 
 def test_same_word_same_embedding_anywhere():
-    toy = ToyModel()
-    a, b = toy.token_embeddings(["爱", "x", "爱"]), ToyModel().token_embeddings(["爱"])
+    toy = RandomModel()
+    a, b = toy.token_embeddings(["爱", "x", "爱"]), RandomModel().token_embeddings(["爱"])
     assert torch.equal(a[0], a[2]) and torch.equal(a[0], b[0]) and not torch.equal(a[0], a[1])

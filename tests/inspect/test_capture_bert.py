@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnlab.cli.model_options import load_model
 from attnlab.inspect import capture, explain
-from attnlab.inspect.models import load_model
 
 SENTENCE = "The cat sat on the mat"
 
@@ -23,7 +23,7 @@ def test_bert_capture_and_explain_match_transformers(bert):
     model, tokenizer = bert
     cap = capture(model, SENTENCE, tokenizer=tokenizer)
     assert cap.tokens == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
-    assert (cap.n_layers, cap.n_heads) == (6, 12) and not cap.causal
+    assert (cap.num_layers, cap.num_heads) == (6, 12) and not cap.is_causal
     ref = transformers.BertModel.from_pretrained(resolve_model_dir("all-MiniLM-L6-v2"), attn_implementation="eager")
     ids = torch.tensor([tokenizer.encode(SENTENCE).ids])
     with torch.no_grad():

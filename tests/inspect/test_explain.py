@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.inspect import MECHANISMS, Capture, ToyConfig, ToyModel, capture, explain
+from attnlab.inspect import MECHANISMS, Capture, RandomModel, RandomModelConfig, capture, explain
 from attnlab.inspect.explain import find_query
 
 SENTENCE = "我 爱 学习 AI"
@@ -34,12 +34,12 @@ def test_hand_worked_two_tokens():
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_explain_equals_the_models_forward_pass(mechanism):
-    model = ToyModel(ToyConfig(mechanism))
+    model = RandomModel(RandomModelConfig(mechanism))
     tokens = SENTENCE.split()
     out, w = model(model.embed(tokens).unsqueeze(0), return_weights=True)  # the model's own forward, no hooks
     w = w[0] if w.dim() == 4 else w                                       # (H, T, T)
     cap = capture(model, SENTENCE)
-    explained = [explain(cap, "爱", head=h) for h in range(cap.n_heads)]
+    explained = [explain(cap, "爱", head=h) for h in range(cap.num_heads)]
     for h, e in enumerate(explained):
         assert e.query_index == 1 and e.query_token == "爱"
         assert abs(float(e.weights.sum()) - 1.0) < 1e-12
@@ -51,7 +51,7 @@ def test_explain_equals_the_models_forward_pass(mechanism):
 
 
 def test_explain_steps_match_independent_projection():
-    model = ToyModel(ToyConfig("scaled", seed=7))
+    model = RandomModel(RandomModelConfig("scaled", seed=7))
     e = explain(capture(model, SENTENCE), "学习")
     x = model.embed(SENTENCE.split()).double()
     wq, wk = model.attn.W_query.weight.double(), model.attn.W_key.weight.double()
@@ -64,14 +64,14 @@ def test_explain_steps_match_independent_projection():
 
 
 def test_causal_masks_later_keys():
-    e = explain(capture(ToyModel(ToyConfig("causal")), SENTENCE), "爱")
+    e = explain(capture(RandomModel(RandomModelConfig("causal")), SENTENCE), "爱")
     assert e.allowed == [True, True, False, False]
     assert e.weights[2:].abs().max() == 0
     assert e.to_dict()["scaled_scores"][2:] == [None, None]
 
 
 def test_simple_has_no_scaling_and_q_equals_x():
-    e = explain(capture(ToyModel(ToyConfig("simple")), SENTENCE), 0)
+    e = explain(capture(RandomModel(RandomModelConfig("simple")), SENTENCE), 0)
     assert e.scale == 1.0
     assert torch.equal(e.query, e.inputs[0])
 
@@ -79,16 +79,16 @@ def test_simple_has_no_scaling_and_q_equals_x():
 @given(words=st.lists(st.sampled_from(["我", "爱", "学习", "AI", "cat", "한국어", "の", "<b>"]), min_size=1,
                       max_size=12), mechanism=st.sampled_from(MECHANISMS), data=st.data())
 def test_property_weights_sum_to_one_and_match_model(words, mechanism, data):
-    cap = capture(ToyModel(ToyConfig(mechanism)), " ".join(words))
+    cap = capture(RandomModel(RandomModelConfig(mechanism)), " ".join(words))
     i = data.draw(st.integers(0, len(words) - 1))
-    h = data.draw(st.integers(0, cap.n_heads - 1))
+    h = data.draw(st.integers(0, cap.num_heads - 1))
     e = explain(cap, i, head=h)
     assert abs(float(e.weights.sum()) - 1.0) < 1e-9
     assert e.max_abs_diff_weights <= 1e-6 and e.max_abs_diff_context <= 1e-6
 
 
 def test_bad_query_names_the_tokens():
-    cap = capture(ToyModel(), SENTENCE)
+    cap = capture(RandomModel(), SENTENCE)
     with pytest.raises(ValueError, match=r"'你' is not a token of the sentence; the tokens are: 我, 爱, 学习, AI"):
         explain(cap, "你")
     with pytest.raises(ValueError, match=r"query index must be in 0\.\.3, got 9"):
@@ -98,7 +98,7 @@ def test_bad_query_names_the_tokens():
 
 
 def test_layer_and_head_out_of_range_say_the_range():
-    cap = capture(ToyModel(ToyConfig("multihead")), SENTENCE)
+    cap = capture(RandomModel(RandomModelConfig("multihead")), SENTENCE)
     with pytest.raises(ValueError, match=r"head must be in 0\.\.1 \(2 heads\), got 2"):
         explain(cap, "爱", head=2)
     with pytest.raises(ValueError, match=r"layer must be in 0\.\.0 \(1 layers\), got 1"):
@@ -106,7 +106,7 @@ def test_layer_and_head_out_of_range_say_the_range():
 
 
 def test_json_dict_is_complete():
-    d = explain(capture(ToyModel(), SENTENCE), "爱").to_dict()
+    d = explain(capture(RandomModel(), SENTENCE), "爱").to_dict()
     assert d["query"] == {"index": 1, "token": "爱"}
     assert len(d["raw_scores"]) == len(d["weights"]) == len(d["contributions"]) == 4
     assert d["weights_sum"] == pytest.approx(1.0, abs=1e-12)

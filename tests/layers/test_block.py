@@ -9,11 +9,11 @@ from references import torch_block
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize(("act_name", "act"), [("relu", F.relu), ("gelu", F.gelu)])
-def test_equals_torch_encoder_layer(norm, causal, act_name, act):
+def test_equals_torch_encoder_layer(norm, is_causal, act_name, act):
     torch.manual_seed(1)
-    ours = TransformerBlock(32, 4, 64, norm=norm, causal=causal, activation=act_name).eval()
+    ours = TransformerBlock(32, 4, 64, norm=norm, is_causal=is_causal, activation=act_name).eval()
     with torch.no_grad():  # non-trivial LayerNorm parameters
         for ln in (ours.ln1, ours.ln2):
             ln.weight.normal_(1.0, 0.3)
@@ -23,9 +23,9 @@ def test_equals_torch_encoder_layer(norm, causal, act_name, act):
     keep = torch.ones(3, 7, dtype=torch.long)
     keep[1, 5:] = 0
     keep[2, 2:] = 0
-    mask = torch.ones(7, 7, dtype=torch.bool).triu(1) if causal else None  # nn convention: True = blocked
+    mask = torch.ones(7, 7, dtype=torch.bool).triu(1) if is_causal else None  # nn convention: True = blocked
     with torch.no_grad():
-        want = ref(x, src_mask=mask, src_key_padding_mask=keep == 0, is_causal=causal)
+        want = ref(x, src_mask=mask, src_key_padding_mask=keep == 0, is_causal=is_causal)
         got, w = ours(x, keep, return_weights=True)
         fast = ours(x, keep)
     real = keep.bool()
@@ -33,7 +33,7 @@ def test_equals_torch_encoder_layer(norm, causal, act_name, act):
     torch.testing.assert_close(fast[real], want[real], atol=1e-6, rtol=0)
     assert w.shape == (3, 4, 7, 7)
     assert torch.all(w[2, :, :, 2:] == 0)  # padded keys get no weight
-    if causal:
+    if is_causal:
         assert torch.all(w.triu(diagonal=1) == 0)
 
 

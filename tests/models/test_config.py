@@ -29,12 +29,12 @@ def gpt_count_by_hand(v, ctx, d, n, d_ff):
 
 def test_gpt_count_formula_and_presets():
     cfg = GPTConfig.from_preset("gpt2-xl")
-    assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_ff) == (48, 25, 1600, 6400)
+    assert (cfg.num_layers, cfg.num_heads, cfg.d_model, cfg.d_ff) == (48, 25, 1600, 6400)
     assert count(GPT, cfg) == gpt_count_by_hand(50257, 1024, 1600, 48, 6400)
     tiny = GPTConfig.from_preset("tiny")
     assert count(GPT, tiny) == gpt_count_by_hand(256, 32, 32, 2, 128)
     baby = GPTConfig.from_preset("baby")
-    assert (baby.n_layers, baby.n_heads, baby.d_model, baby.context_length) == (4, 4, 128, 64)
+    assert (baby.num_layers, baby.num_heads, baby.d_model, baby.context_length) == (4, 4, 128, 64)
 
 
 # BERT-base without its pooler: 108,891,648 (Hugging Face's BertModel, with the 768x768 pooler: 109,482,240)
@@ -49,21 +49,21 @@ def test_encoder_preset_parameter_counts(name, expected):
 
 def test_bert_base_layout():
     c = EncoderConfig.from_preset("bert-base")
-    assert (c.vocab_size, c.max_position, c.type_vocab_size, c.d_model, c.n_layers, c.n_heads, c.d_ff) == \
+    assert (c.vocab_size, c.context_length, c.type_vocab_size, c.d_model, c.num_layers, c.num_heads, c.d_ff) == \
         (30522, 512, 2, 768, 12, 12, 3072)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"vocab_size": 0}, "vocab_size"),
     ({"context_length": -1}, "context_length"),
-    ({"d_model": 30}, "divisible by n_heads"),
+    ({"d_model": 30}, "divisible by num_heads"),
     ({"dropout": 1.0}, "dropout"),
     ({"activation": "swish"}, "activation"),
     ({"backend": "flash"}, "backend"),
-    ({"n_layers": 2.0}, "n_layers"),
+    ({"num_layers": 2.0}, "num_layers"),
 ])
 def test_gpt_config_errors(kwargs, match):
-    base = dict(vocab_size=10, context_length=8, d_model=16, n_layers=1, n_heads=4)
+    base = dict(vocab_size=10, context_length=8, d_model=16, num_layers=1, num_heads=4)
     with pytest.raises(ValueError, match=match):
         GPTConfig(**{**base, **kwargs})
 
@@ -75,4 +75,4 @@ def test_preset_errors():
         GPTConfig.from_preset("tiny", n_layer=3)
     with pytest.raises(ValueError, match="pad_token_id"):
         EncoderConfig.from_preset("bert-base", pad_token_id=40000)
-    assert GPTConfig(vocab_size=10, context_length=8, d_model=16, n_layers=1, n_heads=4).d_ff == 64
+    assert GPTConfig(vocab_size=10, context_length=8, d_model=16, num_layers=1, num_heads=4).d_ff == 64

@@ -7,7 +7,8 @@ from attnlab.models import EncoderConfig, TransformerEncoder
 
 def small():
     torch.manual_seed(0)
-    return TransformerEncoder(EncoderConfig(vocab_size=100, max_position=16, d_model=32, n_layers=2, n_heads=4)).eval()
+    config = EncoderConfig(vocab_size=100, context_length=16, d_model=32, num_layers=2, num_heads=4)
+    return TransformerEncoder(config).eval()
 
 
 def test_padding_does_not_change_real_tokens():
@@ -16,7 +17,7 @@ def test_padding_does_not_change_real_tokens():
     short = enc(ids).last_hidden_state
     padded_ids = torch.cat([ids, torch.zeros(2, 5, dtype=torch.long)], 1)
     mask = torch.cat([torch.ones(2, 6), torch.zeros(2, 5)], 1).long()
-    out = enc(padded_ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
+    out = enc(padded_ids, attention_mask=mask, return_weights=True, return_hidden_states=True)
     torch.testing.assert_close(out.last_hidden_state[:, :6], short, atol=1e-5, rtol=0)
     assert len(out.hidden_states) == 3 and len(out.attentions) == 2
     assert torch.all(out.attentions[0][..., 6:] == 0)  # no weight on padding
@@ -46,7 +47,7 @@ def test_packed_inference_path_equals_plain():
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"input_ids": torch.tensor([[1, 100]])}, r"token ids must be in \[0, vocab_size=100\)"),
-    ({"input_ids": torch.ones(1, 17, dtype=torch.long)}, "exceed the model's max_position=16"),
+    ({"input_ids": torch.ones(1, 17, dtype=torch.long)}, "exceed the model's context_length=16"),
     ({"input_ids": torch.ones(2, 3, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long)},
      r"attention_mask must have the shape of input_ids \(2, 3\)"),
     ({"input_ids": torch.ones(1, 3, dtype=torch.long), "token_type_ids": torch.full((1, 3), 2)},

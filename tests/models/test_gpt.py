@@ -2,13 +2,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.models import GPT, GPTConfig, GPTOutput
+from attnlab.models import GPT, CausalLMOutput, GPTConfig
 from references import torch_block
 
 
 def small(**kw):
     torch.manual_seed(0)
-    return GPT(GPTConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4,
+    return GPT(GPTConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, num_layers=2, num_heads=4,
                                    qkv_bias=True), **kw})).eval()
 
 
@@ -29,15 +29,15 @@ def test_forward_equals_torch_assembly():
     model = small()
     idx = torch.randint(0, 50, (3, 16))
     with torch.no_grad():
-        torch.testing.assert_close(model(idx), reference_forward(model, idx), atol=1e-5, rtol=0)
+        torch.testing.assert_close(model(idx).logits, reference_forward(model, idx), atol=1e-5, rtol=0)
 
 
-def test_output_attentions():
+def test_return_weights():
     model = small()
     idx = torch.randint(0, 50, (2, 9))
-    out = model(idx, output_attentions=True)
-    assert isinstance(out, GPTOutput)
-    torch.testing.assert_close(out.logits, model(idx), atol=1e-5, rtol=0)
+    out = model(idx, return_weights=True)
+    assert isinstance(out, CausalLMOutput) and out.loss is None
+    torch.testing.assert_close(out.logits, model(idx).logits, atol=1e-5, rtol=0)
     assert len(out.attentions) == 2
     for w in out.attentions:
         assert w.shape == (2, 4, 9, 9)
@@ -50,7 +50,7 @@ def test_causal_prefix_does_not_see_future():
     idx = torch.randint(0, 50, (1, 12))
     other = idx.clone()
     other[0, 8:] = (other[0, 8:] + 1) % 50
-    torch.testing.assert_close(model(idx)[:, :8], model(other)[:, :8], atol=1e-6, rtol=0)
+    torch.testing.assert_close(model(idx).logits[:, :8], model(other).logits[:, :8], atol=1e-6, rtol=0)
 
 
 def test_weight_tying_and_init():
@@ -66,8 +66,9 @@ def test_weight_tying_and_init():
 def test_trains_a_step():
     model = small().train()
     idx = torch.randint(0, 50, (4, 16))
-    logits = model(idx[:, :-1])
-    loss = F.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+    out = model(idx[:, :-1], targets=idx[:, 1:])
+    loss = F.cross_entropy(out.logits.flatten(0, 1), idx[:, 1:].flatten())
+    torch.testing.assert_close(out.loss, loss, atol=1e-6, rtol=0)
     assert abs(loss.item() - torch.log(torch.tensor(50.0)).item()) < 0.2  # near uniform at init
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())

@@ -2,16 +2,16 @@ import pytest
 import torch
 
 from attnlab.attention import MultiHeadAttention
-from attnlab.generation import generate
+from attnlab.generation import generate, generate_stream
 from attnlab.models import GPT, GPTConfig, KVCache
 
 
 def test_mha_with_cache_in_chunks_equals_full():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 16, 4, qkv_bias=True).eval()
+    mha = MultiHeadAttention(16, 16, num_heads=4, qkv_bias=True).eval()
     x = torch.randn(2, 10, 16)
     full, w_full = mha(x, return_weights=True)
-    cache = KVCache(1, batch=2, n_heads=4, max_len=10, head_dim=4)
+    cache = KVCache(1, batch=2, num_heads=4, context_length=10, head_dim=4)
     outs, start = [], 0
     for size in (3, 1, 4, 2):  # prefill, one token, a chunk, the rest
         out, w = mha(x[:, start : start + size], return_weights=True, kv_cache=cache[0])
@@ -20,15 +20,15 @@ def test_mha_with_cache_in_chunks_equals_full():
         start += size
         assert cache.length == start
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-6, rtol=0)
-    with pytest.raises(ValueError, match="exceed max_len=10"):
+    with pytest.raises(ValueError, match="exceed context_length=10"):
         mha(x[:, :1], kv_cache=cache[0])
     with pytest.raises(ValueError, match="cannot be combined"):
-        mha(x[:, :1], torch.ones(2, 1, dtype=torch.long), kv_cache=cache[0])
+        mha(x[:, :1], attention_mask=torch.ones(2, 1, dtype=torch.long), kv_cache=cache[0])
 
 
 def test_mha_still_equals_torch_multihead_attention():
     torch.manual_seed(0)
-    ours = MultiHeadAttention(24, 24, 3, qkv_bias=True, causal=True).eval()
+    ours = MultiHeadAttention(24, 24, num_heads=3, qkv_bias=True, is_causal=True).eval()
     ref = torch.nn.MultiheadAttention(24, 3, batch_first=True).eval()
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.cat([ours.W_query.weight, ours.W_key.weight, ours.W_value.weight]))
@@ -44,7 +44,8 @@ def test_mha_still_equals_torch_multihead_attention():
 
 def model(ctx=80):
     torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=61, context_length=ctx, d_model=32, n_layers=2, n_heads=4, qkv_bias=True)).eval()
+    config = GPTConfig(vocab_size=61, context_length=ctx, d_model=32, num_layers=2, num_heads=4, qkv_bias=True)
+    return GPT(config).eval()
 
 
 def test_cached_logits_equal_recomputation_over_64_steps():
@@ -52,13 +53,13 @@ def test_cached_logits_equal_recomputation_over_64_steps():
     seq = torch.randint(0, 61, (2, 8))
     cache = m.new_kv_cache(2)
     with torch.no_grad():
-        logits = m(seq, kv_cache=cache)[:, -1]
+        logits = m(seq, kv_cache=cache).logits[:, -1]
         for _ in range(64):
-            full = m(seq)[:, -1]
+            full = m(seq).logits[:, -1]
             torch.testing.assert_close(logits, full, atol=1e-5, rtol=0)
             nxt = full.argmax(-1, keepdim=True)
             seq = torch.cat([seq, nxt], 1)
-            logits = m(nxt, kv_cache=cache)[:, -1]
+            logits = m(nxt, kv_cache=cache).logits[:, -1]
     assert cache.length == 8 + 64
 
 
@@ -69,27 +70,26 @@ def test_greedy_tokens_identical_with_and_without_cache():
     b = generate(m, prompt, 64, temperature=0, use_cache=False)
     assert a.shape == (3, 69)
     assert torch.equal(a, b)
-    assert torch.equal(m.generate(prompt, 64, temperature=0), a)
 
 
 def test_beyond_context_crops_and_recomputes():
     m = model(ctx=12)
     prompt = torch.randint(0, 61, (2, 7))
-    a = m.generate(prompt, 30, temperature=0)
+    a = generate(m, prompt, 30, temperature=0)
     b = generate(m, prompt, 30, temperature=0, use_cache=False)
     assert torch.equal(a, b)
     long_prompt = torch.randint(0, 61, (1, 20))  # longer than the context: only the last 12 tokens count
-    c = m.generate(long_prompt, 5, temperature=0)
-    d = m.generate(long_prompt[:, -12:], 5, temperature=0)
+    c = generate(m, long_prompt, 5, temperature=0)
+    d = generate(m, long_prompt[:, -12:], 5, temperature=0)
     assert torch.equal(c[:, 20:], d[:, 12:])
 
 
 def test_sampling_reproducible_and_streamed():
     m = model()
     prompt = torch.randint(0, 61, (1, 4))
-    a = m.generate(prompt, 20, temperature=0.9, top_k=10, generator=torch.Generator().manual_seed(3))
-    b = m.generate(prompt, 20, temperature=0.9, top_k=10, generator=torch.Generator().manual_seed(3))
-    streamed = list(m.generate_stream(prompt, 20, temperature=0.9, top_k=10,
+    a = generate(m, prompt, 20, temperature=0.9, top_k=10, generator=torch.Generator().manual_seed(3))
+    b = generate(m, prompt, 20, temperature=0.9, top_k=10, generator=torch.Generator().manual_seed(3))
+    streamed = list(generate_stream(m, prompt, 20, temperature=0.9, top_k=10,
                                       generator=torch.Generator().manual_seed(3)))
     assert torch.equal(a, b)
     assert torch.equal(torch.stack(streamed, 1), a[:, 4:])
@@ -97,20 +97,20 @@ def test_sampling_reproducible_and_streamed():
 
 def test_generate_restores_training_mode_and_validates():
     m = model().train()
-    m.generate(torch.zeros(1, 2, dtype=torch.long), 3)
+    generate(m, torch.zeros(1, 2, dtype=torch.long), 3)
     assert m.training
     with pytest.raises(ValueError, match="top_p"):
-        m.generate(torch.zeros(1, 2, dtype=torch.long), 3, top_p=1.5)
+        generate(m, torch.zeros(1, 2, dtype=torch.long), 3, top_p=1.5)
     with pytest.raises(ValueError, match="temperature"):
-        m.generate(torch.zeros(1, 2, dtype=torch.long), 3, temperature=-1)
+        generate(m, torch.zeros(1, 2, dtype=torch.long), 3, temperature=-1)
     with pytest.raises(ValueError, match="max_new_tokens"):
-        m.generate(torch.zeros(1, 2, dtype=torch.long), -3)
+        generate(m, torch.zeros(1, 2, dtype=torch.long), -3)
     with pytest.raises(ValueError, match="prompt"):
-        m.generate(torch.zeros(1, 0, dtype=torch.long), 3)
+        generate(m, torch.zeros(1, 0, dtype=torch.long), 3)
 
 
 def test_cache_rejects_wrong_shapes():
-    cache = KVCache(2, batch=1, n_heads=2, max_len=4, head_dim=3)
+    cache = KVCache(2, batch=1, num_heads=2, context_length=4, head_dim=3)
     with pytest.raises(ValueError, match=r"\(1, 2, T, 3\)"):
         cache[0].update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
     cache[1].update(torch.zeros(1, 2, 4, 3), torch.zeros(1, 2, 4, 3))

@@ -17,9 +17,9 @@ def _randomise(module: torch.nn.Module) -> None:
 
 @given(st.integers(1, 2), st.integers(1, 7), st.sampled_from(["post", "pre"]), st.booleans(), st.booleans(),
        st.sampled_from(["gelu", "gelu_tanh", "relu"]), st.sampled_from(["math", "chunked"]), st.integers(0, 2**16))
-def test_block_equals_torch(b, t, norm, causal, padded, activation, backend, seed):
+def test_block_equals_torch(b, t, norm, is_causal, padded, activation, backend, seed):
     torch.manual_seed(seed)
-    block = TransformerBlock(16, 4, 32, norm=norm, causal=causal, activation=activation, eps=1e-5).eval()
+    block = TransformerBlock(16, 4, 32, norm=norm, is_causal=is_causal, activation=activation, eps=1e-5).eval()
     _randomise(block)
     x = torch.randn(b, t, 16)
     mask = (torch.rand(b, t) > 0.3).long() if padded else None
@@ -27,10 +27,11 @@ def test_block_equals_torch(b, t, norm, causal, padded, activation, backend, see
         want, want_w = block(x, mask, return_weights=True)
     params = anp.state_dict_to_arrays(block.state_dict())
     np_mask = None if mask is None else mask.numpy()
-    got = anp.transformer_block(x.numpy(), params, 4, np_mask, norm=norm, causal=causal, activation=activation,
+    got = anp.transformer_block(x.numpy(), params, 4, np_mask, norm=norm, is_causal=is_causal, activation=activation,
                                 backend=backend)
     np.testing.assert_allclose(got, want.numpy(), atol=1e-5, rtol=0)
-    _, got_w = anp.transformer_block(x.numpy(), params, 4, np_mask, norm=norm, causal=causal, activation=activation,
+    _, got_w = anp.transformer_block(x.numpy(), params, 4, np_mask, norm=norm, is_causal=is_causal,
+                                     activation=activation,
                                      return_weights=True)
     np.testing.assert_allclose(got_w, want_w.numpy(), atol=1e-5, rtol=0)
 

@@ -15,7 +15,7 @@ SENTENCES = [
 
 def _tiny_encoder(seed: int) -> TransformerEncoder:
     torch.manual_seed(seed)
-    config = EncoderConfig(vocab_size=50, max_position=16, d_model=16, n_layers=2, n_heads=4, d_ff=32,
+    config = EncoderConfig(vocab_size=50, context_length=16, d_model=16, num_layers=2, num_heads=4, d_ff=32,
                            layer_norm_eps=1e-12)
     enc = TransformerEncoder(config).eval()
     with torch.no_grad():
@@ -52,7 +52,7 @@ def minilm():
 def _numpy_minilm(model, batch) -> np.ndarray:
     c = model.config
     params = anp.state_dict_to_arrays(model.encoder.state_dict())
-    return anp.encoder_forward(batch.input_ids.numpy(), params, c.n_heads, batch.attention_mask.numpy(),
+    return anp.encoder_forward(batch.input_ids.numpy(), params, c.num_heads, batch.attention_mask.numpy(),
                                batch.token_type_ids.numpy(), eps=c.layer_norm_eps, activation=c.activation)
 
 

@@ -11,20 +11,21 @@ from attnlab.attention import MultiHeadAttention
 @given(st.integers(1, 3), st.integers(1, 8), st.sampled_from([(8, 8, 2), (6, 12, 3), (4, 4, 1)]),
        st.booleans(), st.booleans(), st.booleans(), st.sampled_from(["math", "chunked", "auto"]),
        st.integers(0, 2**16))
-def test_multi_head_attention_equals_torch(b, t, dims, causal, qkv_bias, padded, backend, seed):
+def test_multi_head_attention_equals_torch(b, t, dims, is_causal, qkv_bias, padded, backend, seed):
     d_in, d_out, heads = dims
     torch.manual_seed(seed)
-    mha = MultiHeadAttention(d_in, d_out, heads, causal=causal, qkv_bias=qkv_bias, backend="math").eval()
+    mha = MultiHeadAttention(d_in, d_out, num_heads=heads, is_causal=is_causal, qkv_bias=qkv_bias,
+                             backend="math").eval()
     x = torch.randn(b, t, d_in)
     mask = (torch.rand(b, t) > 0.3).long() if padded else None
     with torch.no_grad():
-        want, want_w = mha(x, mask, return_weights=True)
+        want, want_w = mha(x, attention_mask=mask, return_weights=True)
     params = anp.state_dict_to_arrays(mha.state_dict())
     np_mask = None if mask is None else mask.numpy()
-    got = anp.multi_head_attention(x.numpy(), params, heads, np_mask, causal=causal, backend=backend)
+    got = anp.multi_head_attention(x.numpy(), params, heads, np_mask, is_causal=is_causal, backend=backend)
     np.testing.assert_allclose(got, want.numpy(), atol=1e-5, rtol=0)
     if backend != "chunked":
-        _, got_w = anp.multi_head_attention(x.numpy(), params, heads, np_mask, causal=causal, backend=backend,
+        _, got_w = anp.multi_head_attention(x.numpy(), params, heads, np_mask, is_causal=is_causal, backend=backend,
                                             return_weights=True)
         np.testing.assert_allclose(got_w, want_w.numpy(), atol=1e-5, rtol=0)
 
@@ -36,7 +37,7 @@ def test_split_heads():
     assert heads[0, 1, 2].tolist() == [10, 11]  # batch 0, head 1, token 2: the second half of row 2
 
 
-PARAMS = anp.state_dict_to_arrays(MultiHeadAttention(4, 4, 2).state_dict())
+PARAMS = anp.state_dict_to_arrays(MultiHeadAttention(4, 4, num_heads=2).state_dict())
 X = np.zeros((1, 3, 4), dtype=np.float32)
 
 

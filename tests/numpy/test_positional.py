@@ -11,8 +11,9 @@ from attnlab.layers import SinusoidalPositionalEncoding, sinusoidal_table
 
 
 @given(st.integers(1, 64), st.integers(1, 16).map(lambda n: 2 * n))
-def test_table_equals_torch(max_len, d_model):
-    np.testing.assert_allclose(anp.sinusoidal_table(max_len, d_model), sinusoidal_table(max_len, d_model).numpy(),
+def test_table_equals_torch(context_length, d_model):
+    np.testing.assert_allclose(anp.sinusoidal_table(context_length, d_model),
+                               sinusoidal_table(context_length, d_model).numpy(),
                                atol=1e-6, rtol=0)
 
 
@@ -25,13 +26,13 @@ def test_table_hand_worked():
 @given(st.integers(1, 3), st.integers(1, 10), st.integers(0, 5))
 def test_add_positions_equals_torch(b, t, offset):
     x = np.random.default_rng(t).standard_normal((b, t, 8), dtype=np.float32)
-    want = SinusoidalPositionalEncoding(8, max_len=32)(torch.from_numpy(x), offset=offset).numpy()
+    want = SinusoidalPositionalEncoding(8, context_length=32)(torch.from_numpy(x), offset=offset).numpy()
     np.testing.assert_allclose(anp.add_sinusoidal_positions(x, offset=offset), want, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize(("call", "match"), [
     (lambda: anp.sinusoidal_table(4, 3), "d_model must be even"),
-    (lambda: anp.sinusoidal_table(0, 4), "max_len must be a positive int, got 0"),
+    (lambda: anp.sinusoidal_table(0, 4), "context_length must be a positive int, got 0"),
     (lambda: anp.add_sinusoidal_positions(np.zeros((2, 4), np.float32)), r"x must have shape \(B, T, D\)"),
     (lambda: anp.add_sinusoidal_positions(np.zeros((1, 2, 4), np.float32), offset=-1), "offset must be an int >= 0"),
 ])

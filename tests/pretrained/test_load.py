@@ -39,7 +39,7 @@ def test_any_bert_checkpoint_matches_transformers(tmp_path, minilm_dir, prefix):
     batch.token_type_ids[0, 2:] = 1  # a second segment
     with torch.inference_mode():
         want = ref(batch.input_ids, batch.attention_mask, batch.token_type_ids, output_attentions=True)
-        got = bert(batch.input_ids, batch.attention_mask, batch.token_type_ids, output_attentions=True)
+        got = bert(batch.input_ids, batch.attention_mask, batch.token_type_ids, return_weights=True)
     real = batch.attention_mask.bool()
     assert (got.last_hidden_state - want.last_hidden_state)[real].abs().max() <= 1e-5
     for w, w_ref in zip(got.attentions, want.attentions, strict=True):
@@ -110,7 +110,7 @@ def test_wrong_tensor_shape_is_named(tmp_path, minilm_dir):
 def test_bad_ids_and_too_many_tokens(bert, hamlet):
     with pytest.raises(ValueError, match=r"token ids must be in \[0, vocab_size=30522\)"):
         bert(torch.tensor([[101, 30522, 102]]))
-    with pytest.raises(ValueError, match="exceed the model's max_position=512"):
+    with pytest.raises(ValueError, match="exceed the model's context_length=512"):
         bert(torch.ones(1, 513, dtype=torch.long))
     long_text = " ".join(hamlet[:300])
     with pytest.raises(ValueError, match=r"text 1 has \d+ tokens, more than the model's 512 positions"):
@@ -126,7 +126,7 @@ def test_bad_ids_and_too_many_tokens(bert, hamlet):
 
 
 def test_bundled_model_and_sentence_embeddings(bert):
-    assert bert.config.n_layers == 6 and bert.config.d_model == 384
+    assert bert.config.num_layers == 6 and bert.config.d_model == 384
     assert bert.encoder.num_parameters() == 22_565_376
     emb = bert.encode(["The cat sat on the mat.", "A cat was sitting on a mat.", "Stock prices fell sharply."])
     torch.testing.assert_close(emb.norm(dim=-1), torch.ones(3), atol=1e-6, rtol=0)

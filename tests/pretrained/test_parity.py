@@ -41,8 +41,8 @@ def test_matches_transformers_bert(bert, reference, texts):
     with torch.inference_mode():
         ref = hf(batch.input_ids, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids,
                  output_attentions=True)
-        ours = bert(batch.input_ids, batch.attention_mask, batch.token_type_ids, output_attentions=True,
-                    output_hidden_states=True)
+        ours = bert(batch.input_ids, batch.attention_mask, batch.token_type_ids, return_weights=True,
+                    return_hidden_states=True)
         fast = bert(batch.input_ids, batch.attention_mask, batch.token_type_ids)
     assert ours.attentions is not None and len(ours.attentions) == len(ref.attentions) == 6
     for layer, (w, w_ref) in enumerate(zip(ours.attentions, ref.attentions, strict=True)):

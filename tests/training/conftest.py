@@ -1,19 +1,9 @@
 import pytest
 
-TEXT = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
-        "First Citizen:\nYou are all resolved rather to die than to famish?\n\nAll:\nResolved. resolved.\n") * 8
-
 
 @pytest.fixture(autouse=True)
 def _one_thread(one_thread):
     """Every training test runs on one thread (see the root conftest)."""
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    path = tmp_path / "corpus.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return path
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ def trained_pair(seed: int):
     model = GPT(GPTConfig.from_preset("tiny", vocab_size=5, context_length=8))
     opt = configure_optimizer(model, 1e-2, 0.1, (0.9, 0.99))
     for _ in range(2):
-        model(torch.randint(0, 5, (2, 8))).square().mean().backward()
+        model(torch.randint(0, 5, (2, 8))).logits.square().mean().backward()
         opt.step()
         opt.zero_grad()
     return model, opt

@@ -9,7 +9,7 @@ def test_toml_round_trip(tmp_path):
     cfg = TrainConfig.from_dict(load_toml(path))
     assert (cfg.preset, cfg.max_iters, cfg.learning_rate, cfg.model) == ("tiny", 7, 3e-3, {"d_model": 48})
     model_cfg = build_model_config(cfg, vocab_size=65)
-    assert (model_cfg.d_model, model_cfg.vocab_size, model_cfg.n_layers) == (48, 65, 2)
+    assert (model_cfg.d_model, model_cfg.vocab_size, model_cfg.num_layers) == (48, 65, 2)
 
 
 def test_unknown_key_names_it_and_suggests_the_nearest():
@@ -23,7 +23,7 @@ def test_unknown_key_without_a_near_one_lists_the_keys():
 
 
 def test_unknown_model_key_suggests_the_nearest():
-    with pytest.raises(ValueError, match=r"model: unknown key 'n_layer'; did you mean 'n_layers'\?"):
+    with pytest.raises(ValueError, match=r"model: unknown key 'n_layer'; did you mean 'num_layers'\?"):
         build_model_config(TrainConfig(model={"n_layer": 2}), vocab_size=10)
 
 
@@ -52,3 +52,15 @@ def test_bad_toml(tmp_path):
         load_toml(path)
     with pytest.raises(ValueError, match="no such file"):
         load_toml(tmp_path / "missing.toml")
+
+
+def test_the_docstrings_toml_example_is_a_valid_config():
+    """The example in attnlab.training.config's docstring must build (it once named a field the model lacks)."""
+    import tomllib
+
+    import attnlab.training.config as module
+
+    example = module.__doc__.split("e.g.::")[1].split("\n\n")[1]
+    values = tomllib.loads("\n".join(line.strip() for line in example.splitlines()))
+    config = TrainConfig.from_dict(values)
+    assert build_model_config(config, vocab_size=65).d_model == 192

@@ -20,7 +20,7 @@ def test_loss_decreases_on_a_tiny_corpus(tiny_config):
     assert first > 3.0 and last < 0.8 * first, (first, last)
     assert result.evals[-1][2] < result.evals[0][2]
     assert result.stop_reason == "max_iters" and result.step == 40
-    assert (result.out / "loss.png").stat().st_size > 1000
+    assert not (result.out / "loss.png").exists()  # the trainer saves; drawing is the CLI's and the demo's
 
 
 def test_resume_equals_uninterrupted_bitwise(tiny_config, tmp_path):
@@ -60,7 +60,7 @@ def test_empty_corpus(tiny_config, tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("To be, or not.", r"the train split has 13 tokens, fewer than one block \(block_size \+ 1 = 17\)"),
+    ("To be, or not.", r"the train split has 13 tokens, fewer than one block \(context_length \+ 1 = 17\)"),
     ("To be, or not to be, that is the question.", r"the validation split has 4 tokens, fewer than one block"),
 ])
 def test_corpus_shorter_than_one_block(tiny_config, tmp_path, text, message):

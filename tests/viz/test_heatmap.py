@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from attnlab.inspect import ToyConfig, ToyModel, capture
-from attnlab.viz.files import save_figure
+from attnlab.inspect import RandomModel, RandomModelConfig, capture
+from attnlab.viz.figures import save_figure
 from attnlab.viz.fonts import fonts_for
 from attnlab.viz.heatmap import head_figure, heads_figure
 
@@ -18,7 +18,7 @@ SENTENCE = "我 爱 学习 AI こんにちは 한국어"
 
 @pytest.fixture(scope="module")
 def cap():
-    return capture(ToyModel(ToyConfig("multihead")), SENTENCE, qkv=False)
+    return capture(RandomModel(RandomModelConfig("multihead")), SENTENCE, qkv=False)
 
 
 def test_chinese_tick_labels_have_every_glyph_and_png_is_written(cap, tmp_path):
@@ -50,7 +50,7 @@ def test_heatmap_shows_the_captured_weights(cap):
 def test_all_heads_grid_and_svg(cap, tmp_path):
     fig = heads_figure(cap, 0)
     images = [ax.images[0].get_array() for ax in fig.axes if ax.images]
-    assert len(images) == cap.n_heads
+    assert len(images) == cap.num_heads
     for h, im in enumerate(images):
         np.testing.assert_array_equal(im, cap.attentions[0][h].numpy())
     out = save_figure(fig, tmp_path / "grid.svg")

@@ -11,7 +11,7 @@ from attnlab.viz.pe_plot import pe_figure
 
 
 def test_heatmap_is_the_formula_and_curves_are_columns():
-    fig = pe_figure(max_len=50, d_model=16, dims=[0, 3])
+    fig = pe_figure(context_length=50, d_model=16, dims=[0, 3])
     heat, curves = fig.axes[0], fig.axes[1]
     pe = heat.images[0].get_array()
     pos = 7  # dims 6 and 7 are sin and cos of pos / 10000^(2·3/16)

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.inspect import ToyConfig, ToyModel, capture
+from attnlab.inspect import RandomModel, RandomModelConfig, capture
 from attnlab.viz.viewer import QUANT_ERROR, AttentionView, build_html, dequantise, quantise, write_html
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -27,7 +27,7 @@ def _data(page: str) -> dict:
 
 @pytest.fixture(scope="module")
 def cap():
-    model = ToyModel(ToyConfig("multihead"))
+    model = RandomModel(RandomModelConfig("multihead"))
     tokens = ["我", XSS, "</script><script>alert(2)</script>", "&amp;", "AI"]
     return capture(model, model.embed(tokens), tokens=tokens)
 
@@ -59,7 +59,7 @@ def test_quantisation_error_is_within_bound(row):
 def test_payload_decodes_to_the_capture(cap):
     data = _data(build_html(cap, embed_font=False))
     q = zlib.decompress(base64.b64decode(data["weights"]))
-    back = dequantise(q, base64.b64decode(data["rowmax"]), (cap.n_layers, cap.n_heads, cap.seq_len, cap.seq_len))
+    back = dequantise(q, base64.b64decode(data["rowmax"]), (cap.num_layers, cap.num_heads, cap.seq_len, cap.seq_len))
     np.testing.assert_allclose(back, torch.stack(cap.attentions).numpy(), atol=QUANT_ERROR + 1e-6)
 
 

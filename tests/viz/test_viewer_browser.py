@@ -131,7 +131,7 @@ def test_viewer_in_chromium(offline_page, two_layer, tmp_path):
 
     page.click("#tab-grid")
     page.wait_for_selector("#grid[data-done='1']")
-    assert page.locator("#grid figure").count() == cap.n_layers * cap.n_heads
+    assert page.locator("#grid figure").count() == cap.num_layers * cap.num_heads
     page.click("#grid figure >> nth=1")  # layer 0, head 1
     assert page.get_attribute("body", "data-layer") == "0" and page.get_attribute("body", "data-head") == "1"
 

@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention.causal import CausalAttention
-from attnlab.attention.inputs import as_batched, check_length, key_padding, unbatch
-from attnlab.functional import Backend, scaled_dot_product_attention
+from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
+from attnlab.functional import Backend, attend
 
 
 class KVCacheLike(Protocol):
@@ -64,77 +64,109 @@ class MultiHeadAttentionWrapper(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head self-attention with weight splitting and an output projection.
+    """Multi-head attention with weight splitting and an output projection, called as in the book.
+
+    ``MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False)``: the book's
+    positional arguments, in the book's order. Self-attention is ``mha(x)`` (queries, keys and values all
+    from ``x``); cross-attention is ``mha(x, memory)`` (queries from ``x``, keys and values from ``memory``).
 
     Args:
         d_in: input width.
         d_out: output width; split into ``num_heads`` heads of ``head_dim = d_out // num_heads``.
-        num_heads: number of heads; must divide ``d_out``.
         context_length: the longest sequence accepted (None: no limit).
         dropout: dropout on the attention weights, training mode only.
-        qkv_bias: give the q/k/v projections a bias (BERT does, GPT-2 does, the book does not).
-        causal: mask future tokens (a decoder); False for an encoder.
+        num_heads: number of heads; must divide ``d_out``.
+        qkv_bias: give the q/k/v projections a bias (BERT and GPT-2 do, the book does not).
+        is_causal: mask future keys (a decoder, and the book's default); False for an encoder or
+            for cross-attention.
+        out_bias: give ``out_proj`` a bias (the book and GPT-2 do; ``bias=False`` models do not).
         backend: attention backend, see :func:`attnlab.functional.scaled_dot_product_attention`.
 
-    Shapes: x ``(B, T, d_in)`` or ``(T, d_in)`` -> ``(B, T, d_out)``; weights ``(B, num_heads, T, T)``.
+    Shapes: x ``(B, Tq, d_in)`` or ``(Tq, d_in)``, memory ``(B, Tk, d_in)`` -> ``(B, Tq, d_out)``;
+    weights ``(B, num_heads, Tq, Tk)``.
+
+    With ``backend="math"`` (or when weights are asked for) step 3 of :meth:`forward` is the book's code::
+
+        attn_scores = queries @ keys.transpose(2, 3)                  # (B, H, Tq, Tk)
+        attn_scores.masked_fill_(~mask, -torch.inf)                   # the causal and padding masks
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+        context_vec = attn_weights @ values                           # (B, H, Tq, head_dim)
+
+    (:func:`attnlab.functional.math_attention`); otherwise the same arithmetic runs as one fused kernel.
 
     Example:
-        >>> mha = MultiHeadAttention(d_in=768, d_out=768, num_heads=12, causal=True)
-        >>> mha(torch.randn(2, 10, 768)).shape
-        torch.Size([2, 10, 768])
+        >>> mha = MultiHeadAttention(3, 2, 6, 0.0, 2)                 # the book's call
+        >>> mha(torch.rand(2, 6, 3)).shape
+        torch.Size([2, 6, 2])
     """
 
-    def __init__(self, d_in: int, d_out: int, num_heads: int, context_length: int | None = None,
-                 dropout: float = 0.0, qkv_bias: bool = False, causal: bool = True,
+    def __init__(self, d_in: int, d_out: int, context_length: int | None = None, dropout: float = 0.0,
+                 num_heads: int = 1, qkv_bias: bool = False, *, is_causal: bool = True, out_bias: bool = True,
                  backend: Backend = "auto") -> None:
         super().__init__()
-        if num_heads < 1 or d_out % num_heads != 0:
-            raise ValueError(
-                f"MultiHeadAttention: d_out must be divisible by num_heads, got d_out={d_out}, num_heads={num_heads}"
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"MultiHeadAttention: dropout must be in [0, 1), got {dropout!r}")
+        owner = type(self).__name__
+        if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
+            raise ValueError(f"{owner}: d_out must be divisible by num_heads, got d_out={d_out}, num_heads={num_heads}")
+        check_module_options(owner, backend, dropout)
         self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
         self.head_dim = d_out // num_heads
-        self.context_length, self.dropout_p, self.causal, self.backend = context_length, dropout, causal, backend
+        self.context_length, self.is_causal, self.backend = context_length, is_causal, backend
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out)  # mixes what the heads found
+        self.out_proj = nn.Linear(d_out, d_out, bias=out_bias)  # mixes what the heads found
+        self.dropout = nn.Dropout(dropout)
 
     def split_heads(self, t: Tensor) -> Tensor:
         """``(B, T, d_out)`` -> ``(B, num_heads, T, head_dim)``."""
         b, n, _ = t.shape
         return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None, return_weights: bool = False,
-                kv_cache: KVCacheLike | None = None):
-        """Attend over ``x (B, T, d_in)``; see the class docstring for shapes.
+    def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
+                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None):
+        """Attend from ``x`` to ``memory`` (default: ``x`` itself); see the class docstring for shapes.
 
-        ``kv_cache`` (decoding): an object whose ``update(k, v)`` appends this call's keys and values
-        ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``. The T new
-        queries sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i``
-        (bottom-right aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
+        Args:
+            x: the queries' sequence ``(B, Tq, d_in)``.
+            memory: the keys' and values' sequence ``(B, Tk, d_in)``; None for self-attention.
+            attention_mask: ``(B, Tk)`` padding mask of the keys' sequence, 1 = real token (checked here).
+            attn_mask: instead, a mask already broadcastable to the scores ``(B, H, Tq, Tk)`` (bool, True =
+                may attend, or float, added), from a model that checked its inputs; used as it is.
+            return_weights: also return the weights ``(B, H, Tq, Tk)``.
+            kv_cache: decoding: an object whose ``update(k, v)`` appends this call's keys and values
+                ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``. The T new
+                queries sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i``
+                (bottom-right aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
         """
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
-        b, t, _ = x.shape
-        check_length(t, self.context_length, owner)
-        mask = key_padding(attention_mask, x, owner)
-        q, k, v = self.split_heads(self.W_query(x)), self.split_heads(self.W_key(x)), self.split_heads(self.W_value(x))
-        is_causal, backend = self.causal, self.backend
-        if kv_cache is not None:
-            if t == 1 and backend == "auto":
-                backend = "math"  # one query: two tiny matmuls beat the flash kernel's set-up by far
+        source = x if memory is None else as_batched(memory, self.d_in, owner, "memory")[0]
+        b, num_tokens, _ = x.shape
+        check_length(source.shape[1], self.context_length, owner)
+        mask = one_mask(attention_mask, attn_mask, source, owner)
+
+        # 1. project: queries from x, keys and values from the sequence attended to      (B, T, d_out)
+        queries = self.W_query(x)
+        keys = self.W_key(source)
+        values = self.W_value(source)
+
+        # 2. split d_out into heads, and put the heads before the tokens            (B, H, T, head_dim)
+        queries, keys, values = self.split_heads(queries), self.split_heads(keys), self.split_heads(values)
+        is_causal = self.is_causal
+        if kv_cache is not None:  # decoding: this step's keys and values join the cached ones
             if mask is not None:
-                raise ValueError(f"{owner}: attention_mask cannot be combined with kv_cache")
-            k, v = kv_cache.update(k, v)
-            check_length(k.shape[-2], self.context_length, owner)
-            mask, is_causal = (cached_causal_mask(t, k.shape[-2], x.device) if self.causal else None), False
-        out = scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout_p if self.training else 0.0,
-            is_causal=is_causal, backend=backend, return_weights=return_weights,
-        )
-        out, weights = out if return_weights else (out, None)
-        out = self.out_proj(out.transpose(1, 2).reshape(b, t, self.d_out))  # concatenate the heads, then mix
-        return unbatch(out, weights, unbatched, return_weights)
+                raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache")
+            keys, values = kv_cache.update(keys, values)
+            check_length(keys.shape[-2], self.context_length, owner)
+            mask = cached_causal_mask(num_tokens, keys.shape[-2], x.device) if is_causal else None
+            is_causal = False
+
+        # 3. scores Q Kᵀ / √head_dim, masked, softmax over the keys, dropout, weighted sum of the values
+        context, weights = attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,
+                                  dropout_p=self.dropout.p if self.training else 0.0, backend=self.backend,
+                                  return_weights=return_weights)
+
+        # 4. merge the heads back into d_out, then mix them                              (B, Tq, d_out)
+        context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)
+        return unbatch(self.out_proj(context), weights, unbatched, return_weights)

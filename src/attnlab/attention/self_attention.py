@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention.inputs import as_batched, check_length, key_padding, unbatch
-from attnlab.functional import Backend, scaled_dot_product_attention
+from attnlab.attention.checks import as_batched, check_length, check_module_options, key_padding, unbatch
+from attnlab.functional import Backend, attend
 
 
 class _SingleHead(nn.Module):
@@ -34,7 +34,7 @@ class _SingleHead(nn.Module):
         check_length(x.shape[1], self.context_length, owner)
         mask = key_padding(attention_mask, x, owner)
         queries, keys, values = self.project(x)
-        out = scaled_dot_product_attention(
+        out, weights = attend(
             queries, keys, values,
             attn_mask=None if mask is None else mask[:, 0],  # one head: (B, 1, T)
             dropout_p=self.dropout_p if self.training else 0.0,
@@ -42,7 +42,6 @@ class _SingleHead(nn.Module):
             backend=self.backend,
             return_weights=return_weights,
         )
-        out, weights = out if return_weights else (out, None)
         return unbatch(out, weights, unbatched, return_weights)
 
 
@@ -59,6 +58,7 @@ class SelfAttentionV1(_SingleHead):
 
     def __init__(self, d_in: int, d_out: int, backend: Backend = "auto") -> None:
         super().__init__()
+        check_module_options(type(self).__name__, backend)
         self.d_in, self.d_out, self.backend = d_in, d_out, backend
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))
@@ -77,6 +77,7 @@ class SelfAttentionV2(_SingleHead):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False, backend: Backend = "auto") -> None:
         super().__init__()
+        check_module_options(type(self).__name__, backend)
         self.d_in, self.d_out, self.backend = d_in, d_out, backend
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attnlab.attention.inputs import as_batched, key_padding, unbatch
-from attnlab.functional import Backend, scaled_dot_product_attention
+from attnlab.attention.checks import as_batched, check_module_options, key_padding, unbatch
+from attnlab.functional import Backend, attend
 
 
 class SimpleSelfAttention(nn.Module):
@@ -23,14 +23,12 @@ class SimpleSelfAttention(nn.Module):
 
     def __init__(self, backend: Backend = "auto") -> None:
         super().__init__()
+        check_module_options(type(self).__name__, backend)
         self.backend = backend
 
     def forward(self, x: Tensor, attention_mask: Tensor | None = None, return_weights: bool = False):
         x, unbatched = as_batched(x, None, type(self).__name__)
         mask = key_padding(attention_mask, x, type(self).__name__)
         mask = None if mask is None else mask[:, 0]  # one head: (B, 1, T)
-        out = scaled_dot_product_attention(
-            x, x, x, attn_mask=mask, scale=1.0, backend=self.backend, return_weights=return_weights
-        )
-        out, weights = out if return_weights else (out, None)
+        out, weights = attend(x, x, x, attn_mask=mask, scale=1.0, backend=self.backend, return_weights=return_weights)
         return unbatch(out, weights, unbatched, return_weights)

@@ -2,7 +2,7 @@
 comes to the machine's own limit (a large fp32 matrix multiply, measured in the same run).
 
 >>> from attnlab.bench import attention_flops
->>> attention_flops(1, 4, 8, 2, causal=True).scores      # 2 · B · h · T(T+1)/2 · d_h
+>>> attention_flops(1, 4, 8, 2, is_causal=True).scores      # 2 · B · h · T(T+1)/2 · d_h
 160
 """
 

@@ -33,10 +33,10 @@ class Case:
     seq_len: int
     d_model: int
     num_heads: int
-    causal: bool
+    is_causal: bool
 
     def flops(self) -> int:
-        return attention_flops(self.batch, self.seq_len, self.d_model, self.num_heads, self.causal).total
+        return attention_flops(self.batch, self.seq_len, self.d_model, self.num_heads, self.is_causal).total
 
     def full_flops(self) -> int:
         """FLOPs with every query-key pair counted: what the O(T²) kernels really compute, used for planning."""
@@ -50,14 +50,14 @@ def estimate_peak_bytes(case: Case) -> int:
     """Peak extra memory of one call, estimated from what each backend allocates.
 
     ``math`` (torch) holds the scores and the softmax output at once (two ``(B, h, T, T)`` fp32
-    matrices) and, when causal, bool masks of ``T²`` bytes; ``numpy-math`` works in place (one
+    matrices) and, when is_causal, bool masks of ``T²`` bytes; ``numpy-math`` works in place (one
     matrix, the causal mask written into it). The chunked kernels hold a few blocks of scores;
     ``sdpa`` (a flash kernel) is O(T).
     """
     b, t, d, h = case.batch, case.seq_len, case.d_model, case.num_heads
     activations = 8 * b * t * d * 4  # x, q, k, v, their head-split copies, the concatenated heads, the output
     scores = b * h * t * t * 4
-    masks = 2 * t * t if case.causal else 0
+    masks = 2 * t * t if case.is_causal else 0
     per_backend = {
         "math": 2 * scores + masks,
         "numpy-math": scores,
@@ -75,7 +75,7 @@ class BenchConfig:
 
     seq_lens: tuple[int, ...] = FULL_SEQ_LENS
     backends: tuple[str, ...] = BACKENDS
-    causal: tuple[bool, ...] = (False, True)
+    is_causal: tuple[bool, ...] = (False, True)
     texts_shape: bool = True
     batch: int = 1  # the sweep's batch, width and heads
     d_model: int = 512
@@ -98,8 +98,8 @@ class BenchConfig:
         unknown = [b for b in self.backends if b not in BACKENDS]
         if not self.backends or unknown:
             raise ValueError(f"unknown backend(s) {unknown or '(none given)'}; valid: {', '.join(BACKENDS)}")
-        if not self.causal:
-            raise ValueError("causal must hold at least one of False, True")
+        if not self.is_causal:
+            raise ValueError("is_causal must hold at least one of False, True")
         for name in ("batch", "d_model", "num_heads", "min_repeats", "max_repeats", "matmul_n", "bandwidth_mib"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -124,13 +124,13 @@ class BenchConfig:
         return cls(**overrides)
 
     def cases(self) -> list[Case]:
-        """Every case, in the order of the table: the texts' shape, then the sweep by T, causal, backend."""
+        """Every case, in the order of the table: the texts' shape, then the sweep by T, is_causal, backend."""
         found = []
         if self.texts_shape:
-            found += [Case("texts", b, causal=c, **TEXTS_SHAPE) for c in self.causal for b in self.backends]
+            found += [Case("texts", b, is_causal=c, **TEXTS_SHAPE) for c in self.is_causal for b in self.backends]
         for t in sorted(set(self.seq_lens)):
             found += [Case("sweep", b, self.batch, t, self.d_model, self.num_heads, c)
-                      for c in self.causal for b in self.backends]
+                      for c in self.is_causal for b in self.backends]
         return found
 
     def run_order(self) -> list[Case]:
@@ -172,13 +172,13 @@ class Planner:
         self.rate: dict[tuple[str, bool], float] = {}  # (backend, causal) -> measured full-count FLOP/s
 
     def learn(self, case: Case, median_seconds: float) -> None:
-        self.rate[(case.backend, case.causal)] = case.full_flops() / median_seconds
+        self.rate[(case.backend, case.is_causal)] = case.full_flops() / median_seconds
 
     def plan(self, case: Case, seconds_left: float = float("inf")) -> Plan:
         """How to run ``case``; ``seconds_left``: what remains of the whole run's time budget."""
         cfg = self.config
         est_bytes = estimate_peak_bytes(case)
-        rate = self.rate.get((case.backend, case.causal), _PRIOR_GFLOPS[case.backend] * 1e9)
+        rate = self.rate.get((case.backend, case.is_causal), _PRIOR_GFLOPS[case.backend] * 1e9)
         per_call = case.full_flops() / rate
         if est_bytes > self.memory_limit:
             return Plan(est_seconds=per_call, est_bytes=est_bytes,

@@ -36,11 +36,11 @@ class AttentionFlops:
         return self.qkv + self.scores + self.weighted_sum + self.out_proj
 
 
-def attention_flops(batch: int, seq_len: int, d_model: int, num_heads: int, causal: bool) -> AttentionFlops:
+def attention_flops(batch: int, seq_len: int, d_model: int, num_heads: int, is_causal: bool) -> AttentionFlops:
     """FLOPs of multi-head self-attention with projections (see the module docstring).
 
     Example:
-        >>> attention_flops(8, 256, 512, 8, causal=False).total   # the texts' shape
+        >>> attention_flops(8, 256, 512, 8, is_causal=False).total   # the texts' shape
         5368709120
     """
     for name, n in (("batch", batch), ("seq_len", seq_len), ("d_model", d_model), ("num_heads", num_heads)):
@@ -49,7 +49,7 @@ def attention_flops(batch: int, seq_len: int, d_model: int, num_heads: int, caus
     if d_model % num_heads:
         raise ValueError(f"attention_flops: num_heads={num_heads} must divide d_model={d_model}")
     head_dim = d_model // num_heads
-    pairs = seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+    pairs = seq_len * (seq_len + 1) // 2 if is_causal else seq_len * seq_len
     attention = 2 * batch * num_heads * pairs * head_dim
     return AttentionFlops(qkv=2 * 3 * batch * seq_len * d_model**2, scores=attention, weighted_sum=attention,
                           out_proj=2 * batch * seq_len * d_model**2)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from attnlab.bench.report import write_atomic
 from attnlab.bench.runner import BenchResult
+from attnlab.bench.tables import write_atomic
 
 
 def _guides(ax, pts_by_backend: list[list[tuple[int, float]]]) -> None:
@@ -27,7 +27,7 @@ def _figure(result: BenchResult, value, ylabel: str, title: str, guides: bool = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    modes = result.config.causal
+    modes = result.config.is_causal
     fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False, sharey=True)
     drawn = False
     for ax, causal in zip(axes[0], modes, strict=True):
@@ -35,7 +35,7 @@ def _figure(result: BenchResult, value, ylabel: str, title: str, guides: bool = 
         for backend in result.config.backends:
             pts = sorted((r.case.seq_len, value(r)) for r in result.cases
                          if r.status == "ok" and r.case.group == "sweep" and r.case.backend == backend
-                         and r.case.causal == causal and value(r))
+                         and r.case.is_causal == causal and value(r))
             if pts:
                 drawn = True
                 lines.append(pts)

@@ -70,7 +70,8 @@ class BenchResult:
         cfg = self.config
         return {"machine": self.machine, "matmul": self.matmul, "bandwidth": self.bandwidth,
                 "memory_limit_gib": self.memory_limit_bytes / 2**30, "seconds": self.seconds,
-                "config": {"seq_lens": list(cfg.seq_lens), "backends": list(cfg.backends), "causal": list(cfg.causal),
+                "config": {"seq_lens": list(cfg.seq_lens), "backends": list(cfg.backends),
+                           "is_causal": list(cfg.is_causal),
                            "sweep_shape": {"batch": cfg.batch, "d_model": cfg.d_model, "num_heads": cfg.num_heads},
                            "max_case_seconds": cfg.max_case_seconds, "max_total_seconds": cfg.max_total_seconds},
                 "cases": [c.as_dict(self.matmul["value"]) for c in self.cases]}

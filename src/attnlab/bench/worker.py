@@ -70,12 +70,13 @@ def build(case: Case, seed: int):
         from attnlab.numpy import multi_head_attention
 
         backend = case.backend.removeprefix("numpy-")
-        return lambda: multi_head_attention(x, params, case.num_heads, causal=case.causal, backend=backend)
+        return lambda: multi_head_attention(x, params, case.num_heads, is_causal=case.is_causal, backend=backend)
     import torch
 
     from attnlab.attention import MultiHeadAttention
 
-    mha = MultiHeadAttention(case.d_model, case.d_model, case.num_heads, causal=case.causal, backend=case.backend)
+    mha = MultiHeadAttention(case.d_model, case.d_model, num_heads=case.num_heads, is_causal=case.is_causal,
+                             backend=case.backend)
     mha.load_state_dict({k: torch.from_numpy(v) for k, v in params.items()})
     mha.eval()
     tx = torch.from_numpy(x)

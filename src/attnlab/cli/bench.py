@@ -62,8 +62,8 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from attnlab.bench.plots import write_plots
-    from attnlab.bench.report import markdown, rich_table, write_atomic
     from attnlab.bench.runner import run_bench
+    from attnlab.bench.tables import markdown, rich_table, write_atomic
 
     if d_model % heads:
         raise click.BadParameter(f"--heads {heads} must divide --d-model {d_model}", param_hint="--heads")
@@ -72,7 +72,7 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
         if value is not None:
             overrides[key] = value
     if causal is not None:
-        overrides["causal"] = (causal,)
+        overrides["is_causal"] = (causal,)
     if max_memory_gib is not None:
         overrides["max_memory_bytes"] = int(max_memory_gib * 2**30)
     config = BenchConfig.quick(**overrides) if quick else BenchConfig.full(**overrides)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from attnlab.demo import run_demo
+from attnlab.demo import Demo, run_demo
+from attnlab.demo.toy import toy_step
 
 
 @click.command(name="demo")
@@ -18,11 +19,6 @@ def command(seed: int, out_dir: str, part: str | None) -> None:
     PART runs one part alone: `toy` is the tutorial's one-layer toy (training, heatmaps).
     """
     if part == "toy":
-        from rich.console import Console
-
-        from attnlab.demo import EMBEDDINGS
-        from attnlab.training.walkthrough import toy_step
-
-        toy_step(Console(), EMBEDDINGS, seed, out_dir)
+        toy_step(Demo(seed=seed, out_dir=out_dir))
         return
     run_demo(seed=seed, out_dir=out_dir)

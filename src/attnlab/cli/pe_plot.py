@@ -7,18 +7,18 @@ import click
 
 @click.command(name="pe-plot")
 @click.option("-o", "--output", default="pe.png", show_default=True, help="Output file (.png or .svg).")
-@click.option("--max-len", default=100, show_default=True, help="Number of positions.")
+@click.option("--context-length", default=100, show_default=True, help="Number of positions.")
 @click.option("--d-model", default=64, show_default=True, help="Embedding width (even).")
 @click.option("--dims", default=None, help="Comma-separated dimensions to draw as curves, e.g. 0,1,10.")
-def command(output: str, max_len: int, d_model: int, dims: str | None) -> None:
+def command(output: str, context_length: int, d_model: int, dims: str | None) -> None:
     """Plot PE(pos, i) as a positions × dimensions heatmap and a few dimensions as curves."""
-    from attnlab.viz.files import image_format, save_figure
+    from attnlab.viz.figures import image_format, save_figure
     from attnlab.viz.pe_plot import pe_figure
 
     try:
         image_format(output)
         wanted = None if dims is None else [int(d) for d in dims.split(",") if d.strip()]
-        fig = pe_figure(max_len, d_model, wanted)
+        fig = pe_figure(context_length, d_model, wanted)
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     click.echo(f"wrote {save_figure(fig, output)}")

@@ -18,15 +18,14 @@ import click
 def command(checkpoint: str, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None,
             top_p: float | None, seed: int | None, device: str) -> None:
     """Continue PROMPT (default: a newline) with a trained model; KV cache on."""
-    from attnlab.generation import check_sampling
-    from attnlab.training.inference import encode_prompt, load_trained, stream_text
+    from attnlab.generation import stream_text
+    from attnlab.models import load_trained
 
     try:
-        check_sampling(temperature, top_k, top_p)
         model, tokenizer = load_trained(checkpoint, device)
-        encode_prompt(tokenizer, prompt)  # fail before printing anything
+        pieces = stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed)  # checks
         click.echo(prompt, nl=False)
-        for piece in stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed):
+        for piece in pieces:
             click.echo(piece, nl=False)
         click.echo()
     except (ValueError, TypeError) as err:

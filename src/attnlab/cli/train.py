@@ -10,7 +10,7 @@ import click
 TRAIN_FLAGS = ("data", "out", "tokenizer", "vocab_size", "preset", "max_iters", "batch_size", "grad_accum",
                "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip",
                "eval_interval", "eval_iters", "seed", "time_budget", "compile", "device", "val_fraction")
-MODEL_FLAGS = ("n_layers", "n_heads", "d_model", "d_ff", "context_length", "dropout")
+MODEL_FLAGS = ("num_layers", "num_heads", "d_model", "d_ff", "context_length", "dropout")
 
 
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
@@ -38,17 +38,26 @@ def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
     return TrainConfig.from_dict(values)
 
 
+def draw_loss_curve(trainer) -> None:
+    """After every checkpoint: ``OUT/loss.png``, the loss so far (the trainer saves; the CLI draws)."""
+    from attnlab.viz.figures import save_figure
+    from attnlab.viz.loss_curve import loss_figure
+
+    title = f"{trainer.config.data}: {trainer.model.num_parameters():,} parameters"
+    save_figure(loss_figure(trainer.train_losses, trainer.evals, title), trainer.out / "loss.png", dpi=110)
+
+
 @click.command(name="train")
 @click.option("--data", help="'shakespeare' (built in), a text file or a directory.  [default: shakespeare]")
 @click.option("--out", help="Output directory: checkpoints, tokenizer, loss curve.  [default: out/train]")
 @click.option("--tokenizer", type=click.Choice(["char", "bpe"]), help="Characters or byte-level BPE.  [default: char]")
 @click.option("--vocab-size", type=int, help="BPE vocabulary size.  [default: 4096]")
 @click.option("--preset", help="Model preset: tiny, baby, ...  [default: baby]")
-@click.option("--n-layers", type=int, help="Override the preset: number of blocks.")
-@click.option("--n-heads", type=int, help="Override the preset: attention heads.")
+@click.option("--num-layers", type=int, help="Override the preset: number of blocks.")
+@click.option("--num-heads", type=int, help="Override the preset: attention heads.")
 @click.option("--d-model", type=int, help="Override the preset: model width.")
 @click.option("--d-ff", type=int, help="Override the preset: feed-forward width (default 4·d_model).")
-@click.option("--context-length", "--block-size", "context_length", type=int, help="Override the preset: block size.")
+@click.option("--context-length", type=int, help="Override the preset: the longest sequence (block size).")
 @click.option("--dropout", type=float, help="Override the preset: dropout.")
 @click.option("--max-iters", type=int, help="Optimizer steps.  [default: 2000]")
 @click.option("--batch-size", type=int, help="Sequences per micro-batch, per process.  [default: 12]")
@@ -83,7 +92,7 @@ def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool,
 
     try:
         config = merge_config(given, config_file, resume)
-        train(config, resume=resume, quiet=quiet, overwrite=overwrite)
+        train(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)
     except (ValueError, TypeError, ImportError) as err:
         raise click.ClickException(str(err)) from None
     finally:

@@ -44,12 +44,12 @@ def train_val_split(tokens: np.ndarray, val_fraction: float) -> tuple[np.ndarray
     return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
 
 
-def check_long_enough(tokens: np.ndarray, block_size: int, split: str) -> None:
-    """A split must hold at least one window of ``block_size + 1`` tokens (inputs plus shifted targets)."""
-    if len(tokens) < block_size + 1:
+def check_long_enough(tokens: np.ndarray, context_length: int, split: str) -> None:
+    """A split must hold at least one window of ``context_length + 1`` tokens (inputs plus shifted targets)."""
+    if len(tokens) < context_length + 1:
         raise ValueError(
-            f"data: the {split} split has {len(tokens)} tokens, fewer than one block (block_size + 1 = "
-            f"{block_size + 1}); use a longer corpus or a smaller block_size"
+            f"data: the {split} split has {len(tokens)} tokens, fewer than one block (context_length + 1 = "
+            f"{context_length + 1}); use a longer corpus or a smaller context_length"
         )
 
 
@@ -63,10 +63,10 @@ def stream_generator(seed: int, *path: object) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
 
 
-def get_batch(tokens: np.ndarray, block_size: int, batch_size: int,
+def get_batch(tokens: np.ndarray, context_length: int, batch_size: int,
               generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """``batch_size`` random windows: inputs ``x (B, T)`` and next-token targets ``y (B, T)``, int64."""
-    starts = torch.randint(len(tokens) - block_size, (batch_size,), generator=generator).numpy()
-    windows = np.stack([np.asarray(tokens[s: s + block_size + 1], dtype=np.int64) for s in starts])
+    starts = torch.randint(len(tokens) - context_length, (batch_size,), generator=generator).numpy()
+    windows = np.stack([np.asarray(tokens[s: s + context_length + 1], dtype=np.int64) for s in starts])
     windows = torch.from_numpy(windows)
     return windows[:, :-1], windows[:, 1:]

@@ -9,21 +9,24 @@ tensor([[[1.0000, 1.0000, 1.0000, 1.0000, 1.0000],
          [1.0000, 1.0000, 1.0000, 1.0000, 1.0000]]])
 """
 
-from attnlab.functional.checks import BACKENDS
+from attnlab.functional.backends import BACKENDS, AttentionCall, Backend, choose_backend
 from attnlab.functional.chunked import chunked_attention
-from attnlab.functional.masks import causal_mask, padding_mask
+from attnlab.functional.masks import causal_mask, key_mask, padding_mask
 from attnlab.functional.math_attention import attention_scores, attention_weights, math_attention
-from attnlab.functional.sdpa import Backend, choose_backend, scaled_dot_product_attention
+from attnlab.functional.sdpa import attend, scaled_dot_product_attention
 from attnlab.functional.softmax import softmax
 
 __all__ = [
     "BACKENDS",
+    "AttentionCall",
     "Backend",
+    "attend",
     "attention_scores",
     "attention_weights",
     "causal_mask",
     "choose_backend",
     "chunked_attention",
+    "key_mask",
     "math_attention",
     "padding_mask",
     "scaled_dot_product_attention",

@@ -1,4 +1,7 @@
-"""Argument checks for the attention ops: clear errors at the door, not deep inside torch."""
+"""Argument checks for the attention op: clear errors at the door, not deep inside torch.
+
+They read shapes, dtypes and plain values only, never tensor contents, so they never wait for a device.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,7 @@ import torch
 from torch import Tensor
 
 from attnlab.arguments import check_choice, check_mask_shape, check_scale, qkv_batch
-
-BACKENDS = ("auto", "math", "sdpa", "chunked")
+from attnlab.functional.backends import BACKENDS
 
 
 def check_qkv(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:

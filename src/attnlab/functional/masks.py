@@ -46,12 +46,16 @@ def padding_mask(attention_mask: Tensor) -> Tensor:
         if torch.is_floating_point(attention_mask) or torch.is_complex(attention_mask):
             raise TypeError(f"attention_mask must be bool or integer 0/1, got dtype {attention_mask.dtype}")
         bad = (attention_mask != 0) & (attention_mask != 1)
-        if bool(bad.any()):
+        if bool(bad.any()):  # reads the values: the one host sync, here at the door
             raise ValueError(
                 f"attention_mask must contain only 0 and 1, got {attention_mask[bad].unique().tolist()}"
             )
-        attention_mask = attention_mask.bool()
-    return attention_mask[:, None, None, :]
+    return key_mask(attention_mask)
+
+
+def key_mask(attention_mask: Tensor) -> Tensor:
+    """:func:`padding_mask` for a mask already checked at the door: ``(B, T)`` -> bool ``(B, 1, 1, T)``, no checks."""
+    return attention_mask.bool()[:, None, None, :]
 
 
 def merge_masks(
@@ -75,3 +79,15 @@ def rows_with_keys(mask: Tensor) -> Tensor:
     """For a bool or float mask ``(..., Tq, Tk)``: bool ``(..., Tq, 1)``, True where a query may attend something."""
     allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
     return allowed.any(dim=-1, keepdim=True)
+
+
+def open_empty_rows(mask: Tensor, has_keys: Tensor) -> Tensor:
+    """``mask`` with every key allowed in the rows where none was (``has_keys`` False).
+
+    Such a row's softmax would be 0/0 = NaN, forward and backward. Opened, it is finite; the caller then
+    sets the row's output (and weights) to 0. Works on the mask's own, usually small, broadcast shape, and
+    never asks the device whether such rows exist.
+    """
+    if mask.dtype == torch.bool:
+        return mask | ~has_keys
+    return mask.masked_fill(~has_keys, 0.0)

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab.functional.masks import rows_with_keys
+from attnlab.functional.masks import open_empty_rows, rows_with_keys
 
 
-def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None) -> Tensor:
+def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None = None) -> Tensor:
     """Scaled, masked scores ``(..., Tq, Tk)``: ``scale · Q Kᵀ`` plus the mask.
 
     A bool mask writes ``-inf`` where attention is forbidden; a float mask is added.
@@ -29,31 +29,40 @@ def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | No
     return scores.add_(mask.to(scores.dtype))
 
 
-def attention_weights(scores: Tensor, mask: Tensor | None) -> Tensor:
-    """Row-wise softmax of the scores; a query with no key to attend to gets all-zero weights.
+def attention_weights(scores: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Row-wise softmax of the scores (``mask`` as given to :func:`attention_scores`).
 
-    ``torch.softmax`` is the fast fused kernel but yields NaN on an all ``-inf`` row. Such rows
-    are set to 0 before the softmax (uniform, finite) and to 0 after it, so neither the
-    forward nor the backward pass ever sees a NaN.
+    A query with no key to attend to gets all-zero weights, never NaN: ``torch.softmax`` of an all ``-inf``
+    row is NaN, so such rows are softmaxed as zeros and then set to 0.
     """
     if mask is None:
         return torch.softmax(scores, dim=-1)
     has_keys = rows_with_keys(mask)
-    if bool(has_keys.all()):
-        return torch.softmax(scores, dim=-1)
-    scores = scores.masked_fill(~has_keys, 0.0)
-    return torch.softmax(scores, dim=-1).masked_fill(~has_keys, 0.0)
+    return torch.softmax(scores.masked_fill(~has_keys, 0.0), dim=-1).masked_fill(~has_keys, 0.0)
 
 
-def math_attention(
-    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, dropout_p: float, scale: float
-) -> tuple[Tensor, Tensor]:
+def math_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, dropout_p: float, scale: float,
+                   may_be_empty: bool = True, return_weights: bool = True) -> tuple[Tensor, Tensor]:
     """Explicit attention. Returns ``(output (..., Tq, Dv), weights (..., Tq, Tk))``.
 
-    ``mask`` is already merged with any causal mask. Dropout acts on the weights, like the
-    book's ``CausalAttention`` and like torch; the weights returned are the ones used.
+    ``mask`` is already merged with any causal mask. Dropout acts on the weights, like the book's
+    ``CausalAttention`` and like torch; the weights returned are the ones used. ``may_be_empty=False`` promises
+    that every query may attend some key (a causal mask alone), which skips the empty-row handling;
+    ``return_weights=False`` skips zeroing the weights of such rows (only the output is used).
+
+    Rows with no key: the mask is opened there (a small tensor), so the softmax stays finite, and the
+    row's output and weights are set to 0 afterwards; no pass over the scores is added for them.
     """
-    weights = attention_weights(attention_scores(query, key, scale, mask), mask)
+    has_keys = rows_with_keys(mask) if mask is not None and may_be_empty else None
+    if has_keys is not None:
+        mask = open_empty_rows(mask, has_keys)
+    weights = torch.softmax(attention_scores(query, key, scale, mask), dim=-1)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)
-    return weights @ value, weights
+    output = weights @ value
+    if has_keys is not None:
+        output = output.masked_fill(~has_keys, 0.0)
+        if return_weights:  # in place where autograd does not need the softmax's output
+            weights = weights.masked_fill(~has_keys, 0.0) if weights.requires_grad else \
+                weights.masked_fill_(~has_keys, 0.0)
+    return output, weights

@@ -1,4 +1,9 @@
-"""``scaled_dot_product_attention``: one signature (PyTorch's), several ways to compute it."""
+"""``scaled_dot_product_attention``: one signature (PyTorch's), several ways to compute it.
+
+:func:`scaled_dot_product_attention` is the door: it checks its arguments, then calls :func:`attend`, which
+runs the chosen backend. Modules that build q, k and v themselves (and check their own inputs) call
+:func:`attend` directly, so nothing is checked twice.
+"""
 
 from __future__ import annotations
 
@@ -9,30 +14,40 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab.arguments import resolve_backend
+from attnlab.functional.backends import AttentionCall, Backend, choose_backend
 from attnlab.functional.checks import check_mask, check_options, check_qkv
 from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import math_attention
 
-Backend = Literal["auto", "math", "sdpa", "chunked"]
 
-# torch's fused kernel falls back to its O(T²) math kernel when dropout is on; above this many
-# scores per head "auto" prefers our chunked kernel there, to keep memory O(T).
-_DROPOUT_CHUNKED_FROM = 1024 * 1024
+def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+           is_causal: bool = False, scale: float | None = None, backend: str = "auto",
+           return_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """:func:`scaled_dot_product_attention` without the argument checks: ``(output, weights or None)``.
 
-
-def choose_backend(query: Tensor, key: Tensor, dropout_p: float, return_weights: bool) -> str:
-    """What ``backend="auto"`` runs: the fastest backend that can do what was asked.
-
-    - weights requested: ``"math"`` (the only backend that materialises them);
-    - dropout on long sequences: ``"chunked"`` (torch's fused kernel has no dropout on CPU);
-    - otherwise ``"sdpa"``, torch's fused flash kernel.
+    For callers whose q, k, v and mask are right by construction. ``"auto"`` is resolved by
+    :func:`~attnlab.functional.backends.choose_backend`.
     """
-    if return_weights:
-        return "math"
-    if dropout_p > 0.0 and query.shape[-2] * key.shape[-2] >= _DROPOUT_CHUNKED_FROM:
-        return "chunked"
-    return "sdpa"
+    t_q, t_k = query.shape[-2], key.shape[-2]
+    scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
+    auto = backend if backend != "auto" else choose_backend(
+        AttentionCall(query.device.type, t_q, t_k, dropout_p > 0.0, return_weights))
+    chosen = resolve_backend(backend, auto, return_weights)
+    if chosen == "chunked":
+        return chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale), None
+    if chosen == "sdpa":
+        if attn_mask is not None and is_causal:  # torch refuses both at once: merge them ourselves
+            attn_mask, is_causal = merge_masks(attn_mask, True, t_q, t_k, query.dtype, query.device), False
+        if attn_mask is not None and attn_mask.dtype != torch.bool:
+            attn_mask = attn_mask.to(query.dtype)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                                              is_causal=is_causal, scale=scale), None
+    # the textbook path; a causal mask alone leaves every query some key, so no empty rows to look for
+    mask = merge_masks(attn_mask, is_causal, t_q, t_k, query.dtype, query.device)
+    output, weights = math_attention(query, key, value, mask, dropout_p, scale, may_be_empty=attn_mask is not None,
+                                     return_weights=return_weights)
+    return output, weights if return_weights else None
 
 
 @overload
@@ -72,7 +87,7 @@ def scaled_dot_product_attention(
         scale: multiplies the scores; default ``1/sqrt(D)``.
         backend: ``"math"`` (explicit score and weight matrices), ``"sdpa"`` (torch's fused
             kernel), ``"chunked"`` (online softmax over key blocks, O(T) memory), or ``"auto"``
-            (see :func:`choose_backend`).
+            (see :func:`~attnlab.functional.backends.choose_backend`).
         return_weights: also return the weights ``(..., Tq, Tk)`` (``"math"`` or ``"auto"`` only).
 
     Returns:
@@ -88,22 +103,7 @@ def scaled_dot_product_attention(
         torch.Size([2, 4, 8, 16])
     """
     batch = check_qkv(query, key, value)
-    t_q, t_k = query.shape[-2], key.shape[-2]
-    check_mask(attn_mask, batch, t_q, t_k)
+    check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
     check_options(dropout_p, scale, backend)
-    scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    chosen = resolve_backend(backend, choose_backend(query, key, dropout_p, return_weights), return_weights)
-
-    if chosen == "chunked":
-        return chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale)
-    if chosen == "sdpa":
-        if attn_mask is not None and is_causal:  # torch refuses both at once: merge them ourselves
-            attn_mask, is_causal = merge_masks(attn_mask, True, t_q, t_k, query.dtype, query.device), False
-        if attn_mask is not None and attn_mask.dtype != torch.bool:
-            attn_mask = attn_mask.to(query.dtype)
-        return F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
-        )
-    mask = merge_masks(attn_mask, is_causal, t_q, t_k, query.dtype, query.device)
-    output, weights = math_attention(query, key, value, mask, dropout_p, scale)
+    output, weights = attend(query, key, value, attn_mask, dropout_p, is_causal, scale, backend, return_weights)
     return (output, weights) if return_weights else output

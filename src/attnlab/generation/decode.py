@@ -17,56 +17,85 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.generation.sampling import check_sampling, sample_next_token
+from attnlab.generation.sampling import check_sampling, sample
 
 
-def _check(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k, top_p) -> None:
+def _check(idx: Tensor, max_new_tokens: int, temperature: float, top_k, top_p, eos_token_id) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     check_sampling(temperature, top_k, top_p)
     if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.shape[1] == 0:
         got = tuple(idx.shape) if isinstance(idx, Tensor) else type(idx).__name__
         raise ValueError(f"idx must be a (B, T) tensor of token ids with T >= 1 (the prompt), got {got}")
+    if eos_token_id is not None and (isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int)
+                                     or eos_token_id < 0):
+        raise ValueError(f"eos_token_id must be None or a token id >= 0, got {eos_token_id!r}")
+
+
+def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
+                    top_k: int | None = None, top_p: float | None = None,
+                    generator: torch.Generator | None = None, use_cache: bool = True,
+                    eos_token_id: int | None = None) -> Iterator[Tensor]:
+    """The new token ids, each ``(B,)``, yielded as soon as each is chosen (arguments: :func:`generate`).
+
+    Everything is checked when this is called, not when the first token is asked for.
+    """
+    _check(idx, max_new_tokens, temperature, top_k, top_p, eos_token_id)
+    return _decode(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id)
 
 
 @torch.no_grad()
-def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
-                    top_k: int | None = None, top_p: float | None = None,
-                    generator: torch.Generator | None = None, use_cache: bool = True) -> Iterator[Tensor]:
-    """Yield ``max_new_tokens`` new token ids, each ``(B,)``, as soon as each is chosen.
-
-    ``model`` is a :class:`attnlab.models.GPT` (anything with its ``config``, ``new_kv_cache`` and
-    ``forward(idx, kv_cache=...)``). It runs in eval mode (no dropout) and is put back afterwards.
-    ``use_cache=False`` recomputes the whole window at every step (the reference).
-    """
-    _check(model, idx, max_new_tokens, temperature, top_k, top_p)
+def _decode(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
+            top_p: float | None, generator: torch.Generator | None, use_cache: bool,
+            eos_token_id: int | None) -> Iterator[Tensor]:
     ctx = model.config.context_length
     was_training = model.training
     model.eval()
     try:
         seq = idx
         cache = model.new_kv_cache(idx.shape[0]) if use_cache else None
-        logits = model(seq[:, -ctx:], kv_cache=cache)[:, -1]
+        logits = model(seq[:, -ctx:], kv_cache=cache).logits[:, -1]
+        done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
         for step in range(max_new_tokens):
-            nxt = sample_next_token(logits, temperature, top_k, top_p, generator)
+            nxt = sample(logits, temperature, top_k, top_p, generator)
+            if eos_token_id is not None:  # a finished row keeps repeating its end-of-sequence token
+                nxt = nxt.masked_fill(done, eos_token_id)
+                done |= nxt == eos_token_id
             yield nxt
             seq = torch.cat([seq, nxt[:, None].to(seq.dtype)], dim=1)
-            if step == max_new_tokens - 1:
+            if step == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
                 break
             if cache is not None and cache.length < ctx:
-                logits = model(nxt[:, None].to(seq.dtype), kv_cache=cache)[:, -1]
+                logits = model(nxt[:, None].to(seq.dtype), kv_cache=cache).logits[:, -1]
             else:  # no cache, or the window is full: crop and recompute
-                logits = model(seq[:, -ctx:])[:, -1]
+                logits = model(seq[:, -ctx:]).logits[:, -1]
     finally:
         model.train(was_training)
 
 
 def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None, generator: torch.Generator | None = None,
-             use_cache: bool = True) -> Tensor:
-    """``idx (B, T)`` followed by ``max_new_tokens`` new tokens: ``(B, T + max_new_tokens)``.
+             use_cache: bool = True, eos_token_id: int | None = None) -> Tensor:
+    """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``.
 
-    Temperature 0 is greedy decoding. ``generator`` makes sampling reproducible.
+    Args:
+        model: a :class:`attnlab.models.GPT` (anything with its ``config.context_length``, ``new_kv_cache``
+            and ``forward(idx, kv_cache=...)`` returning ``.logits``). It runs in eval mode (no dropout) and
+            is put back afterwards.
+        idx: the prompt, ``(B, T)`` token ids.
+        max_new_tokens: how many tokens to add at most.
+        temperature: 0 is greedy decoding (argmax); see :mod:`attnlab.generation.sampling`.
+        top_k, top_p: keep only the k most likely tokens / the smallest set holding probability p.
+        generator: makes sampling reproducible.
+        use_cache: False recomputes the whole window at every step (the reference the cache is tested against).
+        eos_token_id: stop once every row has produced this token; rows that finished earlier are filled with it.
+
+    Example:
+        >>> from attnlab.models import GPT, GPTConfig
+        >>> model = GPT(GPTConfig.from_preset("tiny"))
+        >>> generate(model, torch.zeros(1, 3, dtype=torch.long), 5, temperature=0).shape
+        torch.Size([1, 8])
     """
-    new = list(generate_stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache))
+    new = list(generate_stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache,
+                               eos_token_id))
     return torch.cat([idx, *(t[:, None].to(idx.dtype) for t in new)], dim=1)

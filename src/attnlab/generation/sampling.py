@@ -39,6 +39,10 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
     """``logits (B, V)`` with ``-inf`` at every token that top-k / top-p rule out."""
     _check_logits(logits)
     check_sampling(1.0, top_k, top_p)
+    return _filter(logits, top_k, top_p)
+
+
+def _filter(logits: Tensor, top_k: int | None, top_p: float | None) -> Tensor:
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -61,8 +65,14 @@ def sample_next_token(logits: Tensor, temperature: float = 1.0, top_k: int | Non
     """
     _check_logits(logits)
     check_sampling(temperature, top_k, top_p)
+    return sample(logits, temperature, top_k, top_p, generator)
+
+
+def sample(logits: Tensor, temperature: float, top_k: int | None, top_p: float | None,
+           generator: torch.Generator | None) -> Tensor:
+    """:func:`sample_next_token` without the checks, for a decoding loop that checked its options once."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    logits = filter_logits(logits.float() / temperature, top_k, top_p)
+    logits = _filter(logits.float() / temperature, top_k, top_p)
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)

@@ -2,14 +2,14 @@
 
 from attnlab.inspect.capture import Capture, capture, max_length
 from attnlab.inspect.explain import Explanation, explain
-from attnlab.inspect.toy import MECHANISMS, ToyConfig, ToyModel
+from attnlab.inspect.random_model import MECHANISMS, RandomModel, RandomModelConfig
 
 __all__ = [
     "MECHANISMS",
     "Capture",
     "Explanation",
-    "ToyConfig",
-    "ToyModel",
+    "RandomModel",
+    "RandomModelConfig",
     "capture",
     "explain",
     "max_length",

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention import SimpleSelfAttention
-from attnlab.inspect.toy import ToyModel
+from attnlab.inspect.random_model import RandomModel
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Capture:
         queries, keys, values: per layer ``(H, T, d_head)`` (None where the model has no such projections).
         contexts: per layer ``(H, T, d_head)``: each head's weighted sum of values, as the model computed it.
         scale: the factor the scores are multiplied by before the softmax (1/√d_head, or 1 for simple).
-        causal: whether keys after the query were masked.
+        is_causal: whether keys after the query were masked.
         model_name: a label for titles.
         token_embeddings, positions: ``(T, D)`` parts of the first layer's input, where the model has them.
     """
@@ -45,17 +45,17 @@ class Capture:
     values: list[Tensor] | None = None
     contexts: list[Tensor] | None = None
     scale: float | None = None
-    causal: bool = False
+    is_causal: bool = False
     model_name: str = "model"
     token_embeddings: Tensor | None = None
     positions: Tensor | None = None
 
     @property
-    def n_layers(self) -> int:
+    def num_layers(self) -> int:
         return len(self.attentions)
 
     @property
-    def n_heads(self) -> int:
+    def num_heads(self) -> int:
         return self.attentions[0].shape[0]
 
     @property
@@ -64,10 +64,10 @@ class Capture:
 
     def check_layer_head(self, layer: int, head: int | None = None) -> None:
         """Raise a ValueError naming the valid range if ``layer``/``head`` is out of it."""
-        if not isinstance(layer, int) or not 0 <= layer < self.n_layers:
-            raise ValueError(f"layer must be in 0..{self.n_layers - 1} ({self.n_layers} layers), got {layer!r}")
-        if head is not None and (not isinstance(head, int) or not 0 <= head < self.n_heads):
-            raise ValueError(f"head must be in 0..{self.n_heads - 1} ({self.n_heads} heads), got {head!r}")
+        if not isinstance(layer, int) or not 0 <= layer < self.num_layers:
+            raise ValueError(f"layer must be in 0..{self.num_layers - 1} ({self.num_layers} layers), got {layer!r}")
+        if head is not None and (not isinstance(head, int) or not 0 <= head < self.num_heads):
+            raise ValueError(f"head must be in 0..{self.num_heads - 1} ({self.num_heads} heads), got {head!r}")
 
     def weights(self, layer: int = 0, head: int = 0) -> Tensor:
         """``(T, T)`` weights of one head (query rows, key columns)."""
@@ -163,18 +163,14 @@ def _token_text(tokenizer: Any, i: int) -> str:
 
 def max_length(model: nn.Module) -> int | None:
     """The longest sequence ``model`` accepts, read from its config (None if it does not say)."""
-    config = getattr(model, "config", None)
-    for attr in ("context_length", "max_position", "max_position_embeddings", "max_len", "block_size"):
-        value = getattr(config, attr, None)
-        if isinstance(value, int):
-            return value
-    return None
+    value = getattr(getattr(model, "config", None), "context_length", None)
+    return value if isinstance(value, int) else None
 
 
 def _run(model: nn.Module, inputs: Any, tokenizer: Any, tokens: Sequence[str] | None):
     """Tokenize and run ``model`` once; returns (tokens, per-layer weights (H, T, T), extras)."""
     extra: dict[str, Any] = {}
-    if isinstance(model, ToyModel):
+    if isinstance(model, RandomModel):
         tokens = model.tokenize(inputs) if isinstance(inputs, str) else list(tokens or [])
         x = model.embed(tokens) if isinstance(inputs, str) else inputs
         extra.update(token_embeddings=model.token_embeddings(tokens), positions=model.positions(len(tokens)))
@@ -200,10 +196,10 @@ def _run(model: nn.Module, inputs: Any, tokenizer: Any, tokens: Sequence[str] | 
     if limit is not None and len(ids) > limit:
         raise ValueError(f"the sentence has {len(ids)} tokens; {type(model).__name__} accepts at most {limit}")
     device = next(model.parameters()).device
-    out = model(torch.tensor([ids], device=device), output_attentions=True)
+    out = model(torch.tensor([ids], device=device), return_weights=True)
     attentions = getattr(out, "attentions", None)
     if not attentions:
-        raise ValueError(f"{type(model).__name__} returned no attentions with output_attentions=True")
+        raise ValueError(f"{type(model).__name__} returned no attentions with return_weights=True")
     return tokens, [a[0] for a in attentions], extra
 
 
@@ -213,8 +209,8 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
     """Run ``model`` once on one sentence and record what its attention did.
 
     Args:
-        model: a :class:`~attnlab.inspect.toy.ToyModel`, one of attnlab's Transformer models (its forward
-            takes ``output_attentions=True``), or a bare attention module (then ``inputs`` are embeddings).
+        model: a :class:`~attnlab.inspect.random_model.RandomModel`, one of attnlab's Transformer models (its forward
+            takes ``return_weights=True``), or a bare attention module (then ``inputs`` are embeddings).
         inputs: text, token ids ``(T,)``, or embeddings ``(T, D)`` for a bare attention module.
         tokenizer: turns text into ids for a Transformer model (``tokenizers.Tokenizer`` or alike).
         tokens: token labels, for ids or embeddings.
@@ -225,8 +221,8 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
         a :class:`Capture`; ``capture.attentions[l]`` is ``(H, T, T)``.
 
     Example:
-        >>> from attnlab.inspect import ToyModel, ToyConfig, capture
-        >>> cap = capture(ToyModel(ToyConfig("multihead")), "我 爱 学习 AI")
+        >>> from attnlab.inspect import RandomModel, RandomModelConfig, capture
+        >>> cap = capture(RandomModel(RandomModelConfig("multihead")), "我 爱 学习 AI")
         >>> cap.attentions[0].shape
         torch.Size([2, 4, 4])
     """
@@ -246,7 +242,7 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
     cap = Capture(tokens=list(tokens_out), attentions=attentions, model_name=name or getattr(model, "name", None)
                   or type(model).__name__, token_embeddings=extra.get("token_embeddings"),
                   positions=extra.get("positions"))
-    cap.causal = bool(modules and (getattr(modules[0], "causal", False) or getattr(modules[0], "is_causal", False)))
+    cap.is_causal = bool(modules and getattr(modules[0], "is_causal", False))
     records = [r.record for r in recorders]
     if qkv and records and len(records) == len(attentions) and all("W_query" in r for r in records):
         heads = attentions[0].shape[0]

@@ -32,10 +32,10 @@ class TransformerBlock(nn.Module):
         d_ff: feed-forward hidden width.
         dropout: on the attention weights and on each sublayer's output, training mode only.
         norm: ``"post"`` (original Transformer, BERT) or ``"pre"`` (GPT-2).
-        causal: mask future tokens (decoder) or not (encoder).
+        is_causal: mask future tokens (decoder) or not (encoder).
         activation: the feed-forward non-linearity.
         qkv_bias: biases on the query/key/value projections.
-        bias: biases on the feed-forward maps and LayerNorms.
+        bias: biases on the attention's out_proj, the feed-forward maps and the LayerNorms.
         eps: LayerNorm epsilon.
         backend: attention backend (see :func:`attnlab.functional.scaled_dot_product_attention`).
 
@@ -44,24 +44,26 @@ class TransformerBlock(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm: Norm = "pre",
-                 causal: bool = False, activation: Activation = "gelu", qkv_bias: bool = True, bias: bool = True,
+                 is_causal: bool = False, activation: Activation = "gelu", qkv_bias: bool = True, bias: bool = True,
                  eps: float = 1e-5, backend: Backend = "auto") -> None:
         super().__init__()
         if norm not in ("post", "pre"):
             raise ValueError(f"TransformerBlock: norm must be 'post' or 'pre', got {norm!r}")
         self.norm = norm
-        self.attn = MultiHeadAttention(d_model, d_model, num_heads, dropout=dropout, qkv_bias=qkv_bias,
-                                       causal=causal, backend=backend)
+        self.attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias, is_causal=is_causal,
+                                       out_bias=bias, backend=backend)
         self.ln1 = LayerNorm(d_model, eps=eps, bias=bias)
         self.ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, bias=bias)
         self.ln2 = LayerNorm(d_model, eps=eps, bias=bias)
         self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output, as in the paper
 
-    def forward(self, x: Tensor, attention_mask: Tensor | None = None, return_weights: bool = False,
-                kv_cache: KVCacheLike | None = None):
-        """``x (B, T, D)``; ``attention_mask (B, T)`` 1 = real token; ``kv_cache`` for decoding."""
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None, *, attn_mask: Tensor | None = None,
+                return_weights: bool = False, kv_cache: KVCacheLike | None = None):
+        """``x (B, T, D)``; ``attention_mask (B, T)`` 1 = real token, or a model's checked ``attn_mask``
+        (see :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding."""
         h = self.ln1(x) if self.norm == "pre" else x
-        a = self.attn(h, attention_mask, return_weights=return_weights, kv_cache=kv_cache)
+        a = self.attn(h, attention_mask=attention_mask, attn_mask=attn_mask, return_weights=return_weights,
+                      kv_cache=kv_cache)
         a, weights = a if return_weights else (a, None)
         if self.norm == "pre":
             x = x + self.dropout(a)

@@ -1,21 +1,24 @@
-"""Whole models: a BERT-style encoder and a GPT-style decoder, configured by dataclasses."""
+"""Whole models: a BERT-style encoder and a GPT-style decoder, configured by dataclasses, and loading a
+model that ``attnlab train`` wrote."""
 
 from attnlab.models.config import EncoderConfig, GPTConfig
 from attnlab.models.encoder import EncoderEmbeddings, TransformerEncoder
 from attnlab.models.gpt import GPT
 from attnlab.models.kv_cache import KVCache, LayerKVCache
-from attnlab.models.outputs import EncoderOutput, GPTOutput, mean_pooling, sentence_embedding
+from attnlab.models.outputs import CausalLMOutput, EncoderOutput, mean_pooling, sentence_embedding
+from attnlab.models.trained import load_trained
 
 __all__ = [
     "GPT",
+    "CausalLMOutput",
     "EncoderConfig",
     "EncoderEmbeddings",
     "EncoderOutput",
     "GPTConfig",
-    "GPTOutput",
     "KVCache",
     "LayerKVCache",
     "TransformerEncoder",
+    "load_trained",
     "mean_pooling",
     "sentence_embedding",
 ]

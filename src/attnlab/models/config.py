@@ -20,11 +20,11 @@ def _positive_int(owner: str, name: str, value: Any) -> None:
         raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
 
 
-def _common_checks(cfg: Any, owner: str, length_field: str) -> None:
-    for name in ("vocab_size", length_field, "d_model", "n_layers", "n_heads", "d_ff"):
+def _common_checks(cfg: Any, owner: str) -> None:
+    for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff"):
         _positive_int(owner, name, getattr(cfg, name))
-    if cfg.d_model % cfg.n_heads:
-        raise ValueError(f"{owner}: d_model={cfg.d_model} must be divisible by n_heads={cfg.n_heads}")
+    if cfg.d_model % cfg.num_heads:
+        raise ValueError(f"{owner}: d_model={cfg.d_model} must be divisible by num_heads={cfg.num_heads}")
     if isinstance(cfg.dropout, bool) or not isinstance(cfg.dropout, int | float) or not 0.0 <= cfg.dropout < 1.0:
         raise ValueError(f"{owner}: dropout must be a float in [0, 1), got {cfg.dropout!r}")
     if cfg.activation not in ACTIVATIONS:
@@ -58,22 +58,24 @@ class GPTConfig(_Presets):
         vocab_size: number of token ids.
         context_length: the most positions the model has (learned position table size).
         d_model: width of every token vector.
-        n_layers: number of pre-LN causal blocks.
-        n_heads: attention heads per block; must divide ``d_model``.
+        num_layers: number of pre-LN causal blocks.
+        num_heads: attention heads per block; must divide ``d_model``.
         d_ff: feed-forward hidden width; None means ``4 · d_model``.
         dropout: on embeddings, attention weights and sublayer outputs, training only.
         qkv_bias: biases on the query/key/value projections (GPT-2 has them).
-        bias: biases on the feed-forward maps and LayerNorms.
+        bias: biases on the attention output projection, the feed-forward maps and the LayerNorms
+            (nanoGPT's ``bias=False`` is ``bias=False, qkv_bias=False``).
         activation: feed-forward non-linearity (GPT-2: ``"gelu_tanh"``).
         layer_norm_eps: LayerNorm epsilon.
         backend: attention backend for the blocks.
+        tie_weights: the output head shares the token embedding's matrix (GPT-2); False gives the head its own.
     """
 
     vocab_size: int
     context_length: int
     d_model: int
-    n_layers: int
-    n_heads: int
+    num_layers: int
+    num_heads: int
     d_ff: int | None = None
     dropout: float = 0.0
     qkv_bias: bool = False
@@ -81,26 +83,27 @@ class GPTConfig(_Presets):
     activation: str = "gelu_tanh"
     layer_norm_eps: float = 1e-5
     backend: str = "auto"
+    tie_weights: bool = True
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # trains in seconds on a laptop CPU; byte-sized vocabulary by default
-        "tiny": dict(vocab_size=256, context_length=32, d_model=32, n_layers=2, n_heads=2, qkv_bias=True),
+        "tiny": dict(vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=2, qkv_bias=True),
         # nanoGPT's "baby" Shakespeare model
-        "baby": dict(vocab_size=256, context_length=64, d_model=128, n_layers=4, n_heads=4, qkv_bias=True),
-        "gpt2-small": dict(vocab_size=50257, context_length=1024, d_model=768, n_layers=12, n_heads=12,
+        "baby": dict(vocab_size=256, context_length=64, d_model=128, num_layers=4, num_heads=4, qkv_bias=True),
+        "gpt2-small": dict(vocab_size=50257, context_length=1024, d_model=768, num_layers=12, num_heads=12,
                            qkv_bias=True),
-        "gpt2-xl": dict(vocab_size=50257, context_length=1024, d_model=1600, n_layers=48, n_heads=25,
+        "gpt2-xl": dict(vocab_size=50257, context_length=1024, d_model=1600, num_layers=48, num_heads=25,
                         qkv_bias=True),
     }
 
     def __post_init__(self) -> None:
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model if isinstance(self.d_model, int) else self.d_model
-        _common_checks(self, type(self).__name__, "context_length")
+        _common_checks(self, type(self).__name__)
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_model // self.num_heads
 
 
 @dataclass
@@ -109,10 +112,10 @@ class EncoderConfig(_Presets):
 
     Args:
         vocab_size: number of token ids.
-        max_position: the most positions the model has (BERT: 512).
+        context_length: the most positions the model has (BERT: 512).
         d_model: width of every token vector.
-        n_layers: number of post-LN blocks.
-        n_heads: attention heads per block; must divide ``d_model``.
+        num_layers: number of post-LN blocks.
+        num_heads: attention heads per block; must divide ``d_model``.
         d_ff: feed-forward hidden width; None means ``4 · d_model``.
         type_vocab_size: number of token types (segments A/B in BERT); 0 for none.
         dropout: on embeddings, attention weights and sublayer outputs, training only.
@@ -123,10 +126,10 @@ class EncoderConfig(_Presets):
     """
 
     vocab_size: int
-    max_position: int
+    context_length: int
     d_model: int
-    n_layers: int
-    n_heads: int
+    num_layers: int
+    num_heads: int
     d_ff: int | None = None
     type_vocab_size: int = 2
     dropout: float = 0.0
@@ -136,17 +139,17 @@ class EncoderConfig(_Presets):
     backend: str = "auto"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "bert-base": dict(vocab_size=30522, max_position=512, d_model=768, n_layers=12, n_heads=12, d_ff=3072),
+        "bert-base": dict(vocab_size=30522, context_length=512, d_model=768, num_layers=12, num_heads=12, d_ff=3072),
         # the encoder of the usual tutorials: BERT-base's dimensions with a 30,000-token vocabulary
-        "tutorial-encoder": dict(vocab_size=30000, max_position=512, d_model=768, n_layers=12, n_heads=12,
+        "tutorial-encoder": dict(vocab_size=30000, context_length=512, d_model=768, num_layers=12, num_heads=12,
                                  d_ff=3072),
-        "minilm-l6": dict(vocab_size=30522, max_position=512, d_model=384, n_layers=6, n_heads=12, d_ff=1536),
+        "minilm-l6": dict(vocab_size=30522, context_length=512, d_model=384, num_layers=6, num_heads=12, d_ff=1536),
     }
 
     def __post_init__(self) -> None:
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model if isinstance(self.d_model, int) else self.d_model
-        _common_checks(self, type(self).__name__, "max_position")
+        _common_checks(self, type(self).__name__)
         if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) \
                 or self.type_vocab_size < 0:
             raise ValueError(f"EncoderConfig: type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
@@ -157,4 +160,4 @@ class EncoderConfig(_Presets):
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_model // self.num_heads

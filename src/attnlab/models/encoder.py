@@ -12,10 +12,18 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attnlab.functional.masks import key_mask
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
+from attnlab.models.checks import (
+    check_attention_mask_dtype,
+    check_ids_tensor,
+    check_same_shape,
+    id_range_error,
+    mask_values_error,
+    read_facts,
+)
 from attnlab.models.config import EncoderConfig
 from attnlab.models.initialisation import init_weights
-from attnlab.models.inputs import check_token_ids
 from attnlab.models.outputs import EncoderOutput
 
 
@@ -26,7 +34,7 @@ class EncoderEmbeddings(nn.Module):
         super().__init__()
         c = config
         self.word_embeddings = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_token_id)
-        self.position_embeddings = LearnedPositionalEmbedding(c.max_position, c.d_model)
+        self.position_embeddings = LearnedPositionalEmbedding(c.d_model, c.context_length)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.d_model) if c.type_vocab_size else None
         self.ln = LayerNorm(c.d_model, eps=c.layer_norm_eps)
         self.drop = nn.Dropout(c.dropout)
@@ -44,7 +52,7 @@ class TransformerEncoder(nn.Module):
     """BERT's encoder (without BERT's pooler): ``input_ids (B, T)`` -> :class:`EncoderOutput`.
 
     Example:
-        >>> enc = TransformerEncoder(EncoderConfig.from_preset("minilm-l6", n_layers=1))
+        >>> enc = TransformerEncoder(EncoderConfig.from_preset("minilm-l6", num_layers=1))
         >>> out = enc(torch.tensor([[101, 7592, 102, 0]]), attention_mask=torch.tensor([[1, 1, 1, 0]]))
         >>> out.last_hidden_state.shape
         torch.Size([1, 4, 384])
@@ -57,50 +65,65 @@ class TransformerEncoder(nn.Module):
         self.config = c = config
         self.embeddings = EncoderEmbeddings(c)
         self.blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.n_heads, c.d_ff, dropout=c.dropout, norm="post", causal=False,
+            TransformerBlock(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, norm="post", is_causal=False,
                              activation=c.activation, qkv_bias=True, eps=c.layer_norm_eps, backend=c.backend)
-            for _ in range(c.n_layers)
+            for _ in range(c.num_layers)
         )
         self.apply(init_weights)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def _check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None):
+    def _check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None,
+                      token_type_ids: Tensor | None) -> Tensor | None:
+        """Check everything once (one host sync); return the key mask ``(B, 1, 1, T)``, or None if all is real."""
         owner, c = type(self).__name__, self.config
-        check_token_ids(input_ids, c.vocab_size, owner)
-        if input_ids.shape[1] > c.max_position:
+        check_ids_tensor(input_ids, owner)
+        if input_ids.shape[1] > c.context_length:
             raise ValueError(
-                f"{owner}: {input_ids.shape[1]} tokens exceed the model's max_position={c.max_position}; "
+                f"{owner}: {input_ids.shape[1]} tokens exceed the model's context_length={c.context_length}; "
                 f"truncate the input (e.g. tokenize(..., truncation=True))"
             )
-        for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
-            if t is not None and tuple(t.shape) != tuple(input_ids.shape):
-                raise ValueError(f"{owner}: {name} must have the shape of input_ids {tuple(input_ids.shape)}, "
-                                 f"got {tuple(t.shape)}")
+        check_same_shape(owner, "attention_mask", attention_mask, input_ids.shape)
+        check_same_shape(owner, "token_type_ids", token_type_ids, input_ids.shape)
+        check_attention_mask_dtype(owner, attention_mask)
         if token_type_ids is not None:
-            check_token_ids(token_type_ids, max(c.type_vocab_size, 1), f"{owner} (token_type_ids)")
+            check_ids_tensor(token_type_ids, owner, "token_type_ids")
+        facts = [input_ids.min(), input_ids.max()]
+        if attention_mask is not None:
+            facts += [((attention_mask != 0) & (attention_mask != 1)).any(), attention_mask.all()]
+        if token_type_ids is not None:
+            facts += [token_type_ids.min(), token_type_ids.max()]
+        values = read_facts(*facts)
+        errors = [id_range_error(owner, "token ids", values[0], values[1], c.vocab_size)]
+        if attention_mask is not None and values[2]:
+            errors.append(mask_values_error(owner, attention_mask))
+        if token_type_ids is not None:
+            errors.append(id_range_error(f"{owner} (token_type_ids)", "token ids", values[-2], values[-1],
+                                         max(c.type_vocab_size, 1)))
+        for error in errors:
+            if error is not None:
+                raise error
+        all_real = attention_mask is None or values[3]  # nothing to mask: the fused kernel runs unmasked
+        return None if all_real else key_mask(attention_mask)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False) -> EncoderOutput:
+                return_weights: bool = False, return_hidden_states: bool = False) -> EncoderOutput:
         """Encode a padded batch.
 
         Args:
-            input_ids: ``(B, T)`` token ids, ``T <= max_position``.
+            input_ids: ``(B, T)`` token ids, ``T <= context_length``.
             attention_mask: ``(B, T)``, 1 for real tokens, 0 for padding (None: all real).
             token_type_ids: ``(B, T)`` segment ids (None: all 0).
-            output_attentions: also return every layer's weights ``(B, H, T, T)`` (math backend).
-            output_hidden_states: also return the embeddings and every block's output.
+            return_weights: also return every layer's weights ``(B, H, T, T)`` (math backend).
+            return_hidden_states: also return the embeddings and every block's output.
         """
-        self._check_inputs(input_ids, attention_mask, token_type_ids)
-        # nothing to mask: let the fused kernel run unmasked
-        all_real = attention_mask is not None and bool(attention_mask.all())
-        attention_mask_used = None if all_real else attention_mask
+        mask = self._check_inputs(input_ids, attention_mask, token_type_ids)  # the blocks trust it
         x = self.embeddings(input_ids, token_type_ids)
         hidden, attentions = [x], []
         for block in self.blocks:
-            x = block(x, attention_mask_used, return_weights=output_attentions)
-            if output_attentions:
+            x = block(x, attn_mask=mask, return_weights=return_weights)
+            if return_weights:
                 x, w = x
                 attentions.append(w)
             hidden.append(x)
@@ -108,7 +131,7 @@ class TransformerEncoder(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         return EncoderOutput(
             last_hidden_state=x,
-            hidden_states=tuple(hidden) if output_hidden_states else None,
-            attentions=tuple(attentions) if output_attentions else None,
+            hidden_states=tuple(hidden) if return_hidden_states else None,
+            attentions=tuple(attentions) if return_weights else None,
             attention_mask=attention_mask,
         )

@@ -1,23 +1,22 @@
 """GPT: a decoder-only Transformer (GPT-2's layout, nanoGPT's style).
 
     idx (B, T) -> token embedding + learned position -> N pre-LN causal blocks -> final LayerNorm
-               -> head (the token embedding, transposed: weight tying) -> logits (B, T, vocab)
+               -> head (by default the token embedding, transposed: weight tying) -> logits (B, T, vocab)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
-import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
+from attnlab.models.checks import IGNORE_INDEX, check_ids_tensor, check_same_shape, id_range_error, read_facts
 from attnlab.models.config import GPTConfig
 from attnlab.models.initialisation import STD, init_weights
-from attnlab.models.inputs import check_token_ids
 from attnlab.models.kv_cache import KVCache
-from attnlab.models.outputs import GPTOutput
+from attnlab.models.outputs import CausalLMOutput
 
 
 class GPT(nn.Module):
@@ -25,7 +24,7 @@ class GPT(nn.Module):
 
     Example:
         >>> model = GPT(GPTConfig.from_preset("tiny"))
-        >>> model(torch.zeros(2, 5, dtype=torch.long)).shape      # (B, T, vocab)
+        >>> model(torch.zeros(2, 5, dtype=torch.long)).logits.shape      # (B, T, vocab)
         torch.Size([2, 5, 256])
     """
 
@@ -35,80 +34,83 @@ class GPT(nn.Module):
             raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__}")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(c.context_length, c.d_model)
+        self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_length)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.n_heads, c.d_ff, dropout=c.dropout, norm="pre", causal=True,
+            TransformerBlock(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, norm="pre", is_causal=True,
                              activation=c.activation, qkv_bias=c.qkv_bias, bias=c.bias, eps=c.layer_norm_eps,
                              backend=c.backend)
-            for _ in range(c.n_layers)
+            for _ in range(c.num_layers)
         )
         self.ln_f = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)  # pre-LN needs a last norm
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        self.head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
+        if c.tie_weights:
+            self.head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
         self.apply(init_weights)
-        # GPT-2: residual projections scaled by 1/sqrt(2 · n_layers), so the residual stream's
+        # GPT-2: residual projections scaled by 1/sqrt(2 · num_layers), so the residual stream's
         # variance does not grow with depth (two residual additions per block)
         for block in self.blocks:
             for proj in (block.attn.out_proj, block.ff.linear2):
-                nn.init.normal_(proj.weight, mean=0.0, std=STD / math.sqrt(2 * c.n_layers))
+                nn.init.normal_(proj.weight, mean=0.0, std=STD / math.sqrt(2 * c.num_layers))
 
     def num_parameters(self) -> int:
-        """Trainable parameters, the tied head counted once."""
+        """Trainable parameters (a tied head counted once)."""
         return sum(p.numel() for p in self.parameters())
 
-    def new_kv_cache(self, batch: int, max_len: int | None = None) -> KVCache:
-        """An empty cache for ``batch`` sequences of up to ``max_len`` (default: context_length) positions."""
+    def new_kv_cache(self, batch: int, context_length: int | None = None) -> KVCache:
+        """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions."""
         c, w = self.config, self.tok_emb.weight
-        return KVCache(c.n_layers, batch, c.n_heads, max_len or c.context_length, c.head_dim, w.dtype, w.device)
+        return KVCache(c.num_layers, batch, c.num_heads, context_length or c.context_length, c.head_dim, w.dtype,
+                       w.device)
 
-    def forward(self, idx: Tensor, output_attentions: bool = False, kv_cache: KVCache | None = None):
-        """``idx (B, T)`` token ids -> logits ``(B, T, vocab_size)``.
+    def forward(self, idx: Tensor, targets: Tensor | None = None, return_weights: bool = False,
+                kv_cache: KVCache | None = None) -> CausalLMOutput:
+        """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
 
         Args:
             idx: integer ids in ``[0, vocab_size)``; ``T`` (plus what the cache holds) at most
                 ``context_length``.
-            output_attentions: return a :class:`GPTOutput` with ``logits`` and ``attentions``,
-                one ``(B, H, T, T)`` weight tensor per layer (``(B, H, T, L)`` with a cache of
-                ``L`` positions), instead of the bare logits.
+            targets: ``(B, T)`` the next token at each position (ids, or -100 to leave a position out);
+                the output's ``loss`` is then the mean cross-entropy.
+            return_weights: also return ``attentions``, one ``(B, H, T, T)`` weight tensor per layer
+                (``(B, H, T, L)`` with a cache of ``L`` positions).
             kv_cache: a :meth:`new_kv_cache`; the tokens are placed after the ``kv_cache.length``
                 positions it holds, and their keys and values are added to it.
         """
-        owner = type(self).__name__
-        check_token_ids(idx, self.config.vocab_size, owner)
+        c = self.config
+        self._check(idx, targets, kv_cache)
         offset = 0 if kv_cache is None else kv_cache.length
-        if offset + idx.shape[1] > self.config.context_length:
-            raise ValueError(
-                f"{owner}: {offset} cached + {idx.shape[1]} new tokens exceed context_length="
-                f"{self.config.context_length}; crop idx to its last {self.config.context_length} tokens"
-            )
         x = self.drop(self.pos_emb(self.tok_emb(idx), offset=offset))
         attentions = []
         for i, block in enumerate(self.blocks):
-            x = block(x, return_weights=output_attentions, kv_cache=None if kv_cache is None else kv_cache[i])
-            if output_attentions:
+            x = block(x, return_weights=return_weights, kv_cache=None if kv_cache is None else kv_cache[i])
+            if return_weights:
                 x, w = x
                 attentions.append(w)
         logits = self.head(self.ln_f(x))
-        return GPTOutput(logits, tuple(attentions)) if output_attentions else logits
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        return CausalLMOutput(logits, loss, tuple(attentions) if return_weights else None)
 
-    def generate(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 top_p: float | None = None, generator: torch.Generator | None = None) -> Tensor:
-        """Append ``max_new_tokens`` sampled tokens to ``idx (B, T)``: returns ``(B, T + max_new_tokens)``.
-
-        See :func:`attnlab.generation.generate` (KV cache; temperature 0 is greedy; beyond the
-        context the window is cropped and recomputed).
-        """
-        from attnlab.generation.decode import generate  # the decoding loop lives with the samplers
-
-        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                        generator=generator)
-
-    def generate_stream(self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
-                        top_k: int | None = None, top_p: float | None = None,
-                        generator: torch.Generator | None = None) -> Iterator[Tensor]:
-        """Like :meth:`generate`, but yields each new token ``(B,)`` as soon as it is sampled."""
-        from attnlab.generation.decode import generate_stream
-
-        return generate_stream(self, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                               generator=generator)
+    def _check(self, idx: Tensor, targets: Tensor | None, kv_cache: KVCache | None) -> None:
+        """The door: shapes, then every id and target read with one host sync."""
+        owner, c = type(self).__name__, self.config
+        check_ids_tensor(idx, owner)
+        offset = 0 if kv_cache is None else kv_cache.length
+        if offset + idx.shape[1] > c.context_length:
+            raise ValueError(f"{owner}: {offset} cached + {idx.shape[1]} new tokens exceed context_length="
+                             f"{c.context_length}; crop idx to its last {c.context_length} tokens")
+        facts = [idx.min(), idx.max()]
+        if targets is not None:
+            check_ids_tensor(targets, owner, "targets")
+            check_same_shape(owner, "targets", targets, idx.shape, of="idx")
+            kept = targets != IGNORE_INDEX
+            facts += [(kept & ((targets < 0) | (targets >= c.vocab_size))).any()]
+        values = read_facts(*facts)
+        error = id_range_error(owner, "token ids", values[0], values[1], c.vocab_size)
+        if error is not None:
+            raise error
+        if targets is not None and values[2]:
+            raise ValueError(f"{owner}: targets must be in [0, vocab_size={c.vocab_size}) or {IGNORE_INDEX} "
+                             f"(left out of the loss)")

@@ -1,7 +1,7 @@
 """A key/value cache for decoding: each new token attends to the keys and values of the earlier
 ones, which do not change, so they are kept instead of recomputed.
 
-The buffers are allocated once at full size, ``(B, H, max_len, head_dim)`` per layer, and filled
+The buffers are allocated once at full size, ``(B, H, context_length, head_dim)`` per layer, and filled
 in place: no ``torch.cat`` (and no copy of the whole cache) per step.
 """
 
@@ -14,14 +14,14 @@ from torch import Tensor
 class LayerKVCache:
     """One layer's keys and values; ``update`` is what ``MultiHeadAttention`` calls."""
 
-    def __init__(self, batch: int, n_heads: int, max_len: int, head_dim: int,
+    def __init__(self, batch: int, num_heads: int, context_length: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device | str | None) -> None:
-        self.keys = torch.empty(batch, n_heads, max_len, head_dim, dtype=dtype, device=device)
+        self.keys = torch.empty(batch, num_heads, context_length, head_dim, dtype=dtype, device=device)
         self.values = torch.empty_like(self.keys)
         self.length = 0
 
     @property
-    def max_len(self) -> int:
+    def context_length(self) -> int:
         return self.keys.shape[2]
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
@@ -33,8 +33,8 @@ class LayerKVCache:
                 f"({self.keys.shape[0]}, {self.keys.shape[1]}, T, {self.keys.shape[3]}), "
                 f"got {tuple(key.shape)} and {tuple(value.shape)}"
             )
-        if self.length + t > self.max_len:
-            raise ValueError(f"LayerKVCache: {self.length} + {t} positions exceed max_len={self.max_len}")
+        if self.length + t > self.context_length:
+            raise ValueError(f"LayerKVCache: {self.length} + {t} positions exceed context_length={self.context_length}")
         self.keys[:, :, self.length : self.length + t] = key
         self.values[:, :, self.length : self.length + t] = value
         self.length += t
@@ -47,9 +47,10 @@ class KVCache:
     ``length`` is the number of positions already cached, i.e. the position of the next token.
     """
 
-    def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int,
+    def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
-        self.layers = [LayerKVCache(batch, n_heads, max_len, head_dim, dtype, device) for _ in range(n_layers)]
+        self.layers = [LayerKVCache(batch, num_heads, context_length, head_dim, dtype, device)
+                       for _ in range(num_layers)]
 
     def __getitem__(self, i: int) -> LayerKVCache:
         return self.layers[i]
@@ -62,8 +63,8 @@ class KVCache:
         return self.layers[0].length
 
     @property
-    def max_len(self) -> int:
-        return self.layers[0].max_len
+    def context_length(self) -> int:
+        return self.layers[0].context_length
 
     def reset(self) -> None:
         """Forget everything (the buffers are reused)."""

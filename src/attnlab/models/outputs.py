@@ -25,15 +25,18 @@ def sentence_embedding(hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
 
 
 @dataclass
-class GPTOutput:
-    """``GPT.forward(idx, output_attentions=True)``.
+class CausalLMOutput:
+    """What a language model's forward returns (Hugging Face's field names).
 
     Attributes:
-        logits: ``(B, T, vocab_size)``.
-        attentions: one ``(B, H, T, T)`` weight tensor per layer (keys ``(B, H, T, L)`` with a cache).
+        logits: ``(B, T, vocab_size)``: the scores of the next token at every position.
+        loss: the mean next-token cross-entropy, when ``targets`` were given.
+        attentions: with ``return_weights``: one ``(B, H, T, T)`` weight tensor per layer
+            (keys ``(B, H, T, L)`` with a cache of ``L`` positions).
     """
 
     logits: Tensor
+    loss: Tensor | None = None
     attentions: tuple[Tensor, ...] | None = None
 
 
@@ -43,9 +46,9 @@ class EncoderOutput:
 
     Attributes:
         last_hidden_state: ``(B, T, D)``; rows at padding positions are computed but meaningless.
-        hidden_states: with ``output_hidden_states``: ``n_layers + 1`` tensors ``(B, T, D)``, the
+        hidden_states: with ``return_hidden_states``: ``num_layers + 1`` tensors ``(B, T, D)``, the
             embeddings first, then each block's output.
-        attentions: with ``output_attentions``: one ``(B, H, T, T)`` per layer.
+        attentions: with ``return_weights``: one ``(B, H, T, T)`` per layer.
         attention_mask: the ``(B, T)`` mask used (1 = real token), kept for pooling.
     """
 

@@ -13,7 +13,7 @@ attend; float mask added; ``is_causal`` top-left aligned; a query with nothing t
 """
 
 from attnlab.numpy.block import transformer_block
-from attnlab.numpy.checks import BACKENDS
+from attnlab.numpy.checks import BACKENDS, Backend
 from attnlab.numpy.chunked import chunked_attention
 from attnlab.numpy.encoder import embeddings, encoder_forward
 from attnlab.numpy.feedforward import erf, feed_forward, gelu, gelu_tanh
@@ -23,7 +23,7 @@ from attnlab.numpy.masks import causal_mask, padding_mask
 from attnlab.numpy.math_attention import attention_scores, attention_weights, math_attention
 from attnlab.numpy.multihead import multi_head_attention, split_heads
 from attnlab.numpy.positional import add_sinusoidal_positions, sinusoidal_table
-from attnlab.numpy.sdpa import Backend, choose_backend, scaled_dot_product_attention
+from attnlab.numpy.sdpa import choose_backend, scaled_dot_product_attention
 from attnlab.numpy.softmax import softmax
 from attnlab.numpy.weights import load_safetensors, state_dict_to_arrays, subtree
 

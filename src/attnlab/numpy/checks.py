@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
 from attnlab.arguments import check_choice, check_mask_shape, check_scale, qkv_batch
 
-BACKENDS = ("auto", "math", "chunked")
+Backend = Literal["auto", "math", "chunked"]
+BACKENDS: tuple[str, ...] = get_args(Backend)  # the twin's backends, in one place
 
 
 def check_float_array(x: object, name: str, owner: str) -> None:

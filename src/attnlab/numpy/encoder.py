@@ -14,8 +14,8 @@ import re
 import numpy as np
 
 from attnlab.numpy.block import transformer_block
+from attnlab.numpy.checks import Backend
 from attnlab.numpy.layernorm import layer_norm
-from attnlab.numpy.sdpa import Backend
 from attnlab.numpy.weights import Params, require, subtree
 
 _OWNER = "encoder_forward"
@@ -71,7 +71,7 @@ def encoder_forward(
     Args:
         input_ids: ``(B, T)`` integer token ids.
         params: the converted ``state_dict`` of a ``TransformerEncoder``.
-        num_heads: attention heads per block (the model's ``config.n_heads``).
+        num_heads: attention heads per block (the model's ``config.num_heads``).
         attention_mask: ``(B, T)``, 1 for real tokens, 0 for padding (None: all real).
         token_type_ids: ``(B, T)`` segment ids (None: all 0).
         eps: LayerNorm epsilon (``config.layer_norm_eps``; BERT: 1e-12).
@@ -85,6 +85,7 @@ def encoder_forward(
     if n == 0:
         raise KeyError(f"{_OWNER}: no blocks.{{i}} parameters found; got {sorted(params)[:5]}...")
     for i in range(n):
-        x = transformer_block(x, subtree(params, f"blocks.{i}"), num_heads, attention_mask, norm="post", causal=False,
+        x = transformer_block(x, subtree(params, f"blocks.{i}"), num_heads, attention_mask, norm="post",
+                              is_causal=False,
                               activation=activation, eps=eps, backend=backend)
     return x

@@ -32,7 +32,7 @@ def multi_head_attention(
     num_heads: int,
     attention_mask: np.ndarray | None = None,
     *,
-    causal: bool = True,
+    is_causal: bool = True,
     backend: Backend = "auto",
     return_weights: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -44,7 +44,7 @@ def multi_head_attention(
             :func:`attnlab.numpy.state_dict_to_arrays` of a ``MultiHeadAttention``.
         num_heads: number of heads; must divide ``d_out``.
         attention_mask: ``(B, T)``, 1 for real tokens, 0 for padding (keys that nobody attends).
-        causal: mask future tokens (a decoder); False for an encoder.
+        is_causal: mask future tokens (a decoder); False for an encoder.
         backend: ``"math"``, ``"chunked"`` or ``"auto"``, see :func:`scaled_dot_product_attention`.
         return_weights: also return the attention weights.
     """
@@ -62,7 +62,7 @@ def multi_head_attention(
         mask = padding_mask(attention_mask)
     q, k, v = (split_heads(linear_from(params, name, x, _OWNER), num_heads)
                for name in ("W_query", "W_key", "W_value"))
-    out = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, backend=backend,
+    out = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, backend=backend,
                                        return_weights=return_weights)
     out, weights = out if return_weights else (out, None)
     out = linear_from(params, "out_proj", out.transpose(0, 2, 1, 3).reshape(b, t, d_out), _OWNER)  # concat heads, mix

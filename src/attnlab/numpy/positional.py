@@ -13,21 +13,21 @@ import numpy as np
 from attnlab.numpy.checks import check_float_array
 
 
-def sinusoidal_table(max_len: int, d_model: int) -> np.ndarray:
-    """The ``(max_len, d_model)`` table, computed in float64 then cast to float32; ``d_model`` even.
+def sinusoidal_table(context_length: int, d_model: int) -> np.ndarray:
+    """The ``(context_length, d_model)`` table, computed in float64 then cast to float32; ``d_model`` even.
 
     Example:
         >>> sinusoidal_table(2, 4)[0].tolist()          # position 0: sin 0 = 0, cos 0 = 1
         [0.0, 1.0, 0.0, 1.0]
     """
-    for name, n in (("max_len", max_len), ("d_model", d_model)):
+    for name, n in (("context_length", context_length), ("d_model", d_model)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"sinusoidal_table: {name} must be a positive int, got {n!r}")
     if d_model % 2:
         raise ValueError(f"sinusoidal_table: d_model must be even (sin/cos pairs), got {d_model}")
-    pos = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
+    pos = np.arange(context_length, dtype=np.float64)[:, None]  # (context_length, 1)
     inv_freq = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))
-    pe = np.empty((max_len, d_model), dtype=np.float64)
+    pe = np.empty((context_length, d_model), dtype=np.float64)
     pe[:, 0::2] = np.sin(pos * inv_freq)
     pe[:, 1::2] = np.cos(pos * inv_freq)
     return pe.astype(np.float32)

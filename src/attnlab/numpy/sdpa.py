@@ -3,16 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from attnlab.arguments import resolve_backend
-from attnlab.numpy.checks import check_mask, check_options, check_qkv
+from attnlab.numpy.checks import Backend, check_mask, check_options, check_qkv
 from attnlab.numpy.chunked import chunked_attention
 from attnlab.numpy.math_attention import math_attention
-
-Backend = Literal["auto", "math", "chunked"]
 
 # Above this many scores per batch the in-place math path would need more memory than it is
 # worth (a (B·H, 4096, 4096) fp32 score matrix is 64 MiB per head); "auto" switches to chunked.

@@ -60,22 +60,22 @@ class PretrainedBert(nn.Module):
         return self.encoder.config
 
     def _encodings(self, texts: list[str], truncation: bool) -> list:
-        max_len = self.config.max_position
+        context_length = self.config.context_length
         if truncation:
-            self.tokenizer.enable_truncation(max_len)
+            self.tokenizer.enable_truncation(context_length)
         try:
             encodings = self.tokenizer.encode_batch(texts)
         finally:
             self.tokenizer.no_truncation()
         for i, e in enumerate(encodings):
-            if len(e.ids) > max_len:
-                raise ValueError(f"text {i} has {len(e.ids)} tokens, more than the model's {max_len} positions; "
-                                 f"pass truncation=True to keep the first {max_len}")
+            if len(e.ids) > context_length:
+                raise ValueError(f"text {i} has {len(e.ids)} tokens, more than the model's {context_length} positions; "
+                                 f"pass truncation=True to keep the first {context_length}")
         return encodings
 
     def tokenize(self, texts: str | Sequence[str], truncation: bool = False) -> TokenBatch:
         """Tokenize and right-pad to the longest text. Too long a text raises ``ValueError`` unless
-        ``truncation=True`` (then it keeps its first ``max_position`` tokens, [SEP] last)."""
+        ``truncation=True`` (then it keeps its first ``context_length`` tokens, [SEP] last)."""
         texts = _check_texts(texts)
         if not texts:
             raise ValueError("texts is empty: nothing to tokenize")
@@ -84,10 +84,10 @@ class PretrainedBert(nn.Module):
         return TokenBatch(ids, mask, types, [list(e.tokens) for e in encodings])
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False) -> EncoderOutput:
+                return_weights: bool = False, return_hidden_states: bool = False) -> EncoderOutput:
         """The encoder's forward: see :meth:`TransformerEncoder.forward`."""
-        return self.encoder(input_ids, attention_mask, token_type_ids, output_attentions=output_attentions,
-                            output_hidden_states=output_hidden_states)
+        return self.encoder(input_ids, attention_mask, token_type_ids, return_weights=return_weights,
+                            return_hidden_states=return_hidden_states)
 
     @torch.inference_mode()
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, truncation: bool = False) -> Tensor:

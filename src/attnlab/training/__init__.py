@@ -1,4 +1,4 @@
-"""Training: a GPT on real text (resumable, data-parallel), and the tutorial's one-layer toy."""
+"""Training: a GPT on real text, resumable bit for bit, data-parallel under torchrun."""
 
 from attnlab.training.checkpoint import Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, load_toml

@@ -9,7 +9,7 @@ Layout of an output directory::
         rng.safetensors              each process' torch RNG state
         state.json                   step, configs, loss history, optimizer scalars (lr, betas, ...)
         tokenizer.json               the tokenizer, as saved by attnlab.data
-    OUT/loss.png                     the loss curve
+    OUT/loss.png                     the loss curve (drawn by the CLI and the demo, not here)
 
 A checkpoint is written whole into a temporary directory and renamed into place; then the
 pointer is replaced atomically (temp file + ``os.replace``). A crash at any moment leaves the
@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file, save_model
 from torch import Tensor, nn
 
 from attnlab.data.tokenizer import Tokenizer, load_tokenizer
 from attnlab.files import atomic_write_text, current_umask
+from attnlab.models.trained import FORMAT, POINTER, latest_checkpoint, load_weights, read_state, resolve_checkpoint
 
-POINTER = "checkpoint.json"
-FORMAT = 1
+__all__ = ["POINTER", "Checkpoint", "latest_checkpoint", "load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
 
 
 @dataclass
@@ -53,16 +53,7 @@ class Checkpoint:
 
     def load_weights(self, model: nn.Module) -> None:
         """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
-        saved = load_file(self.path / "model.safetensors")
-        own = model.state_dict()
-        bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
-               for k, v in saved.items() if k in own and own[k].shape != v.shape]
-        if bad:
-            raise ValueError(f"checkpoint {str(self.path)!r} holds a model of a different shape: " + "; ".join(bad[:5]))
-        missing, unexpected = load_model(model, self.path / "model.safetensors", strict=False)
-        if missing or unexpected:
-            raise ValueError(f"checkpoint {str(self.path)!r} does not match the model: "
-                             f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
+        load_weights(self.path, model)
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:
@@ -125,31 +116,10 @@ def _prune(root: Path, keep: int, latest: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def latest_checkpoint(out_dir: str | Path) -> Path | None:
-    """The checkpoint that ``out_dir/checkpoint.json`` points at, or None if there is none yet."""
-    pointer = Path(out_dir) / POINTER
-    if not pointer.exists():
-        return None
-    return Path(out_dir) / json.loads(pointer.read_text(encoding="utf-8"))["latest"]
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """An output directory (follow its pointer) or a checkpoint directory itself -> the checkpoint directory."""
-    path = Path(path)
-    if (path / "state.json").exists():
-        return path
-    latest = latest_checkpoint(path)
-    if latest is None or not (latest / "state.json").exists():
-        raise ValueError(f"checkpoint: no checkpoint found in {str(path)!r} (expected {POINTER} or state.json)")
-    return latest
-
-
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Read the checkpoint at ``path`` (an output directory or a checkpoint directory)."""
     ckpt = resolve_checkpoint(path)
-    state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
-    if state.get("format") != FORMAT:
-        raise ValueError(f"checkpoint {str(ckpt)!r}: unknown format {state.get('format')!r}, expected {FORMAT}")
+    state = read_state(ckpt)
     optimizer = optimizer_from_tensors(load_file(ckpt / "optimizer.safetensors"), state.pop("optimizer"))
     rng = load_file(ckpt / "rng.safetensors")
     return Checkpoint(ckpt, state, optimizer, rng, load_tokenizer(ckpt / "tokenizer.json"))

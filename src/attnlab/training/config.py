@@ -8,7 +8,7 @@ given on the command line. A TOML file holds the fields below at top level and m
     max_iters = 5000
     learning_rate = 2e-3
     [model]
-    n_embd = 192
+    d_model = 192
 
 **Batch semantics.** One optimizer step sees ``batch_size * grad_accum`` sequences in total,
 whatever the number of processes: under ``torchrun --nproc_per_node=N`` each process runs

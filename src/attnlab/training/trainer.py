@@ -15,11 +15,11 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch.nn.parallel import DistributedDataParallel
@@ -46,7 +46,6 @@ from attnlab.training.distributed import (
     setup_distributed,
 )
 from attnlab.training.optim import configure_optimizer, lr_at
-from attnlab.training.plots import save_loss_curve
 
 
 @dataclass
@@ -107,8 +106,10 @@ class Trainer:
     """Set up data, model and optimizer from a :class:`TrainConfig` (and a checkpoint, if resuming)."""
 
     def __init__(self, config: TrainConfig, resume: bool = False, console: Console | None = None,
-                 quiet: bool = False, overwrite: bool = False) -> None:
+                 quiet: bool = False, overwrite: bool = False,
+                 on_save: Callable[[Trainer], None] | None = None) -> None:
         self.config, c = config, config
+        self.on_save = on_save  # e.g. the CLI redraws the loss curve after every checkpoint
         self.dist = d = setup_distributed(c.device)
         self.console = console or Console()
         self.show = d.is_main and not quiet
@@ -192,8 +193,7 @@ class Trainer:
             x, y = x.to(d.device), y.to(d.device)
             sync = micro == local - 1 or not d.enabled  # DDP: all-reduce the gradients once, at the last one
             with contextlib.nullcontext() if sync else self.train_model.no_sync():
-                logits = self.train_model(x)
-                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1))
+                loss = self.train_model(x, targets=y).loss
                 (loss / local).backward()
             total += loss.detach()
         if c.grad_clip > 0:
@@ -214,14 +214,13 @@ class Trainer:
             for i in range(d.rank, c.eval_iters, d.world_size):
                 x, y = get_batch(data, self.model_config.context_length, c.batch_size,
                                  stream_generator(c.seed, "eval", split, i))
-                logits = self.eval_model(x.to(d.device))
-                total += F.cross_entropy(logits.view(-1, logits.size(-1)), y.to(d.device).reshape(-1)).item()
+                total += self.eval_model(x.to(d.device), targets=y.to(d.device)).loss.item()
             sums.append(total)
         tr, va = all_reduce_sum(d, sums)
         return tr / c.eval_iters, va / c.eval_iters
 
     def save(self) -> Path | None:
-        """Write a checkpoint and the loss curve (first process only); every process must call it."""
+        """Write a checkpoint (first process only; every process must call it), then call ``on_save``."""
         rng = gather_rng_states(self.dist)
         self.saved_step = self.step
         if not self.dist.is_main:
@@ -230,8 +229,8 @@ class Trainer:
                  "history": {"train": self.train_losses, "eval": self.evals}, "world_size": self.dist.world_size}
         path = save_checkpoint(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,
                                keep=self.config.keep_checkpoints)
-        save_loss_curve(self.train_losses, self.evals, self.out / "loss.png",
-                        title=f"{self.config.data}: {self.model.num_parameters():,} parameters")
+        if self.on_save is not None:
+            self.on_save(self)
         return path
 
     def _eval_and_log(self) -> None:
@@ -301,7 +300,9 @@ class Trainer:
 
 
 def train(config: TrainConfig, resume: bool = False, console: Console | None = None, quiet: bool = False,
-          stop_at: int | None = None, overwrite: bool = False) -> TrainResult:
+          stop_at: int | None = None, overwrite: bool = False,
+          on_save: Callable[[Trainer], None] | None = None) -> TrainResult:
     """Train a GPT as ``config`` says (see :class:`Trainer`)."""
     with torch.enable_grad():  # callers may sit inside no_grad (the demo does)
-        return Trainer(config, resume=resume, console=console, quiet=quiet, overwrite=overwrite).train(stop_at)
+        return Trainer(config, resume=resume, console=console, quiet=quiet, overwrite=overwrite,
+                       on_save=on_save).train(stop_at)

@@ -57,7 +57,7 @@ def heads_figure(cap: Capture, layer: int = 0, labels: bool | None = None) -> Fi
     """Every head of ``layer`` in a grid, one shared colour bar (token labels when T ≤ 24)."""
     cap.check_layer_head(layer)
     families = require_glyphs("".join(cap.tokens) + cap.model_name)
-    h, t = cap.n_heads, cap.seq_len
+    h, t = cap.num_heads, cap.seq_len
     labels = t <= 24 if labels is None else labels
     cols = min(h, 4)
     rows = math.ceil(h / cols)

@@ -13,9 +13,9 @@ from matplotlib.figure import Figure
 from attnlab.layers.positional import sinusoidal_table
 
 
-def pe_figure(max_len: int = 100, d_model: int = 64, dims: Sequence[int] | None = None) -> Figure:
-    """Heatmap of ``PE (max_len, d_model)`` (diverging colour map, -1..1) above curves of ``dims``."""
-    pe = sinusoidal_table(max_len, d_model).numpy()  # validates max_len and d_model
+def pe_figure(context_length: int = 100, d_model: int = 64, dims: Sequence[int] | None = None) -> Figure:
+    """Heatmap of ``PE (context_length, d_model)`` (diverging colour map, -1..1) above curves of ``dims``."""
+    pe = sinusoidal_table(context_length, d_model).numpy()  # validates context_length and d_model
     dims = list(dims) if dims is not None else sorted({d for d in (0, 1, 6, 16, d_model // 2) if d < d_model})
     bad = [d for d in dims if not 0 <= d < d_model]
     if bad:
@@ -30,7 +30,7 @@ def pe_figure(max_len: int = 100, d_model: int = 64, dims: Sequence[int] | None 
     fig.colorbar(image, ax=top, label="value")
     for d in dims:
         kind = "sin" if d % 2 == 0 else "cos"
-        bottom.plot(range(max_len), pe[:, d], label=f"dim {d} ({kind})")
+        bottom.plot(range(context_length), pe[:, d], label=f"dim {d} ({kind})")
     bottom.set_xlabel("position")
     bottom.set_ylabel("PE")
     bottom.legend(loc="upper right", fontsize=8, ncols=2)

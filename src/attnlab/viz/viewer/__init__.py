@@ -64,7 +64,7 @@ def payload(cap: Capture, title: str | None = None, layer: int = 0, head: int = 
             font = None  # no font package: the browser's own fonts draw the tokens
     return {
         "title": title or f"{cap.model_name}: attention", "tokens": list(cap.tokens), "T": cap.seq_len,
-        "layers": cap.n_layers, "heads": cap.n_heads, "layer": layer, "head": head, "causal": cap.causal,
+        "layers": cap.num_layers, "heads": cap.num_heads, "layer": layer, "head": head, "causal": cap.is_causal,
         "compressed": True, "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
         "rowmax": base64.b64encode(rowmax).decode("ascii"),
         "font": None if font is None else base64.b64encode(font).decode("ascii"),

@@ -1,11 +1,9 @@
-"""The walk-through behind ``attnlab demo``: every step of every mechanism, printed.
+"""The demo's first step: every step of every mechanism, printed.
 
 The example is the book's: "Your journey starts with one step", six tokens with 3-d embeddings.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 from rich.console import Console
@@ -13,10 +11,8 @@ from rich.table import Table
 from torch import Tensor
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
+from attnlab.demo.context import Demo
 from attnlab.functional import attention_scores, attention_weights, causal_mask
-from attnlab.pretrained.walkthrough import transformer_step
-from attnlab.training.walkthrough import shakespeare_step, toy_step
-from attnlab.viz.report import report_step
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 EMBEDDINGS = torch.tensor(
@@ -88,34 +84,17 @@ def causal(console: Console, x: Tensor, seed: int) -> None:
 def multihead(console: Console, x: Tensor, seed: int) -> None:
     console.rule("[bold]4. Multi-head attention: two heads, split weights, out_proj")
     torch.manual_seed(seed)
-    mha = MultiHeadAttention(d_in=3, d_out=4, num_heads=2, context_length=6, causal=True).eval()
+    mha = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2).eval()  # the book's call
     context, weights = mha(x, return_weights=True)
     for h in range(mha.num_heads):
         console.print(matrix_table(f"Head {h} weights", weights[h], TOKENS, TOKENS))
     console.print(matrix_table("Output: heads concatenated, then out_proj", context, TOKENS))
 
 
-Step = Callable[[Console, Tensor, int, str], None]
-
-
-def mechanisms(console: Console, x: Tensor, seed: int, out_dir: str) -> None:
+def mechanisms_step(demo: Demo) -> None:
+    """The four mechanisms on the book's sentence, every matrix printed."""
+    console, x, seed = demo.console, EMBEDDINGS, demo.seed
     simplified(console, x)
     scaled(console, x, seed)
     causal(console, x, seed)
     multihead(console, x, seed)
-
-
-# Each capability adds its own step here; they run in order.
-STEPS: list[Step] = [mechanisms]
-STEPS.append(transformer_step)  # attnlab.pretrained: model sizes, a real pretrained BERT
-STEPS += [toy_step, shakespeare_step]  # attnlab.training: the tutorial's toy, then a short GPT run and a sample
-# The report shows what the steps above wrote (a trained model, if any), so it runs last.
-STEPS.append(report_step)
-
-
-def run_demo(seed: int = 123, out_dir: str = "out", console: Console | None = None) -> None:
-    """Run every step of the demo, printing to ``console`` (stdout by default)."""
-    console = console or Console()
-    with torch.no_grad():
-        for step in STEPS:
-            step(console, EMBEDDINGS, seed, out_dir)

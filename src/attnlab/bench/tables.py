@@ -32,7 +32,7 @@ def _row(r: CaseResult, matmul: float) -> list[str]:
     spread = r.spread_s
     g = r.gflops()
     note = r.reason if r.status != "ok" else ("one call" if r.plan.single_call else "")
-    return [f"{c.batch}×{c.seq_len}", c.backend, "yes" if c.causal else "no",
+    return [f"{c.batch}×{c.seq_len}", c.backend, "yes" if c.is_causal else "no",
             _num(r.median_s and r.median_s * 1e3, ".2f"),
             "–" if spread is None else f"{spread[0] * 1e3:.3g}–{spread[1] * 1e3:.3g}",
             str(len(r.times)) if r.times else "–", _num(g, ".1f"), _num(g and 100 * g / matmul, ".0f"),
@@ -51,16 +51,17 @@ def rich_table(result: BenchResult) -> Table:
         table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold")
     cases = result.cases
     for i, r in enumerate(cases):
-        key = (r.case.group, r.case.seq_len, r.case.causal)
+        key = (r.case.group, r.case.seq_len, r.case.is_causal)
         last = i + 1 == len(cases) or key != (cases[i + 1].case.group, cases[i + 1].case.seq_len,
-                                              cases[i + 1].case.causal)
+                                              cases[i + 1].case.is_causal)
         table.add_row(*_row(r, matmul), style="dim" if r.status != "ok" else None, end_section=last)
     return table
 
 
-def _ok(result: BenchResult, backend: str, causal: bool, group: str = "sweep") -> dict[int, CaseResult]:
+def _ok(result: BenchResult, backend: str, is_causal: bool, group: str = "sweep") -> dict[int, CaseResult]:
     return {r.case.seq_len: r for r in result.cases
-            if r.status == "ok" and r.case.backend == backend and r.case.causal == causal and r.case.group == group}
+            if r.status == "ok" and r.case.backend == backend and r.case.is_causal == is_causal
+            and r.case.group == group}
 
 
 def _slope(points: dict[int, float]) -> float | None:
@@ -76,14 +77,14 @@ def _slope(points: dict[int, float]) -> float | None:
 def targets(result: BenchResult) -> list[str]:
     """The goals, each with what this run measured (reported, not asserted)."""
     lines = []
-    for causal in result.config.causal:
+    for causal in result.config.is_causal:
         np_math, pt_math = _ok(result, "numpy-math", causal), _ok(result, "math", causal)
         ratios = [f"T={t}: {np_math[t].median_s / pt_math[t].median_s:.2f}×"
                   for t in sorted(np_math) if t >= 1024 and t in pt_math]
         if ratios:
             lines.append(f"NumPy math / torch math time ({'causal' if causal else 'non-causal'}; goal ≤ 1.5× at "
                          f"T ≥ 1024): {', '.join(ratios)}")
-    at_4096 = [r for r in result.cases if r.status == "ok" and r.case.group == "sweep" and not r.case.causal
+    at_4096 = [r for r in result.cases if r.status == "ok" and r.case.group == "sweep" and not r.case.is_causal
                and r.case.seq_len == 4096]
     if at_4096:
         best = max(at_4096, key=lambda r: r.gflops())
@@ -109,8 +110,8 @@ def command_line(cfg: BenchConfig) -> str:
         args.append("--seq-lens " + ",".join(map(str, cfg.seq_lens)))
     if cfg.backends != full.backends:
         args.append("--backends " + ",".join(cfg.backends))
-    if cfg.causal != full.causal:
-        args.append("--causal" if cfg.causal == (True,) else "--no-causal")
+    if cfg.is_causal != full.is_causal:
+        args.append("--causal" if cfg.is_causal == (True,) else "--no-causal")
     for flag, name in (("--batch", "batch"), ("--d-model", "d_model"), ("--heads", "num_heads")):
         if getattr(cfg, name) != getattr(full, name):
             args.append(f"{flag} {getattr(cfg, name)}")

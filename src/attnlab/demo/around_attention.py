@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
-from rich.console import Console
 from rich.table import Table
-from torch import Tensor
 
+from attnlab.demo.context import Demo
 from attnlab.models import GPT, EncoderConfig, GPTConfig, TransformerEncoder
 
 SENTENCES = [
@@ -28,12 +27,13 @@ def sizes_table() -> Table:
         cfg = cfg_cls.from_preset(name)
         with torch.device("meta"):
             n = model_cls(cfg).num_parameters()
-        table.add_row(name, f"{cfg.n_layers} × {cfg.d_model}", str(cfg.n_heads), f"{n:,}")
+        table.add_row(name, f"{cfg.num_layers} × {cfg.d_model}", str(cfg.num_heads), f"{n:,}")
     return table
 
 
-def transformer_step(console: Console, embeddings: Tensor, seed: int, out_dir: str) -> None:
+def around_attention_step(demo: Demo) -> None:
     """Print the presets' sizes, then embed and compare a few sentences with all-MiniLM-L6-v2."""
+    console = demo.console
     console.rule("[bold]The Transformer around attention: blocks, models, a real pretrained BERT")
     console.print("A block = attention + feed-forward, each with a residual and a LayerNorm: post-LN "
                   "(BERT) normalises after the addition, pre-LN (GPT-2) before the sublayer.")
@@ -55,7 +55,7 @@ def transformer_step(console: Console, embeddings: Tensor, seed: int, out_dir: s
         table.add_row(f"{i}: {s}", *(f"{sims[i, j]:.2f}" for j in range(len(SENTENCES))))
     console.print(table)
     batch = bert.tokenize(SENTENCES[:1])
-    out = bert(batch.input_ids, batch.attention_mask, output_attentions=True)
+    out = bert(batch.input_ids, batch.attention_mask, return_weights=True)
     w = out.attentions[-1][0].mean(0)  # last layer, averaged over heads: (T, T)
     tokens, last = batch.tokens[0], len(batch.tokens[0]) - 1
     special = (w[1:last, 0] + w[1:last, last]).mean().item()

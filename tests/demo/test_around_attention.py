@@ -1,13 +1,14 @@
 import torch
 from rich.console import Console
 
-from attnlab.pretrained.walkthrough import transformer_step
+from attnlab.demo import Demo
+from attnlab.demo.around_attention import around_attention_step
 
 
 def test_demo_step_prints_sizes_and_similarities(tmp_path):
     console = Console(record=True, width=200)
     with torch.no_grad():
-        transformer_step(console, torch.zeros(6, 3), 123, str(tmp_path))
+        around_attention_step(Demo(console, 123, tmp_path))
     text = console.export_text()
     assert "124,439,808" in text and "1,557,611,200" in text
     row = next(line for line in text.splitlines() if "0: To be, or not to be" in line)

@@ -18,10 +18,18 @@ from rich.console import Console
 from torch import Tensor
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
+from attnlab.demo.context import Demo
+from attnlab.demo.mechanisms import EMBEDDINGS, TOKENS
 from attnlab.files import atomic_write
+from attnlab.generation import stream_text
 from attnlab.inspect import Explanation, capture, explain
+from attnlab.models import load_trained
+from attnlab.models.trained import read_state, resolve_checkpoint
+from attnlab.pretrained import load_bert
 from attnlab.viz.heatmap import head_figure, heads_figure
+from attnlab.viz.loss_curve import loss_figure
 from attnlab.viz.pe_plot import pe_figure
+from attnlab.viz.viewer import write_html
 
 BERT_SENTENCE = "The cat sat on the mat because it was tired."
 CSS = """body{font:16px/1.55 system-ui,"Noto Sans","Noto Sans CJK SC",sans-serif;max-width:980px;margin:2em auto;
@@ -75,7 +83,7 @@ def mechanisms_section(tokens: list[str], x: Tensor, seed: int) -> Section:
     torch.manual_seed(seed)
     causal = CausalAttention(x.shape[-1], 2, context_length=len(tokens), dropout=0.0)
     torch.manual_seed(seed)
-    multi = MultiHeadAttention(x.shape[-1], 4, num_heads=2, context_length=len(tokens), causal=True)
+    multi = MultiHeadAttention(x.shape[-1], 4, len(tokens), 0.0, 2)
     parts = [p("Each row is a query token, each column a key; a row's weights sum to 1. Same sentence, "
                f"same embeddings (seed {seed}), four mechanisms.")]
     for label, module, text in (
@@ -85,7 +93,7 @@ def mechanisms_section(tokens: list[str], x: Tensor, seed: int) -> Section:
         ("Multi-head (2 heads)", multi, "Each head has its own projections and its own pattern."),
     ):
         cap = capture(module, x, tokens=tokens, name=label)
-        fig = heads_figure(cap, 0) if cap.n_heads > 1 else head_figure(cap, 0, 0)
+        fig = heads_figure(cap, 0) if cap.num_heads > 1 else head_figure(cap, 0, 0)
         parts += [f"<h3>{html.escape(label)}</h3>", p(text), png_img(fig, label)]
         if module is scaled:
             parts += [p("The arithmetic for one token, every number:"), explain_table(explain(cap, 1))]
@@ -94,21 +102,17 @@ def mechanisms_section(tokens: list[str], x: Tensor, seed: int) -> Section:
 
 def bert_section(out_dir: Path, sentence: str = BERT_SENTENCE) -> Section:
     """A real pretrained model's heads, and the interactive viewer written beside the report."""
-    from attnlab.inspect.models import load_model
-
     try:
-        model, tokenizer = load_model("bert")
+        model = load_bert()
     except ImportError as err:
         return Section("2. A pretrained BERT's heads", p(f"Skipped: {err}. Install attnlab[pretrained].", "note"))
-    from attnlab.viz.viewer import write_html
-
-    cap = capture(model, sentence, tokenizer=tokenizer, qkv=False, name="all-MiniLM-L6-v2")
+    cap = capture(model, sentence, tokenizer=model.tokenizer, qkv=False, name="all-MiniLM-L6-v2")
     viewer = write_html(cap, out_dir / "attention.html")
-    parts = [p(f"all-MiniLM-L6-v2 ({cap.n_layers} layers × {cap.n_heads} heads) reading {sentence!r}. "
+    parts = [p(f"all-MiniLM-L6-v2 ({cap.num_layers} layers × {cap.num_heads} heads) reading {sentence!r}. "
                "Early heads look at neighbours or at [CLS]/[SEP]; later ones at related words."),
              f'<p>Explore every layer and head: <a href="{html.escape(viewer.name)}">{html.escape(viewer.name)}</a> '
              "(works offline).</p>"]
-    for layer in (0, cap.n_layers - 1):
+    for layer in (0, cap.num_layers - 1):
         parts.append(png_img(heads_figure(cap, layer), f"BERT layer {layer}", dpi=70))
     return Section("2. A pretrained BERT's heads", "".join(parts))
 
@@ -125,13 +129,10 @@ def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Sec
     if not runs:
         return None
     run = runs[0]
-    parts = [p(f"The model trained in {run}.")]
-    loss = run / "loss.png"
-    if loss.exists():
-        data = base64.b64encode(loss.read_bytes()).decode("ascii")
-        parts.append(f'<img alt="loss curve" src="data:image/png;base64,{data}">')
-    from attnlab.training.inference import load_trained, stream_text
-
+    history = read_state(resolve_checkpoint(run))["history"]  # the losses the checkpoint recorded
+    parts = [p(f"The model trained in {run}."),
+             png_img(loss_figure([tuple(x) for x in history["train"]], [tuple(x) for x in history["eval"]]),
+                     "loss curve")]
     model, tokenizer = load_trained(run)
     text = "".join(stream_text(model, tokenizer, prompt, tokens, temperature=0.8, seed=1337))
     parts += [p(f"A sample ({tokens} tokens, temperature 0.8, seed 1337):"), f"<pre>{html.escape(text)}</pre>"]
@@ -160,10 +161,8 @@ def write_report(out_dir: str | Path, tokens: list[str], embeddings: Tensor, see
     return atomic_write(out / "report.html", lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
 
 
-def report_step(console: Console, embeddings: Tensor, seed: int, out_dir: str) -> None:
+def report_step(demo: Demo) -> None:
     """The demo's last step: write the report."""
-    from attnlab.demo import TOKENS  # the demo's example sentence; imported here, the demo imports this module
-
-    console.rule("[bold]Report: everything above, in one page")
-    path = write_report(out_dir, TOKENS, embeddings, seed, console)
-    console.print(f"Wrote {path}: open it in a browser (it needs no network).")
+    demo.console.rule("[bold]Report: everything above, in one page")
+    path = write_report(demo.out_dir, TOKENS, EMBEDDINGS, demo.seed, demo.console)
+    demo.console.print(f"Wrote {path}: open it in a browser (it needs no network).")

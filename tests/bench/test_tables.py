@@ -1,12 +1,12 @@
 import pytest
 
 from attnlab.bench.cases import BenchConfig, Case, Plan
-from attnlab.bench.report import _slope, command_line, markdown, rich_table, targets, write_atomic
 from attnlab.bench.runner import BenchResult, CaseResult
+from attnlab.bench.tables import _slope, command_line, markdown, rich_table, targets, write_atomic
 
 
 def _result() -> BenchResult:
-    cfg = BenchConfig(seq_lens=(1024, 4096), backends=("math", "sdpa", "numpy-math"), causal=(False,),
+    cfg = BenchConfig(seq_lens=(1024, 4096), backends=("math", "sdpa", "numpy-math"), is_causal=(False,),
                       texts_shape=False)
     ms = {("math", 1024): 40, ("math", 4096): 800, ("sdpa", 1024): 10, ("sdpa", 4096): 160,
           ("numpy-math", 1024): 50, ("numpy-math", 4096): 1000}
@@ -69,6 +69,6 @@ def test_machine_limits_are_measured():
 def test_command_line_reproduces_the_run():
     assert command_line(BenchConfig.full()) == "attnlab bench --out DIR"
     assert command_line(BenchConfig.quick()) == "attnlab bench --quick --out DIR"
-    cfg = BenchConfig.quick(seq_lens=(16,), d_model=32, num_heads=2, texts_shape=False, causal=(True,))
+    cfg = BenchConfig.quick(seq_lens=(16,), d_model=32, num_heads=2, texts_shape=False, is_causal=(True,))
     assert command_line(cfg) == ("attnlab bench --quick --seq-lens 16 --causal --d-model 32 --heads 2 "
                                  "--no-texts-shape --out DIR")

@@ -65,8 +65,8 @@ def read_config(model_dir: Path) -> EncoderConfig:
         raise ValueError(f"{path}: unsupported hidden_act={act!r}; supported: {sorted(_ACTIVATIONS)}")
     try:
         return EncoderConfig(
-            vocab_size=raw["vocab_size"], max_position=raw["max_position_embeddings"], d_model=raw["hidden_size"],
-            n_layers=raw["num_hidden_layers"], n_heads=raw["num_attention_heads"], d_ff=raw["intermediate_size"],
+            vocab_size=raw["vocab_size"], context_length=raw["max_position_embeddings"], d_model=raw["hidden_size"],
+            num_layers=raw["num_hidden_layers"], num_heads=raw["num_attention_heads"], d_ff=raw["intermediate_size"],
             type_vocab_size=raw.get("type_vocab_size", 2), activation=_ACTIVATIONS[act],
             layer_norm_eps=raw.get("layer_norm_eps", 1e-12), pad_token_id=raw.get("pad_token_id") or 0,
         )

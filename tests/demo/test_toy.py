@@ -2,8 +2,7 @@ import math
 
 import torch
 
-from attnlab.training.plots import save_toy_heatmaps
-from attnlab.training.toy import GLOSS, PAD, SENTENCES, ToyAttention, token_ids, train_toy
+from attnlab.demo.toy import PAD, SENTENCES, ToyAttention, save_toy_heatmaps, token_ids, train_toy
 
 
 def test_forward_equals_the_formula():
@@ -45,7 +44,7 @@ def test_seeded_and_repeatable():
 
 def test_heatmaps_are_written(tmp_path, monkeypatch):
     results = [train_toy(False, epochs=2), train_toy(True, epochs=2)]
-    paths = save_toy_heatmaps(results, SENTENCES, GLOSS, tmp_path)
+    paths = save_toy_heatmaps(results, tmp_path)
     assert [p.name for p in paths] in (
         ["toy_unmasked_1.png", "toy_unmasked_2.png", "toy_masked_1.png", "toy_masked_2.png"],
         ["toy_attention.png"],  # no CJK font installed: one grid, English glosses
@@ -54,11 +53,11 @@ def test_heatmaps_are_written(tmp_path, monkeypatch):
 
 
 def test_heatmaps_without_a_cjk_font_use_glosses(tmp_path, monkeypatch):
-    import attnlab.viz.fonts
+    import attnlab.demo.toy
 
     def no_font(text):
         raise ImportError("no font")
 
-    monkeypatch.setattr(attnlab.viz.fonts, "require_glyphs", no_font)
-    paths = save_toy_heatmaps([train_toy(True, epochs=2)], SENTENCES, GLOSS, tmp_path)
+    monkeypatch.setattr(attnlab.demo.toy, "require_glyphs", no_font)
+    paths = save_toy_heatmaps([train_toy(True, epochs=2)], tmp_path)
     assert [p.name for p in paths] == ["toy_attention.png"] and paths[0].stat().st_size > 1000

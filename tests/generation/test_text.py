@@ -1,15 +1,17 @@
+from types import SimpleNamespace
+
 import pytest
 import torch
 
+from attnlab.generation import encode_prompt, stream_text
+from attnlab.models import load_trained
 from attnlab.training import train
-from attnlab.training.inference import encode_prompt, load_trained, stream_text
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     from attnlab.training import TrainConfig
-
-    from .conftest import TEXT
+    from corpora import TEXT
 
     root = tmp_path_factory.mktemp("inference")
     (root / "c.txt").write_text(TEXT)
@@ -24,7 +26,7 @@ def reference_logits(model, ids):
     """The last position's logits, recomputed from scratch on the last context_length tokens (no cache)."""
     ctx = model.config.context_length
     with torch.no_grad():
-        return model(torch.tensor([ids[-ctx:]]))[0, -1].double()
+        return model(torch.tensor([ids[-ctx:]])).logits[0, -1].double()
 
 
 def streamed_ids(tokenizer, prompt, pieces):
@@ -92,14 +94,22 @@ def test_bpe_pieces_never_split_a_character():
     ids = [int(i) for i in bpe.encode(text)]
     assert len(ids) > len(text)  # some characters really are split over several tokens
 
-    class Scripted(torch.nn.Module):  # a "model" that emits the given ids, one per step
+    class Scripted(torch.nn.Module):  # a "model" whose most likely next token is the next of the given ids
+        config = SimpleNamespace(context_length=1000)
+
         def __init__(self):
             super().__init__()
-            self.w = torch.nn.Parameter(torch.zeros(1))
+            self.w, self.step = torch.nn.Parameter(torch.zeros(1)), 0
 
-        def generate_stream(self, idx, max_new_tokens, **kwargs):
-            return (torch.tensor([i]) for i in ids[:max_new_tokens])
+        def new_kv_cache(self, batch):
+            return None  # no cache: every step is a full forward
 
-    pieces = list(stream_text(Scripted(), bpe, "x", len(ids)))
+        def forward(self, idx, kv_cache=None):
+            logits = torch.zeros(idx.shape[0], idx.shape[1], bpe.vocab_size)
+            logits[:, -1, ids[self.step]] = 1.0
+            self.step += 1
+            return SimpleNamespace(logits=logits)
+
+    pieces = list(stream_text(Scripted(), bpe, "x", len(ids), temperature=0))
     assert "".join(pieces) == text and all("\ufffd" not in p for p in pieces)
     assert len(pieces) > 1

@@ -23,7 +23,7 @@ MECHANISMS: tuple[str, ...] = ("simple", "scaled", "causal", "multihead")
 
 
 @dataclass
-class ToyConfig:
+class RandomModelConfig:
     """What the random model looks like.
 
     Args:
@@ -45,13 +45,14 @@ class ToyConfig:
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS:
-            raise ValueError(f"ToyConfig: mechanism must be one of {', '.join(MECHANISMS)}, got {self.mechanism!r}")
+            raise ValueError(f"RandomModelConfig: mechanism must be one of {', '.join(MECHANISMS)}, "
+                             f"got {self.mechanism!r}")
         for name in ("d_model", "d_k", "num_heads", "context_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"ToyConfig: {name} must be a positive integer, got {value!r}")
+                raise ValueError(f"RandomModelConfig: {name} must be a positive integer, got {value!r}")
         if self.d_model % 2:
-            raise ValueError(f"ToyConfig: d_model must be even (sin/cos pairs), got {self.d_model}")
+            raise ValueError(f"RandomModelConfig: d_model must be even (sin/cos pairs), got {self.d_model}")
 
 
 def word_embedding(word: str, d_model: int, seed: int) -> Tensor:
@@ -60,15 +61,15 @@ def word_embedding(word: str, d_model: int, seed: int) -> Tensor:
     return torch.randn(d_model, generator=g)
 
 
-class ToyModel(nn.Module):
+class RandomModel(nn.Module):
     """Whitespace tokens -> seeded embeddings + positions -> one attention layer.
 
     ``forward(x (B, T, d_model), return_weights)`` is the attention module's own forward.
     """
 
-    def __init__(self, config: ToyConfig | None = None) -> None:
+    def __init__(self, config: RandomModelConfig | None = None) -> None:
         super().__init__()
-        self.config = c = config or ToyConfig()
+        self.config = c = config or RandomModelConfig()
         torch.manual_seed(c.seed)  # the projections' initial weights come from here
         if c.mechanism == "simple":
             self.attn: nn.Module = SimpleSelfAttention(backend="math")
@@ -77,8 +78,8 @@ class ToyModel(nn.Module):
         elif c.mechanism == "causal":
             self.attn = CausalAttention(c.d_model, c.d_k, c.context_length, dropout=0.0, backend="math")
         else:
-            self.attn = MultiHeadAttention(c.d_model, c.d_k * c.num_heads, c.num_heads, c.context_length,
-                                           causal=True, backend="math")
+            self.attn = MultiHeadAttention(c.d_model, c.d_k * c.num_heads, c.context_length, num_heads=c.num_heads,
+                                           is_causal=True, backend="math")
         self.eval()
 
     @property
@@ -88,7 +89,7 @@ class ToyModel(nn.Module):
     def tokenize(self, text: str) -> list[str]:
         """Words split on whitespace; an empty text or one longer than ``context_length`` is an error."""
         if not isinstance(text, str):
-            raise TypeError(f"ToyModel.tokenize: text must be a str, got {type(text).__name__}")
+            raise TypeError(f"RandomModel.tokenize: text must be a str, got {type(text).__name__}")
         words = text.split()
         if not words:
             raise ValueError("text must contain at least one word, got an empty text")

@@ -13,19 +13,28 @@ targets would let both sides collapse to zero.
 
 The tutorial lets ``<PAD>`` take part like any word, so real tokens attend to padding. The fixed
 variant (``mask_padding=True``) masks ``<PAD>`` as a key and leaves the padded position out of the
-loss; :func:`run_toy` trains both from the same seed so their heatmaps can be compared.
+loss; :func:`toy_step` trains both from the same seed and draws their heatmaps side by side.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+from matplotlib.figure import Figure
 from torch import Tensor, nn
 
 from attnlab.attention import MultiHeadAttention
+from attnlab.demo.context import Demo
+from attnlab.inspect import Capture
+from attnlab.viz.figures import save_figure
+from attnlab.viz.fonts import require_glyphs, setup_fonts
+from attnlab.viz.heatmap import draw_weights, head_figure
+
+DPI = 110
 
 VOCAB = ["寫", "代碼", "的", "中年人", "天天", "<PAD>"]
 PAD = VOCAB.index("<PAD>")
@@ -54,12 +63,12 @@ class ToyAttention(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(len(VOCAB), embed_dim)
         self.embedding.weight.requires_grad_(False)
-        self.attention = MultiHeadAttention(embed_dim, embed_dim, num_heads=1, causal=False)
+        self.attention = MultiHeadAttention(embed_dim, embed_dim, num_heads=1, is_causal=False)
 
     def forward(self, ids: Tensor, attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """ids ``(B, T)`` -> (output ``(B, T, D)``, embeddings ``(B, T, D)``, weights ``(B, T, T)``)."""
         x = self.embedding(ids)
-        out, weights = self.attention(x, attention_mask, return_weights=True)
+        out, weights = self.attention(x, attention_mask=attention_mask, return_weights=True)
         return out, x, weights[:, 0]
 
 
@@ -100,7 +109,60 @@ def train_toy(mask_padding: bool, seed: int = 123, epochs: int = 200, lr: float 
     return ToyResult(mask_padding, losses, weights)
 
 
-def run_toy(seed: int = 123, log: Callable[[str, int, float], None] | None = None) -> list[ToyResult]:
-    """Both variants from the same seed: the tutorial's (padding attended) and the fixed one."""
-    return [train_toy(masked, seed, log=None if log is None else (lambda e, v, m=masked: log(
-        "masked" if m else "unmasked", e, v))) for masked in (False, True)]
+def save_toy_heatmaps(results: Sequence[ToyResult], out_dir: str | Path) -> list[Path]:
+    """One heatmap per (variant, sentence), rows queries, columns keys: ``toy_<variant>_<n>.png``.
+
+    The Chinese tokens are drawn with the packaged CJK font; without it (the ``viz`` extra), one grid labelled
+    with English glosses is written instead (:func:`save_gloss_grid`).
+    """
+    out_dir = Path(out_dir)
+    try:
+        require_glyphs("".join("".join(s) for s in SENTENCES))
+    except ImportError:
+        return [save_gloss_grid(results, out_dir / "toy_attention.png")]
+    paths = []
+    for result in results:
+        variant = "masked" if result.mask_padding else "unmasked"
+        for s, words in enumerate(SENTENCES):
+            title = f"toy, sentence {s + 1}: <PAD> {'masked' if result.mask_padding else 'attended'}"
+            cap = Capture(tokens=list(words), attentions=[result.weights[s][None]], model_name=title)
+            paths.append(save_figure(head_figure(cap, annotate=True), out_dir / f"toy_{variant}_{s + 1}.png",
+                                     dpi=DPI))
+    return paths
+
+
+def save_gloss_grid(results: Sequence[ToyResult], path: str | Path) -> Path:
+    """Every (variant, sentence) heatmap in one grid, tokens labelled by their English gloss."""
+    families = setup_fonts()  # Latin only here: the glosses need nothing more
+    fig = Figure(figsize=(5.2 * len(SENTENCES), 4.4 * len(results)), layout="constrained")
+    axes = fig.subplots(len(results), len(SENTENCES), squeeze=False)
+    image = None
+    for r, result in enumerate(results):
+        for s, words in enumerate(SENTENCES):
+            ax = axes[r][s]
+            image = draw_weights(ax, result.weights[s], [GLOSS[t] for t in words], families, annotate=True)
+            ax.set_title(f"sentence {s + 1}, " + ("<PAD> masked" if result.mask_padding else "<PAD> attended"),
+                         fontsize=10)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    return save_figure(fig, path, dpi=DPI)
+
+
+def toy_step(demo: Demo) -> None:
+    """One self-attention layer learns to reconstruct two Chinese sentences (MSE); heatmaps saved."""
+    console = demo.console
+    console.rule("[bold]The toy: one self-attention layer taught to copy its input")
+    for words in SENTENCES:
+        console.print("  sentence: " + " ".join(words))
+    console.print("Embed 16, W_q W_k W_v + out, MSE to its own embeddings, Adam 1e-3, 200 epochs.")
+    results = []
+    for masked in (False, True):
+        label = "<PAD> masked as a key" if masked else "as the tutorial: <PAD> attended like a word"
+        console.print(f"[bold]{label}")
+        results.append(train_toy(masked, seed=demo.seed,
+                                 log=lambda e, v: console.print(f"  epoch {e:>3}  loss {v:.6f}")))
+    pad = SENTENCES[1].index("<PAD>")
+    plain, masked = (r.weights[1, :, pad].tolist() for r in results)
+    console.print("Weight on the <PAD> key, per query of sentence 2: attended "
+                  + ", ".join(f"{w:.3f}" for w in plain) + "; masked " + ", ".join(f"{w:.3f}" for w in masked))
+    paths = save_toy_heatmaps(results, demo.out_dir / "toy")
+    console.print("Heatmaps: " + ", ".join(str(p) for p in paths))

@@ -7,8 +7,9 @@ import re
 import pytest
 from rich.console import Console
 
-from attnlab.demo import EMBEDDINGS, STEPS, TOKENS
-from attnlab.viz.report import report_step, trained_section, write_report
+from attnlab.demo import STEPS
+from attnlab.demo.mechanisms import EMBEDDINGS, TOKENS
+from attnlab.demo.report import report_step, trained_section, write_report
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +53,12 @@ def test_views_read_a_trained_checkpoint(trained_out, tmp_path):
     from click.testing import CliRunner
 
     from attnlab.cli import main
+    from attnlab.cli.model_options import load_model
     from attnlab.inspect import capture, explain
-    from attnlab.inspect.models import load_model
 
     model, tokenizer = load_model(str(trained_out / "train"))
     cap = capture(model, "to be", tokenizer=tokenizer)
-    assert cap.tokens == list("to be") and cap.causal and cap.n_layers == 2
+    assert cap.tokens == list("to be") and cap.is_causal and cap.num_layers == 2
     e = explain(cap, 4, layer=1, head=1)
     assert e.max_abs_diff_weights < 1e-6 and e.max_abs_diff_context < 1e-6
     out = tmp_path / "trained.png"

@@ -1,0 +1,50 @@
+"""Text in, text out: encode a prompt, generate from it, and stream the new text as it arrives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from attnlab.generation.decode import generate_stream
+
+
+def encode_prompt(tokenizer: Any, prompt: str) -> torch.Tensor:
+    """``prompt`` -> ids ``(1, T)``; an empty prompt or one the tokenizer cannot encode is a ValueError."""
+    if not prompt:
+        raise ValueError("prompt: expected at least one character, got an empty prompt")
+    try:
+        ids = tokenizer.encode(prompt)
+    except ValueError as err:
+        raise ValueError(f"prompt: {err}") from None
+    return torch.as_tensor(ids, dtype=torch.long)[None]
+
+
+def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, temperature: float = 1.0,
+                top_k: int | None = None, top_p: float | None = None, seed: int | None = None) -> Iterator[str]:
+    """The generated text, piece by piece as the tokens arrive (KV cache on).
+
+    Everything is checked and the prompt encoded when this is called, before the first piece is asked for,
+    so a caller can fail before printing anything. Byte-level BPE tokens may end inside a multi-byte
+    character; such a piece is held back until the character is complete, so every piece is valid text.
+    """
+    idx = encode_prompt(tokenizer, prompt).to(next(model.parameters()).device)
+    generator = None if seed is None else torch.Generator(device=idx.device).manual_seed(seed)
+    tokens = generate_stream(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                             generator=generator)
+    return _pieces(tokens, tokenizer)
+
+
+def _pieces(tokens: Iterator[torch.Tensor], tokenizer: Any) -> Iterator[str]:
+    new: list[int] = []
+    shown = 0
+    for token in tokens:
+        new.append(int(token[0]))
+        text = tokenizer.decode(new)
+        if not text.endswith("\ufffd") and len(text) > shown:
+            yield text[shown:]
+            shown = len(text)
+    text = tokenizer.decode(new)
+    if len(text) > shown:
+        yield text[shown:]

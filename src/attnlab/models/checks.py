@@ -1,0 +1,58 @@
+"""What a model checks at its door, once per forward: token ids, padding masks, targets.
+
+Reading tensor values makes the host wait for the device, so a door reads all it needs in one go
+(:func:`read_facts`) and the layers inside read nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+INTEGER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+IGNORE_INDEX = -100  # a target position to leave out of the loss (torch's and Hugging Face's convention)
+
+
+def check_ids_tensor(idx: Tensor, owner: str, name: str = "idx") -> None:
+    """``idx`` must be an integer ``(B, T)`` tensor with ``T >= 1`` (shape and dtype only: no values read)."""
+    if not isinstance(idx, Tensor):
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
+    if idx.dtype not in INTEGER_DTYPES:
+        raise TypeError(f"{owner}: {name} must hold integer token ids, got dtype {idx.dtype}")
+    if idx.dim() != 2 or idx.shape[1] == 0:
+        raise ValueError(f"{owner}: {name} must have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
+
+
+def check_same_shape(owner: str, name: str, t: Tensor | None, shape: tuple[int, ...], of: str = "input_ids") -> None:
+    if t is not None and tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{owner}: {name} must have the shape of {of} {tuple(shape)}, got {tuple(t.shape)}")
+
+
+def read_facts(*facts: Tensor) -> list[int]:
+    """Scalar tensors -> Python ints, with one host sync for all of them."""
+    return torch.stack([f.reshape(()).to(torch.int64) for f in facts]).tolist()
+
+
+def id_range_error(owner: str, name: str, lo: int, hi: int, vocab_size: int) -> ValueError | None:
+    if lo < 0 or hi >= vocab_size:
+        return ValueError(f"{owner}: {name} must be in [0, vocab_size={vocab_size}), got min {lo}, max {hi}")
+    return None
+
+
+def check_token_ids(idx: Tensor, vocab_size: int, owner: str) -> None:
+    """``idx`` must be an integer ``(B, T)`` tensor with every id in ``[0, vocab_size)`` (one host sync)."""
+    check_ids_tensor(idx, owner)
+    lo, hi = read_facts(idx.min(), idx.max())
+    error = id_range_error(owner, "token ids", lo, hi, vocab_size)
+    if error is not None:
+        raise error
+
+
+def mask_values_error(owner: str, attention_mask: Tensor) -> ValueError:
+    bad = (attention_mask != 0) & (attention_mask != 1)
+    return ValueError(f"{owner}: attention_mask must contain only 0 and 1, got {attention_mask[bad].unique().tolist()}")
+
+
+def check_attention_mask_dtype(owner: str, attention_mask: Tensor | None) -> None:
+    if attention_mask is not None and (torch.is_floating_point(attention_mask) or torch.is_complex(attention_mask)):
+        raise TypeError(f"{owner}: attention_mask must be bool or integer 0/1, got dtype {attention_mask.dtype}")

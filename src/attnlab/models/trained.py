@@ -1,0 +1,83 @@
+"""A model that ``attnlab train`` wrote: find its checkpoint, read its configuration, load it with its tokenizer.
+
+An output directory holds ``checkpoint.json`` (``{"latest": "checkpoints/step_000500"}``), which points at a
+checkpoint directory with ``model.safetensors``, ``state.json`` (step, configs, history) and
+``tokenizer.json``; the training side (optimizer, RNG, writing) lives in :mod:`attnlab.training.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, load_model
+from torch import nn
+
+from attnlab.data.tokenizer import Tokenizer, load_tokenizer
+from attnlab.models.config import GPTConfig
+from attnlab.models.gpt import GPT
+
+POINTER = "checkpoint.json"
+FORMAT = 2
+#: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
+_RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
+
+
+def latest_checkpoint(out_dir: str | Path) -> Path | None:
+    """The checkpoint that ``out_dir/checkpoint.json`` points at, or None if there is none yet."""
+    pointer = Path(out_dir) / POINTER
+    if not pointer.exists():
+        return None
+    return Path(out_dir) / json.loads(pointer.read_text(encoding="utf-8"))["latest"]
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """An output directory (follow its pointer) or a checkpoint directory itself -> the checkpoint directory."""
+    path = Path(path)
+    if (path / "state.json").exists():
+        return path
+    latest = latest_checkpoint(path)
+    if latest is None or not (latest / "state.json").exists():
+        raise ValueError(f"checkpoint: no checkpoint found in {str(path)!r} (expected {POINTER} or state.json)")
+    return latest
+
+
+def _renamed(sizes: dict[str, Any]) -> dict[str, Any]:
+    return {_RENAMED_IN_FORMAT_2.get(k, k): v for k, v in sizes.items()}
+
+
+def read_state(checkpoint: Path) -> dict[str, Any]:
+    """``state.json`` of a checkpoint directory, in today's format."""
+    state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
+    if state.get("format") == 1:
+        state["model_config"] = _renamed(state["model_config"])
+        state["train_config"]["model"] = _renamed(state["train_config"].get("model", {}))
+        state["format"] = FORMAT
+    if state.get("format") != FORMAT:
+        raise ValueError(f"checkpoint {str(checkpoint)!r}: unknown format {state.get('format')!r}, expected {FORMAT}")
+    return state
+
+
+def load_weights(checkpoint: Path, model: nn.Module) -> None:
+    """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
+    saved = load_file(checkpoint / "model.safetensors")
+    own = model.state_dict()
+    bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
+           for k, v in saved.items() if k in own and own[k].shape != v.shape]
+    if bad:
+        raise ValueError(f"checkpoint {str(checkpoint)!r} holds a model of a different shape: " + "; ".join(bad[:5]))
+    missing, unexpected = load_model(model, checkpoint / "model.safetensors", strict=False)
+    if missing or unexpected:
+        raise ValueError(f"checkpoint {str(checkpoint)!r} does not match the model: "
+                         f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
+
+
+def load_trained(path: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, Tokenizer]:
+    """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory)."""
+    checkpoint = resolve_checkpoint(path)
+    state = read_state(checkpoint)
+    model = GPT(GPTConfig(**state["model_config"]))
+    load_weights(checkpoint, model)
+    return model.to(device).eval(), load_tokenizer(checkpoint / "tokenizer.json")
