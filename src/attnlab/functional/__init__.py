@@ -9,16 +9,20 @@ tensor([[[1.0000, 1.0000, 1.0000, 1.0000, 1.0000],
          [1.0000, 1.0000, 1.0000, 1.0000, 1.0000]]])
 """
 
+from attnlab.functional.alibi import alibi_bias, alibi_slopes
 from attnlab.functional.checks import BACKENDS
 from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.masks import causal_mask, padding_mask
 from attnlab.functional.math_attention import attention_scores, attention_weights, math_attention
 from attnlab.functional.sdpa import Backend, choose_backend, scaled_dot_product_attention
 from attnlab.functional.softmax import softmax
+from attnlab.functional.windows import sliding_window_mask
 
 __all__ = [
     "BACKENDS",
     "Backend",
+    "alibi_bias",
+    "alibi_slopes",
     "attention_scores",
     "attention_weights",
     "causal_mask",
@@ -27,5 +31,6 @@ __all__ = [
     "math_attention",
     "padding_mask",
     "scaled_dot_product_attention",
+    "sliding_window_mask",
     "softmax",
 ]
