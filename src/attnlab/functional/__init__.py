@@ -9,17 +9,21 @@ tensor([[[1.0000, 1.0000, 1.0000, 1.0000, 1.0000],
          [1.0000, 1.0000, 1.0000, 1.0000, 1.0000]]])
 """
 
+from attnlab.functional.alibi import alibi_bias, alibi_slopes
 from attnlab.functional.backends import BACKENDS, AttentionCall, Backend, choose_backend
 from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.masks import causal_mask, key_mask, padding_mask
 from attnlab.functional.math_attention import attention_scores, attention_weights, math_attention
 from attnlab.functional.sdpa import attend, scaled_dot_product_attention
 from attnlab.functional.softmax import softmax
+from attnlab.functional.windows import sliding_window_mask
 
 __all__ = [
     "BACKENDS",
     "AttentionCall",
     "Backend",
+    "alibi_bias",
+    "alibi_slopes",
     "attend",
     "attention_scores",
     "attention_weights",
@@ -30,5 +34,6 @@ __all__ = [
     "math_attention",
     "padding_mask",
     "scaled_dot_product_attention",
+    "sliding_window_mask",
     "softmax",
 ]
