@@ -11,12 +11,20 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int]) -> tuple[int, ...]:
-    """Check the shapes of q ``(..., Tq, D)``, k ``(..., Tk, D)``, v ``(..., Tk, Dv)``; return their batch shape."""
+def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
+              enable_gqa: bool = False) -> tuple[int, ...]:
+    """Check the shapes of q ``(..., Tq, D)``, k ``(..., Tk, D)``, v ``(..., Tk, Dv)``; return their batch shape.
+
+    With ``enable_gqa`` (grouped-query attention, torch's semantics), q is ``(..., Hq, Tq, D)`` and k, v are
+    ``(..., Hkv, Tk, D)`` with ``Hq`` a multiple of ``Hkv``: query head ``h`` reads key/value head
+    ``h // (Hq // Hkv)``.
+    """
     query, key, value = tuple(query), tuple(key), tuple(value)
     for name, shape in (("query", query), ("key", key), ("value", value)):
-        if len(shape) < 2:
-            raise ValueError(f"{name} must have shape (..., T, D), got shape {shape}")
+        if len(shape) < (3 if enable_gqa else 2):
+            raise ValueError(f"{name} must have shape ({'..., H' if enable_gqa else '...'}, T, D), got shape {shape}")
+    if enable_gqa:
+        return _gqa_batch(query, key, value)
     if query[-1] != key[-1]:
         raise ValueError(f"query and key must have the same head dim (last dim), got query {query} and key {key}")
     if key[-2] != value[-2]:
@@ -27,6 +35,15 @@ def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int]) ->
         return tuple(np.broadcast_shapes(query[:-2], key[:-2], value[:-2]))
     except ValueError:
         raise ValueError(f"query, key and value batch dims must broadcast, got {query}, {key}, {value}") from None
+
+
+def _gqa_batch(query: tuple[int, ...], key: tuple[int, ...], value: tuple[int, ...]) -> tuple[int, ...]:
+    h_q, h_k, h_v = query[-3], key[-3], value[-3]
+    if h_k != h_v or h_q % h_k:
+        raise ValueError(f"enable_gqa=True needs key and value with the same number of heads (dim -3), dividing "
+                         f"the query's, got query {query}, key {key} and value {value}")
+    # the heads dim aside, q, k and v follow the plain rules; the batch shape ends with the query's heads
+    return (*qkv_batch((*query[:-3], *query[-2:]), (*key[:-3], *key[-2:]), (*value[:-3], *value[-2:])), h_q)
 
 
 def check_mask_shape(mask: Sequence[int], batch: tuple[int, ...], t_q: int, t_k: int) -> None:

@@ -241,3 +241,50 @@ def test_bad_input_is_named(kwargs, err, msg):
         return
     with pytest.raises(err, match=msg):
         scaled_dot_product_attention(**args)
+
+
+@st.composite
+def gqa_case(draw):
+    """Grouped-query shapes: Hq query heads over Hkv key/value heads, with or without a padding mask."""
+    h_kv = draw(st.integers(1, 3))
+    h_q = h_kv * draw(st.integers(1, 4))
+    b, t_q, t_k, d = draw(st.integers(1, 2)), draw(st.integers(1, 9)), draw(st.integers(1, 9)), draw(st.integers(1, 8))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    q = torch.randn(b, h_q, t_q, d, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(b, h_kv, t_k, d, generator=g, dtype=torch.float64) for _ in range(2))
+    mask = (torch.rand(b, 1, 1, t_k, generator=g) > 0.3) if draw(st.booleans()) else None
+    return q, k, v, mask, draw(st.booleans())
+
+
+@given(gqa_case(), st.sampled_from(["math", "sdpa", "chunked", "auto"]))
+def test_enable_gqa_equals_torch_in_every_backend(case, backend):
+    q, k, v, mask, is_causal = case
+    leaves = [t.float().requires_grad_() for t in (q, k, v)]
+    ref_leaves = [t.float().requires_grad_() for t in (q, k, v)]
+    got = scaled_dot_product_attention(*leaves, attn_mask=mask, is_causal=is_causal and mask is None,
+                                          enable_gqa=True, backend=backend)
+    want = F.scaled_dot_product_attention(*ref_leaves, attn_mask=mask, is_causal=is_causal and mask is None,
+                                          enable_gqa=True)
+    want = torch.nan_to_num(want)  # torch gives a fully masked row NaN on some paths; ours gives 0
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    grad = torch.randn_like(got)
+    got.backward(grad)
+    want.backward(grad)
+    for a, b in zip(leaves, ref_leaves, strict=True):
+        torch.testing.assert_close(a.grad, torch.nan_to_num(b.grad), atol=1e-4, rtol=0)
+
+
+def test_enable_gqa_weights_are_per_query_head():
+    q, k, v = torch.randn(1, 4, 3, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
+    _, w = scaled_dot_product_attention(q, k, v, enable_gqa=True, return_weights=True)
+    assert w.shape == (1, 4, 3, 5)
+    _, w1 = scaled_dot_product_attention(q[:, 1:2], k[:, :1], v[:, :1], return_weights=True)
+    torch.testing.assert_close(w[:, 1:2], w1)  # query heads 0 and 1 share key/value head 0
+
+
+def test_enable_gqa_bad_heads():
+    with pytest.raises(ValueError, match=r"enable_gqa=True needs key and value with the same number of heads"):
+        scaled_dot_product_attention(torch.randn(1, 4, 3, 8), torch.randn(1, 3, 5, 8), torch.randn(1, 3, 5, 8),
+                                        enable_gqa=True)
+    with pytest.raises(ValueError, match=r"same head dim|broadcast"):
+        scaled_dot_product_attention(torch.randn(1, 4, 3, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8))

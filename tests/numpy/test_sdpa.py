@@ -122,3 +122,16 @@ def test_bad_input(kwargs, error, match):
     args = {"query": Q, "key": Q, "value": Q, **kwargs}
     with pytest.raises(error, match=match):
         anp.scaled_dot_product_attention(**args)
+
+
+@given(st.integers(1, 3), st.integers(1, 3), st.sampled_from(["math", "chunked"]), st.booleans(), st.integers(0, 99))
+def test_enable_gqa_equals_torch(h_kv, groups, backend, is_causal, seed):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((2, h_kv * groups, 5, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((2, h_kv, 7, 8)).astype(np.float32) for _ in range(2))
+    mask = anp.padding_mask((rng.random((2, 7)) > 0.3).astype(np.int64))
+    got = anp.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=True,
+                                           backend=backend)
+    want = AF.scaled_dot_product_attention(*map(torch.from_numpy, (q, k, v)), attn_mask=torch.from_numpy(mask),
+                                           is_causal=is_causal, enable_gqa=True)
+    np.testing.assert_allclose(got, want.numpy(), atol=ATOL, rtol=0)

@@ -12,7 +12,7 @@ from attnlab.arguments import check_choice, check_mask_shape, check_scale, qkv_b
 from attnlab.functional.backends import BACKENDS
 
 
-def check_qkv(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
+def check_qkv(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
     """Validate q/k/v and return their broadcast batch shape (everything but the last two dims)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
@@ -23,7 +23,7 @@ def check_qkv(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
         raise TypeError(
             f"query, key and value must share a dtype, got {query.dtype}, {key.dtype} and {value.dtype}"
         )
-    return qkv_batch(query.shape, key.shape, value.shape)
+    return qkv_batch(query.shape, key.shape, value.shape, enable_gqa)
 
 
 def check_mask(attn_mask: Tensor | None, batch: tuple[int, ...], t_q: int, t_k: int) -> None:

@@ -22,7 +22,7 @@ from attnlab.functional.math_attention import math_attention
 
 
 def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-           is_causal: bool = False, scale: float | None = None, backend: str = "auto",
+           is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False, backend: str = "auto",
            return_weights: bool = False) -> tuple[Tensor, Tensor | None]:
     """:func:`scaled_dot_product_attention` without the argument checks: ``(output, weights or None)``.
 
@@ -30,10 +30,13 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     :func:`~attnlab.functional.backends.choose_backend`.
     """
     t_q, t_k = query.shape[-2], key.shape[-2]
+    groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     auto = backend if backend != "auto" else choose_backend(
         AttentionCall(query.device.type, t_q, t_k, dropout_p > 0.0, return_weights))
     chosen = resolve_backend(backend, auto, return_weights)
+    if chosen != "sdpa" and groups > 1:  # each key/value head serves `groups` query heads: repeat it for them
+        key, value = key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
     if chosen == "chunked":
         return chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale), None
     if chosen == "sdpa":
@@ -42,7 +45,7 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             attn_mask = attn_mask.to(query.dtype)
         return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                                              is_causal=is_causal, scale=scale), None
+                                              is_causal=is_causal, scale=scale, enable_gqa=groups > 1), None
     # the textbook path; a causal mask alone leaves every query some key, so no empty rows to look for
     mask = merge_masks(attn_mask, is_causal, t_q, t_k, query.dtype, query.device)
     output, weights = math_attention(query, key, value, mask, dropout_p, scale, may_be_empty=attn_mask is not None,
@@ -53,12 +56,14 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
 @overload
 def scaled_dot_product_attention(
     query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = ..., dropout_p: float = ...,
-    is_causal: bool = ..., scale: float | None = ..., *, backend: Backend = ..., return_weights: Literal[False] = ...,
+    is_causal: bool = ..., scale: float | None = ..., enable_gqa: bool = ..., *, backend: Backend = ...,
+    return_weights: Literal[False] = ...,
 ) -> Tensor: ...
 @overload
 def scaled_dot_product_attention(
     query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = ..., dropout_p: float = ...,
-    is_causal: bool = ..., scale: float | None = ..., *, backend: Backend = ..., return_weights: Literal[True],
+    is_causal: bool = ..., scale: float | None = ..., enable_gqa: bool = ..., *, backend: Backend = ...,
+    return_weights: Literal[True],
 ) -> tuple[Tensor, Tensor]: ...
 def scaled_dot_product_attention(
     query: Tensor,
@@ -68,6 +73,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     is_causal: bool = False,
     scale: float | None = None,
+    enable_gqa: bool = False,
     *,
     backend: Backend = "auto",
     return_weights: bool = False,
@@ -85,6 +91,9 @@ def scaled_dot_product_attention(
         is_causal: query i may attend keys j <= i (top-left aligned, as in torch). Unlike torch,
             it may be combined with ``attn_mask`` (both must allow a key).
         scale: multiplies the scores; default ``1/sqrt(D)``.
+        enable_gqa: grouped-query attention, as in torch: q ``(..., Hq, Tq, D)`` over k, v
+            ``(..., Hkv, Tk, D)``, ``Hq`` a multiple of ``Hkv``; query head ``h`` reads key/value head
+            ``h // (Hq // Hkv)``. Weights are returned per query head.
         backend: ``"math"`` (explicit score and weight matrices), ``"sdpa"`` (torch's fused
             kernel), ``"chunked"`` (online softmax over key blocks, O(T) memory), or ``"auto"``
             (see :func:`~attnlab.functional.backends.choose_backend`).
@@ -102,8 +111,9 @@ def scaled_dot_product_attention(
         >>> out.shape
         torch.Size([2, 4, 8, 16])
     """
-    batch = check_qkv(query, key, value)
+    batch = check_qkv(query, key, value, enable_gqa)
     check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
     check_options(dropout_p, scale, backend)
-    output, weights = attend(query, key, value, attn_mask, dropout_p, is_causal, scale, backend, return_weights)
+    output, weights = attend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend,
+                             return_weights)
     return (output, weights) if return_weights else output

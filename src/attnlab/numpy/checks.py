@@ -19,13 +19,13 @@ def check_float_array(x: object, name: str, owner: str) -> None:
         raise TypeError(f"{owner}: {name} must be a floating-point array, got dtype {x.dtype}")
 
 
-def check_qkv(query: np.ndarray, key: np.ndarray, value: np.ndarray) -> tuple[int, ...]:
+def check_qkv(query: np.ndarray, key: np.ndarray, value: np.ndarray, enable_gqa: bool = False) -> tuple[int, ...]:
     """Validate q/k/v and return their broadcast batch shape (everything but the last two dims)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         check_float_array(t, name, "scaled_dot_product_attention")
     if not (query.dtype == key.dtype == value.dtype):
         raise TypeError(f"query, key and value must share a dtype, got {query.dtype}, {key.dtype} and {value.dtype}")
-    return qkv_batch(query.shape, key.shape, value.shape)
+    return qkv_batch(query.shape, key.shape, value.shape, enable_gqa)
 
 
 def check_mask(attn_mask: np.ndarray | None, batch: tuple[int, ...], t_q: int, t_k: int) -> None:

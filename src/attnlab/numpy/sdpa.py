@@ -31,6 +31,7 @@ def scaled_dot_product_attention(
     dropout_p: float = 0.0,
     is_causal: bool = False,
     scale: float | None = None,
+    enable_gqa: bool = False,
     *,
     backend: Backend = "auto",
     return_weights: bool = False,
@@ -46,6 +47,8 @@ def scaled_dot_product_attention(
         dropout_p: must be 0.0; kept so calls read like torch's (this is an inference forward pass).
         is_causal: query i may attend keys j <= i (top-left aligned); may be combined with ``attn_mask``.
         scale: multiplies the scores; default ``1/sqrt(D)``.
+        enable_gqa: grouped-query attention, as in torch: q ``(..., Hq, Tq, D)`` over k, v ``(..., Hkv, Tk, D)``;
+            query head ``h`` reads key/value head ``h // (Hq // Hkv)``.
         backend: ``"math"`` (explicit matrices, in place), ``"chunked"`` (online softmax over key
             blocks, O(T) memory) or ``"auto"`` (see :func:`choose_backend`).
         return_weights: also return the weights ``(..., Tq, Tk)`` (``"math"`` or ``"auto"`` only).
@@ -59,8 +62,11 @@ def scaled_dot_product_attention(
         >>> scaled_dot_product_attention(q, k, v, is_causal=True).shape
         (2, 4, 8, 16)
     """
-    batch = check_qkv(query, key, value)
+    batch = check_qkv(query, key, value, enable_gqa)
     t_q, t_k = query.shape[-2], key.shape[-2]
+    if enable_gqa and query.shape[-3] != key.shape[-3]:  # each key/value head serves a group of query heads
+        groups = query.shape[-3] // key.shape[-3]
+        key, value = np.repeat(key, groups, axis=-3), np.repeat(value, groups, axis=-3)
     check_mask(attn_mask, batch, t_q, t_k)
     check_options(dropout_p, scale, backend)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
