@@ -1,7 +1,13 @@
 import os
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
+
+# backend='flash' runs Triton kernels; without a GPU, Triton's interpreter runs them on the CPU. Triton reads this
+# when a kernel is decorated, so it is set here, before any test imports attnlab.functional.flash.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # Property tests: no per-example deadline (a shared 2-core machine is noisy), a modest number of cases.
 settings.register_profile(
