@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from attnlab.data import (
@@ -103,7 +104,13 @@ def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
 
 
 class Trainer:
-    """Set up data, model and optimizer from a :class:`TrainConfig` (and a checkpoint, if resuming)."""
+    """Set up data, model and optimizer from a :class:`TrainConfig` (and a checkpoint, if resuming), then train.
+
+    What is specific to next-token prediction sits in a few methods that a trainer for another objective
+    overrides: :meth:`_prepare_data`, :meth:`_build_model_config`, :meth:`_build_model`, :meth:`draw_batch`,
+    :meth:`compute_loss` and :attr:`tokens_per_step`. The loop, evaluation, checkpoints, exact resume, the time
+    budget, Ctrl-C and data parallelism are shared.
+    """
 
     def __init__(self, config: TrainConfig, resume: bool = False, console: Console | None = None,
                  quiet: bool = False, overwrite: bool = False,
@@ -121,14 +128,12 @@ class Trainer:
         barrier(d)
         ckpt = load_checkpoint(self.out) if resume else None
         self.tokenizer, self.train_data, self.val_data = self._prepare_data(ckpt)
-        self.model_config = build_model_config(c, self.tokenizer.vocab_size)
-        for split, data in (("train", self.train_data), ("validation", self.val_data)):
-            check_long_enough(data, self.model_config.context_length, split)
+        self.model_config = self._build_model_config()
         if c.grad_accum % d.world_size:
             raise ValueError(f"grad_accum: must be a multiple of the number of processes ({d.world_size}), "
                              f"got {c.grad_accum}")
         torch.manual_seed(c.seed)  # the same initial weights on every process
-        self.model = GPT(self.model_config).to(d.device)
+        self.model = self._build_model(self.model_config).to(d.device)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
         self.step, self.train_losses, self.evals, self.saved_step = 0, [], [], -1
         if ckpt is not None:
@@ -162,6 +167,16 @@ class Trainer:
         train, val = train_val_split(tokens, c.val_fraction)
         return tokenizer, train, val
 
+    def _build_model_config(self) -> GPTConfig:
+        """The preset, the overrides and the tokenizer's vocabulary, checked against the data."""
+        config = build_model_config(self.config, self.tokenizer.vocab_size)
+        for split, data in (("train", self.train_data), ("validation", self.val_data)):
+            check_long_enough(data, config.context_length, split)
+        return config
+
+    def _build_model(self, model_config: GPTConfig) -> nn.Module:
+        return GPT(model_config)
+
     def _restore(self, ckpt: Checkpoint) -> None:
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
         ckpt.load_weights(self.model)
@@ -177,6 +192,17 @@ class Trainer:
     def tokens_per_step(self) -> int:
         return self.config.batch_size * self.config.grad_accum * self.model_config.context_length
 
+    def draw_batch(self, split: str, generator: torch.Generator) -> tuple[Tensor, ...]:
+        """One micro-batch of ``split`` ("train" or "val"), drawn with ``generator``, on this process' device."""
+        data = self.train_data if split == "train" else self.val_data
+        x, y = get_batch(data, self.model_config.context_length, self.config.batch_size, generator)
+        return x.to(self.dist.device), y.to(self.dist.device)
+
+    def compute_loss(self, model: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
+        """The mean loss of ``model`` (possibly compiled or DDP-wrapped) on one micro-batch."""
+        inputs, targets = batch
+        return model(inputs, targets=targets).loss
+
     def train_step(self) -> float:
         """One optimizer step; returns this process' mean micro-batch loss."""
         c, d = self.config, self.dist
@@ -188,12 +214,10 @@ class Trainer:
         total = torch.zeros((), device=d.device)
         for micro in range(local):
             slot = d.rank * local + micro  # micro-batch slot within the global step: its own data stream
-            x, y = get_batch(self.train_data, self.model_config.context_length, c.batch_size,
-                             stream_generator(c.seed, "train", self.step, slot))
-            x, y = x.to(d.device), y.to(d.device)
+            batch = self.draw_batch("train", stream_generator(c.seed, "train", self.step, slot))
             sync = micro == local - 1 or not d.enabled  # DDP: all-reduce the gradients once, at the last one
             with contextlib.nullcontext() if sync else self.train_model.no_sync():
-                loss = self.train_model(x, targets=y).loss
+                loss = self.compute_loss(self.train_model, batch)
                 (loss / local).backward()
             total += loss.detach()
         if c.grad_clip > 0:
@@ -209,12 +233,11 @@ class Trainer:
         c, d = self.config, self.dist
         self.eval_model.eval()
         sums = []
-        for split, data in (("train", self.train_data), ("val", self.val_data)):
+        for split in ("train", "val"):
             total = 0.0
             for i in range(d.rank, c.eval_iters, d.world_size):
-                x, y = get_batch(data, self.model_config.context_length, c.batch_size,
-                                 stream_generator(c.seed, "eval", split, i))
-                total += self.eval_model(x.to(d.device), targets=y.to(d.device)).loss.item()
+                batch = self.draw_batch(split, stream_generator(c.seed, "eval", split, i))
+                total += self.compute_loss(self.eval_model, batch).item()
             sums.append(total)
         tr, va = all_reduce_sum(d, sums)
         return tr / c.eval_iters, va / c.eval_iters
