@@ -212,12 +212,15 @@ def workers() -> int:
 
 
 def write_kernelspec(root: Path) -> str:
-    """A kernelspec for this interpreter, one thread per kernel; returns its name."""
+    """A kernelspec for this interpreter; returns its name."""
     name = "attnlab-tests"
     spec = root / "kernels" / name
     spec.mkdir(parents=True)
     argv = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "IPYTHONDIR": str(root / "ipython")}
+    (root / "tmp").mkdir()
+    # one thread each (kernels run side by side); IPython's and the notebooks' own files inside root, removed after
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "IPYTHONDIR": str(root / "ipython"),
+           "TMPDIR": str(root / "tmp")}
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "attnlab tests",
                                                   "language": "python", "env": env}), encoding="utf-8")
     return name
