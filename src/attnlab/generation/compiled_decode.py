@@ -21,7 +21,7 @@ from attnlab.generation.sampling import sample
 from attnlab.models.checks import check_token_ids
 from attnlab.models.dtypes import compute_dtype
 
-_STEPS: dict[tuple[type, str], Callable] = {}  # one compiled step per model class and device type
+_STEPS: dict[tuple[type, str, str], Callable] = {}  # one compiled step per model class, device type, options
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (key, an idle static cache)
 
 
@@ -38,9 +38,10 @@ def compiled_step(model: Any, device: torch.device) -> Callable[[Any, Tensor, An
     Compiling the function, not the bound method, keeps no model alive; another model of the class is a new
     guard, not a new wrapper.
     """
-    key = (type(model), device.type)
+    options = compile_options(device)
+    key = (type(model), device.type, repr(sorted(options.items())))
     if key not in _STEPS:
-        _STEPS[key] = torch.compile(type(model).decode_step, **compile_options(device))
+        _STEPS[key] = torch.compile(type(model).decode_step, **options)
     return _STEPS[key]
 
 
