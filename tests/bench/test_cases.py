@@ -97,5 +97,6 @@ def test_the_measured_backends_are_the_libraries_own():
     from attnlab.bench.cases import NUMPY_BACKENDS, TORCH_BACKENDS
     from attnlab.functional import BACKENDS
 
-    assert set(TORCH_BACKENDS) == set(BACKENDS)
+    # flash is GPU-only: on a CPU it runs under Triton's interpreter, for tests, not timing; bench_gpu.py measures it
+    assert set(TORCH_BACKENDS) == set(BACKENDS) - {"flash"}
     assert set(NUMPY_BACKENDS) == {f"numpy-{b}" for b in anp.BACKENDS if b != "auto"}

@@ -5,27 +5,82 @@ import typing
 import pytest
 import torch
 
+import attnlab.functional.backends as backends
 from attnlab.functional import BACKENDS, AttentionCall, Backend, choose_backend, scaled_dot_product_attention
+from attnlab.functional.sdpa import call_facts
 
 LONG = 2048  # 2048² scores per head: past the chunked-for-dropout threshold
+
+
+def cuda(mask="none", dtype="bfloat16", t=LONG, **facts):
+    return AttentionCall("cuda", t, t, dtype=dtype, mask=mask, **facts)
 
 
 @pytest.mark.parametrize(("call", "expected"), [
     (AttentionCall("cpu", 8, 8, return_weights=True), "math"),
     (AttentionCall("cuda", LONG, LONG, dropout=True, return_weights=True), "math"),
+    (cuda("bool", flash=True, return_weights=True), "math"),  # weights win over everything
     (AttentionCall("cpu", 1, 4096), "math"),            # one query (decoding): two small matmuls
     (AttentionCall("cpu", LONG, LONG, dropout=True), "chunked"),
     (AttentionCall("cpu", 512, 512, dropout=True), "sdpa"),  # short: torch's kernel is fine
     (AttentionCall("cpu", LONG, LONG), "sdpa"),
+    (AttentionCall("cpu", LONG, LONG, mask="bool", flash=True), "sdpa"),  # flash is never chosen on the CPU
     (AttentionCall("cuda", LONG, LONG, dropout=True), "sdpa"),  # torch's CUDA kernels do dropout themselves
+    (AttentionCall("cuda", 16384, 16384, dropout=True, dtype="bfloat16"), "sdpa"),  # never chunked on a GPU
     (AttentionCall("cuda", 1, 4096), "sdpa"),
+    (cuda("bool", flash=True), "sdpa"),  # no measurement in FLASH_FASTER (as shipped): torch's kernel
 ])
 def test_the_auto_rule(call, expected):
     assert choose_backend(call) == expected
 
 
+def test_flash_only_where_measured_faster(monkeypatch):
+    # a table as bench_gpu.py would fill it: flash wins on padding masks in bf16 from 4096 keys on
+    monkeypatch.setattr(backends, "FLASH_FASTER", {("bool", "bfloat16"): 4096})
+    assert choose_backend(cuda("bool", flash=True, t=4096)) == "flash"
+    assert choose_backend(cuda("bool", flash=True, t=8192)) == "flash"
+    assert choose_backend(cuda("bool", flash=True, t=2048)) == "sdpa"       # shorter than measured
+    assert choose_backend(cuda("bool", "float16", flash=True, t=4096)) == "sdpa"  # another dtype: not measured
+    assert choose_backend(cuda("float", flash=True, t=4096)) == "sdpa"     # another mask kind: not measured
+    assert choose_backend(cuda("none", flash=True, t=4096)) == "sdpa"
+    assert choose_backend(cuda("bool", flash=False, t=4096)) == "sdpa"      # flash cannot run (triton, head dim)
+    assert choose_backend(cuda("bool", flash=True, t=4096, dropout=True)) == "sdpa"  # flash has no dropout
+    assert choose_backend(cuda("bool", flash=True, t=4096, return_weights=True)) == "math"
+    on_cpu = AttentionCall("cpu", 4096, 4096, dtype="bfloat16", mask="bool", flash=True)
+    assert choose_backend(on_cpu) == "sdpa"
+
+
 def test_the_backend_list_has_one_home():
-    assert BACKENDS == typing.get_args(Backend) == ("auto", "math", "sdpa", "chunked")
+    assert BACKENDS == typing.get_args(Backend) == ("auto", "math", "sdpa", "chunked", "flash")
+
+
+def test_the_flash_table_ships_empty_until_measured_on_a_gpu():
+    # docs/attention.md and docs/gpu.md: the flash rows await a GPU run of benchmarks/bench_gpu.py
+    assert backends.FLASH_FASTER == {}
+
+
+@pytest.mark.parametrize(("mask", "is_causal", "kind"), [
+    (None, False, "none"), (None, True, "causal"), (torch.ones(4, 6, dtype=torch.bool), False, "bool"),
+    (torch.ones(4, 6, dtype=torch.bool), True, "bool"), (torch.zeros(1, 1, 1, 6), True, "float"),
+])
+def test_the_facts_read_from_a_call(mask, is_causal, kind):
+    q, k = torch.zeros(2, 3, 4, 8, dtype=torch.bfloat16), torch.zeros(2, 3, 6, 8, dtype=torch.bfloat16)
+    call = call_facts(q, k, mask, 0.1, is_causal, False)
+    assert call == AttentionCall("cpu", 4, 6, dropout=True, dtype="bfloat16", mask=kind, flash=False)
+
+
+def test_flash_is_asked_about_only_where_the_table_could_pick_it(monkeypatch):
+    import attnlab.functional.flash as flash
+
+    asked = []
+    monkeypatch.setattr(flash, "flash_can_run", lambda q: asked.append(q.shape) or True)
+    q = torch.zeros(1, 2, 8, 16)
+    mask = torch.ones(1, 1, 1, 8, dtype=torch.bool)
+    # a CUDA call without a GPU: the facts read only device types, so the device is all that must say "cuda"
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda t: torch.device("cuda")))
+    assert not call_facts(q, q, mask, 0.0, False, False).flash and asked == []  # table empty: not asked
+    monkeypatch.setattr(backends, "FLASH_FASTER", {("bool", "float32"): 8})
+    assert call_facts(q, q, mask, 0.0, False, False).flash and asked == [q.shape]
 
 
 def test_auto_runs_what_the_rule_chose(monkeypatch):

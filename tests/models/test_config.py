@@ -59,7 +59,7 @@ def test_bert_base_layout():
     ({"d_model": 30}, "divisible by num_heads"),
     ({"dropout": 1.0}, "dropout"),
     ({"activation": "swish"}, "activation"),
-    ({"backend": "flash"}, "backend"),
+    ({"backend": "fast"}, "backend"),
     ({"num_layers": 2.0}, "num_layers"),
 ])
 def test_gpt_config_errors(kwargs, match):

@@ -82,3 +82,14 @@ def test_attention_module_reads_only_a_callers_padding_mask():
     with torch.no_grad(), HostReads() as checked:
         mha(x, attention_mask=mask)
     assert trusted.calls == [] and checked.calls == ["__bool__"]  # are the values all 0 or 1?
+
+
+def test_the_static_decode_step_reads_nothing():
+    # what CUDA graphs need: no read anywhere in a step, the prefill included (positions live on the device)
+    model = GPT(GPTConfig.from_preset("tiny")).eval()
+    cache = model.new_static_kv_cache(2)
+    with torch.no_grad(), HostReads() as reads:
+        model.decode_step(torch.randint(0, 256, (2, 6)), cache)
+        for _ in range(3):
+            model.decode_step(torch.randint(0, 256, (2, 1)), cache)
+    assert reads.calls == []

@@ -29,6 +29,10 @@ class KVCacheLike(Protocol):
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]: ...
 
+    def attn_mask(self, t_new: int, is_causal: bool) -> Tensor | None:
+        """Which of the keys ``update`` returned the ``t_new`` new queries may attend (None: all of them)."""
+        ...
+
 
 def cached_causal_mask(t_new: int, t_total: int, device: torch.device) -> Tensor | None:
     """Bool ``(t_new, t_total)``: the new queries (the last ``t_new`` positions) see keys up to their own.
@@ -135,9 +139,10 @@ class MultiHeadAttention(nn.Module):
                 may attend, or float, added), from a model that checked its inputs; used as it is.
             return_weights: also return the weights ``(B, H, Tq, Tk)``.
             kv_cache: decoding: an object whose ``update(k, v)`` appends this call's keys and values
-                ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``. The T new
-                queries sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i``
-                (bottom-right aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
+                ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``, and whose
+                ``attn_mask(T, is_causal)`` says which of them the new queries may attend. The T new queries
+                sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i`` (bottom-right
+                aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
         """
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
@@ -159,8 +164,7 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache")
             keys, values = kv_cache.update(keys, values)
             check_length(keys.shape[-2], self.context_length, owner)
-            mask = cached_causal_mask(num_tokens, keys.shape[-2], x.device) if is_causal else None
-            is_causal = False
+            mask, is_causal = kv_cache.attn_mask(num_tokens, is_causal), False
 
         # 3. scores Q Kᵀ / √head_dim, masked, softmax over the keys, dropout, weighted sum of the values
         context, weights = attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,

@@ -15,15 +15,24 @@ import click
 @click.option("--top-p", type=float, default=None, help="Sample only from the smallest set with this much probability.")
 @click.option("--seed", type=int, default=None, help="Seed, for a repeatable sample.")
 @click.option("--device", default="cpu", show_default=True)
+@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+              help="Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only).")
+@click.option("--compile", "compile_", is_flag=True,
+              help="Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens.")
 def command(checkpoint: str, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None,
-            top_p: float | None, seed: int | None, device: str) -> None:
+            top_p: float | None, seed: int | None, device: str, dtype: str, compile_: bool) -> None:
     """Continue PROMPT (default: a newline) with a trained model; KV cache on."""
     from attnlab.generation import stream_text
-    from attnlab.models import load_trained
+    from attnlab.models import DTYPES, load_trained
 
     try:
         model, tokenizer = load_trained(checkpoint, device)
-        pieces = stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed)  # checks
+        if dtype == "fp16" and model.tok_emb.weight.device.type == "cpu":
+            raise ValueError(f"--dtype fp16 needs a CUDA device (torch's CPU float16 kernels are emulated on most "
+                             f"CPUs, many times slower), got --device {device}; on the CPU use bf16 or fp32")
+        model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
+        pieces = stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed,
+                             compile=compile_)  # checks
         click.echo(prompt, nl=False)
         for piece in pieces:
             click.echo(piece, nl=False)

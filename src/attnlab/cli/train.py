@@ -9,7 +9,7 @@ import click
 # flag name -> TrainConfig field (None values are "not given" and do not override)
 TRAIN_FLAGS = ("data", "out", "tokenizer", "vocab_size", "preset", "max_iters", "batch_size", "grad_accum",
                "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip",
-               "eval_interval", "eval_iters", "seed", "time_budget", "compile", "device", "val_fraction")
+               "eval_interval", "eval_iters", "seed", "time_budget", "compile", "device", "val_fraction", "dtype")
 MODEL_FLAGS = ("num_layers", "num_heads", "d_model", "d_ff", "context_length", "dropout")
 
 
@@ -75,6 +75,9 @@ def draw_loss_curve(trainer) -> None:
 @click.option("--time-budget", type=float, help="Stop cleanly after this many minutes.")
 @click.option("--compile/--no-compile", "compile", default=None, help="torch.compile the model.  [default: off]")
 @click.option("--device", help="auto, cpu, cuda, cuda:N.  [default: auto]")
+@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),
+              help="Mixed precision: autocast's dtype; weights and checkpoints stay fp32 (fp16: CUDA only).  "
+                   "[default: fp32]")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A TOML file of these settings.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint in --out.")
 @click.option("--overwrite", is_flag=True, help="Start afresh even if --out holds a checkpoint (deleting it).")
@@ -86,6 +89,7 @@ def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool,
     Examples:
       attnlab train --data shakespeare --preset baby --out out/baby
       attnlab train --out out/baby --resume --max-iters 4000
+      attnlab train --preset gpt2-small --data corpus.txt --tokenizer bpe --dtype bf16
       torchrun --nproc_per_node=2 --no-python attnlab train --preset tiny --grad-accum 2
     """
     from attnlab.training import train

@@ -29,7 +29,7 @@ from attnlab.functional.checks import check_mask
 
 _IMPORT_ERROR = ""
 try:  # triton is optional: without it, flash_status says why and the other backends still work
-    from attnlab.functional import flash_kernels as _kernels
+    import attnlab.functional.flash_kernels as _kernels
 except ImportError as error:
     _kernels, _IMPORT_ERROR = None, f"{type(error).__name__}: {error}"
 
@@ -46,7 +46,7 @@ def flash_status(device: torch.device | str) -> str | None:
         >>> backend = "flash" if reason is None else "sdpa"
     """
     if _kernels is None:
-        return f"triton is not installed ({_IMPORT_ERROR})"
+        return f"triton is not installed (pip install 'attnlab[gpu]'; {_IMPORT_ERROR})"
     device = torch.device(device)
     if _kernels.INTERPRETED:
         return None if device.type in ("cpu", "cuda") else f"Triton's interpreter runs on the CPU, not {device.type}"
@@ -86,7 +86,8 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
         raise ValueError(f"backend='flash' needs key/value (B, Hkv, Tk, D) with query's B and D, "
                          f"got query {tuple(query.shape)} and key {tuple(key.shape)}")
     if not 1 <= d <= MAX_HEAD_DIM:
-        raise ValueError(f"backend='flash' supports head_dim from 1 to {MAX_HEAD_DIM}, got {d}")
+        raise ValueError(f"backend='flash' supports head_dim from 1 to {MAX_HEAD_DIM}, got {d}; "
+                         f"backend='sdpa' or 'auto' take any head_dim")
     if min(b, h, t_q, h_kv, t_k) == 0:
         raise ValueError(f"backend='flash' needs non-empty inputs, got query {tuple(query.shape)} "
                          f"and key {tuple(key.shape)}")
@@ -104,7 +105,8 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
                          "detach it, or use backend='math' or 'sdpa'")
     reason = flash_status(query.device)
     if reason is not None:
-        raise ValueError(f"backend='flash' cannot run on {query.device}: {reason}")
+        raise ValueError(f"backend='flash' cannot run on {query.device}: {reason}; "
+                         f"backend='sdpa' or 'auto' run everywhere")
 
 
 def _bucket(n: int) -> int:
@@ -229,3 +231,50 @@ def flash_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
     check_scale(scale)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     return FlashAttention.apply(query, key, value, attn_mask, bool(is_causal), scale)
+
+
+# ------------------------------------------------------------------------ as a backend of the attention op
+
+_RUNS_ON: dict[torch.device, bool] = {}  # flash_status per device, asked once: it queries the GPU
+
+
+def flash_can_run(query: Tensor) -> bool:
+    """Whether ``backend="flash"`` can run a call with this query (``(..., T, D)``): triton, device, dtype, D."""
+    device = query.device
+    if device not in _RUNS_ON:
+        _RUNS_ON[device] = flash_status(device) is None
+    return _RUNS_ON[device] and query.dtype in DTYPES and 1 <= query.shape[-1] <= MAX_HEAD_DIM
+
+
+def flash_backend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float,
+                  is_causal: bool, scale: float | None, enable_gqa: bool) -> Tensor:
+    """``backend="flash"`` of :func:`~attnlab.functional.scaled_dot_product_attention`, any batch layout.
+
+    q ``(..., Tq, D)``, k and v ``(..., Tk, D)`` (batch dims broadcast; with ``enable_gqa`` dim -3 holds the
+    heads) are seen as the kernel's ``(N, H, T, D)``: views where the layout allows, copies only of the batch dims
+    that broadcast. The output comes back as torch's SDPA shapes it, ``(batch..., Tq, D)``.
+    """
+    if dropout_p > 0.0:
+        raise ValueError(f"backend='flash' has no dropout, got dropout_p={dropout_p}; use backend='sdpa' "
+                         f"(torch's kernel, with dropout), 'chunked', 'math' or 'auto'")
+    rank = max(3, query.dim(), key.dim(), value.dim())  # (T, D) inputs get a batch of one head
+    padded = [t.reshape((1,) * (rank - t.dim()) + tuple(t.shape)) for t in (query, key, value)]
+    lead = tuple(torch.broadcast_shapes(*(t.shape[:-3] for t in padded)))
+    if enable_gqa:  # query heads and key/value heads differ: each keeps its own
+        heads = [t.shape[-3] for t in padded]
+    else:
+        heads = [torch.broadcast_shapes(*(t.shape[-3:-2] for t in padded))[0]] * 3
+    q, k, v = (t.expand(*lead, h, *t.shape[-2:]).reshape(-1, h, *t.shape[-2:])
+               for t, h in zip(padded, heads, strict=True))
+    out = flash_attention(q, k, v, _mask_as_four_dims(attn_mask, lead), is_causal, scale, enable_gqa)
+    out = out.reshape(*lead, heads[0], *out.shape[-2:])
+    return out if max(query.dim(), key.dim(), value.dim()) >= 3 else out[0]
+
+def _mask_as_four_dims(attn_mask: Tensor | None, lead: tuple[int, ...]) -> Tensor | None:
+    """A mask broadcastable to ``(*lead, H, Tq, Tk)`` as one broadcastable to ``(N, H, Tq, Tk)``."""
+    if attn_mask is None:
+        return None
+    mask = attn_mask.reshape((1,) * (len(lead) + 3 - attn_mask.dim()) + tuple(attn_mask.shape))
+    if all(n == 1 for n in mask.shape[: len(lead)]):  # the same for every batch entry: stays broadcast
+        return mask.reshape(1, *mask.shape[-3:])
+    return mask.expand(*lead, *mask.shape[-3:]).reshape(-1, *mask.shape[-3:])

@@ -7,6 +7,7 @@ runs the chosen backend. Modules that build q, k and v themselves (and check the
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal, overload
 
 import torch
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab.arguments import resolve_backend
-from attnlab.functional.backends import AttentionCall, Backend, choose_backend
+from attnlab.functional.backends import AttentionCall, Backend, choose_backend, flash_measured_faster
 from attnlab.functional.checks import check_mask, check_options, check_qkv
 from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.masks import merge_masks
@@ -33,8 +34,12 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     auto = backend if backend != "auto" else choose_backend(
-        AttentionCall(query.device.type, t_q, t_k, dropout_p > 0.0, return_weights))
+        call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights))
     chosen = resolve_backend(backend, auto, return_weights)
+    if chosen == "flash":  # reads grouped key/value heads itself
+        from attnlab.functional.flash import flash_backend
+
+        return flash_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa), None
     if chosen != "sdpa" and groups > 1:  # each key/value head serves `groups` query heads: repeat it for them
         key, value = key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
     if chosen == "chunked":
@@ -51,6 +56,24 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     output, weights = math_attention(query, key, value, mask, dropout_p, scale, may_be_empty=attn_mask is not None,
                                      return_weights=return_weights)
     return output, weights if return_weights else None
+
+
+def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
+               return_weights: bool) -> AttentionCall:
+    """The facts ``"auto"`` decides on, read from shapes, dtypes and devices only (never tensor values).
+
+    Whether flash can run is asked only where :data:`~attnlab.functional.backends.FLASH_FASTER` could pick it:
+    the answer imports triton and queries the GPU (once per device).
+    """
+    mask = ("causal" if is_causal else "none") if attn_mask is None else \
+        ("bool" if attn_mask.dtype == torch.bool else "float")
+    call = AttentionCall(query.device.type, query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights,
+                         str(query.dtype).removeprefix("torch."), mask)
+    if call.device == "cuda" and flash_measured_faster(call):
+        from attnlab.functional.flash import flash_can_run
+
+        call = dataclasses.replace(call, flash=flash_can_run(query))
+    return call
 
 
 @overload
@@ -95,7 +118,8 @@ def scaled_dot_product_attention(
             ``(..., Hkv, Tk, D)``, ``Hq`` a multiple of ``Hkv``; query head ``h`` reads key/value head
             ``h // (Hq // Hkv)``. Weights are returned per query head.
         backend: ``"math"`` (explicit score and weight matrices), ``"sdpa"`` (torch's fused
-            kernel), ``"chunked"`` (online softmax over key blocks, O(T) memory), or ``"auto"``
+            kernel), ``"chunked"`` (online softmax over key blocks, O(T) memory), ``"flash"`` (attnlab's
+            Triton kernel: CUDA, or the CPU under ``TRITON_INTERPRET=1``; no dropout), or ``"auto"``
             (see :func:`~attnlab.functional.backends.choose_backend`).
         return_weights: also return the weights ``(..., Tq, Tk)`` (``"math"`` or ``"auto"`` only).
 

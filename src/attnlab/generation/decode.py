@@ -3,6 +3,8 @@
 The prompt is run once (prefill), filling the cache; then each new token is a forward pass of
 length 1 that attends to the cached keys and values: O(T) work per token instead of O(T²).
 
+With ``compile=True`` the steps run as one compiled graph each (:mod:`attnlab.generation.compiled_decode`).
+
 Beyond the context: a model with learned absolute positions cannot slide its window, because
 every cached key was computed at its old position. Once ``context_length`` positions are used,
 each further token is computed exactly like the no-cache loop: a full forward pass over the last
@@ -17,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnlab.generation.compiled_decode import decode_compiled
 from attnlab.generation.sampling import check_sampling, sample
 
 
@@ -35,12 +38,18 @@ def _check(idx: Tensor, max_new_tokens: int, temperature: float, top_k, top_p, e
 def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
                     top_k: int | None = None, top_p: float | None = None,
                     generator: torch.Generator | None = None, use_cache: bool = True,
-                    eos_token_id: int | None = None) -> Iterator[Tensor]:
+                    eos_token_id: int | None = None, compile: bool = False) -> Iterator[Tensor]:
     """The new token ids, each ``(B,)``, yielded as soon as each is chosen (arguments: :func:`generate`).
 
     Everything is checked when this is called, not when the first token is asked for.
     """
     _check(idx, max_new_tokens, temperature, top_k, top_p, eos_token_id)
+    if not isinstance(compile, bool):
+        raise ValueError(f"compile must be True or False, got {compile!r}")
+    if compile and not use_cache:
+        raise ValueError("compile=True decodes with a static KV cache; it cannot be combined with use_cache=False")
+    if compile:
+        return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     return _decode(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id)
 
 
@@ -75,7 +84,7 @@ def _decode(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, to
 
 def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None, generator: torch.Generator | None = None,
-             use_cache: bool = True, eos_token_id: int | None = None) -> Tensor:
+             use_cache: bool = True, eos_token_id: int | None = None, compile: bool = False) -> Tensor:
     """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``.
 
     Args:
@@ -89,6 +98,10 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
         generator: makes sampling reproducible.
         use_cache: False recomputes the whole window at every step (the reference the cache is tested against).
         eos_token_id: stop once every row has produced this token; rows that finished earlier are filled with it.
+        compile: decode with a static KV cache and a step compiled by ``torch.compile(fullgraph=True)``, on CUDA
+            captured in a CUDA graph (see :mod:`attnlab.generation.compiled_decode`); the same tokens as the eager
+            loop. The first call compiles (seconds); later calls reuse the step. Needs the model's
+            ``new_static_kv_cache`` and ``decode_step``.
 
     Example:
         >>> from attnlab.models import GPT, GPTConfig
@@ -97,5 +110,5 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
         torch.Size([1, 8])
     """
     new = list(generate_stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache,
-                               eos_token_id))
+                               eos_token_id, compile))
     return torch.cat([idx, *(t[:, None].to(idx.dtype) for t in new)], dim=1)

@@ -22,8 +22,9 @@ def encode_prompt(tokenizer: Any, prompt: str) -> torch.Tensor:
 
 
 def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, temperature: float = 1.0,
-                top_k: int | None = None, top_p: float | None = None, seed: int | None = None) -> Iterator[str]:
-    """The generated text, piece by piece as the tokens arrive (KV cache on).
+                top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                compile: bool = False) -> Iterator[str]:
+    """The generated text, piece by piece as the tokens arrive (KV cache on; ``compile``: see ``generate``).
 
     Everything is checked and the prompt encoded when this is called, before the first piece is asked for,
     so a caller can fail before printing anything. Byte-level BPE tokens may end inside a multi-byte
@@ -32,7 +33,7 @@ def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, te
     idx = encode_prompt(tokenizer, prompt).to(next(model.parameters()).device)
     generator = None if seed is None else torch.Generator(device=idx.device).manual_seed(seed)
     tokens = generate_stream(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                             generator=generator)
+                             generator=generator, compile=compile)
     return _pieces(tokens, tokenizer)
 
 

@@ -2,13 +2,16 @@
 model that ``attnlab train`` wrote."""
 
 from attnlab.models.config import EncoderConfig, GPTConfig
+from attnlab.models.dtypes import DTYPES, compute_dtype
 from attnlab.models.encoder import EncoderEmbeddings, TransformerEncoder
 from attnlab.models.gpt import GPT
 from attnlab.models.kv_cache import KVCache, LayerKVCache
 from attnlab.models.outputs import CausalLMOutput, EncoderOutput, mean_pooling, sentence_embedding
+from attnlab.models.static_kv_cache import StaticKVCache, StaticLayerKVCache
 from attnlab.models.trained import load_trained
 
 __all__ = [
+    "DTYPES",
     "GPT",
     "CausalLMOutput",
     "EncoderConfig",
@@ -17,7 +20,10 @@ __all__ = [
     "GPTConfig",
     "KVCache",
     "LayerKVCache",
+    "StaticKVCache",
+    "StaticLayerKVCache",
     "TransformerEncoder",
+    "compute_dtype",
     "load_trained",
     "mean_pooling",
     "sentence_embedding",

@@ -14,9 +14,11 @@ from torch import Tensor, nn
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
 from attnlab.models.checks import IGNORE_INDEX, check_ids_tensor, check_same_shape, id_range_error, read_facts
 from attnlab.models.config import GPTConfig
+from attnlab.models.dtypes import compute_dtype
 from attnlab.models.initialisation import STD, init_weights
 from attnlab.models.kv_cache import KVCache
 from attnlab.models.outputs import CausalLMOutput
+from attnlab.models.static_kv_cache import StaticKVCache
 
 
 class GPT(nn.Module):
@@ -58,10 +60,33 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def new_kv_cache(self, batch: int, context_length: int | None = None) -> KVCache:
-        """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions."""
+        """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions,
+        in the dtype the model computes in here (autocast's, under autocast)."""
         c, w = self.config, self.tok_emb.weight
-        return KVCache(c.num_layers, batch, c.num_heads, context_length or c.context_length, c.head_dim, w.dtype,
-                       w.device)
+        return KVCache(c.num_layers, batch, c.num_heads, context_length or c.context_length, c.head_dim,
+                       compute_dtype(w), w.device)
+
+    def new_static_kv_cache(self, batch: int) -> StaticKVCache:
+        """A :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`: ``batch`` sequences, the model's
+        ``context_length`` positions, the dtype the model computes in here."""
+        c, w = self.config, self.tok_emb.weight
+        return StaticKVCache(c.num_layers, batch, c.num_heads, c.context_length, c.head_dim, compute_dtype(w),
+                             w.device)
+
+    def decode_step(self, idx: Tensor, kv_cache: StaticKVCache) -> Tensor:
+        """Logits of the last position ``(B, vocab_size)`` for ``idx (B, T)`` placed after what ``kv_cache`` holds.
+
+        A decoding loop's step, in eval mode: unchecked (the loop checks its prompt once, and stops before
+        ``context_length``) and capturable: positions are tensors read from the cache, shapes depend only on T,
+        nothing is read back to the host. So ``torch.compile(fullgraph=True)`` traces it once for T = 1 and
+        CUDA graphs replay it. Equal to :meth:`forward` with a :class:`KVCache` (tested).
+        """
+        positions = kv_cache.positions(idx.shape[1])  # (T,) on the device
+        x = self.tok_emb(idx) + self.pos_emb.weight[positions]  # learned positions, gathered by tensor
+        for i, block in enumerate(self.blocks):
+            x = block(x, kv_cache=kv_cache[i])
+        kv_cache.advance(idx.shape[1])
+        return self.head(self.ln_f(x[:, -1]))
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, return_weights: bool = False,
                 kv_cache: KVCache | None = None) -> CausalLMOutput:

@@ -2,13 +2,16 @@
 ones, which do not change, so they are kept instead of recomputed.
 
 The buffers are allocated once at full size, ``(B, H, context_length, head_dim)`` per layer, and filled
-in place: no ``torch.cat`` (and no copy of the whole cache) per step.
+in place: no ``torch.cat`` (and no copy of the whole cache) per step. They hold the dtype the model computes
+in (under autocast, autocast's): an empty cache takes the dtype of the first keys it is given.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from attnlab.attention.multihead import cached_causal_mask
 
 
 class LayerKVCache:
@@ -35,10 +38,20 @@ class LayerKVCache:
             )
         if self.length + t > self.context_length:
             raise ValueError(f"LayerKVCache: {self.length} + {t} positions exceed context_length={self.context_length}")
+        if key.dtype != self.keys.dtype:
+            if self.length:
+                raise ValueError(f"LayerKVCache: holds {self.keys.dtype} keys, got {key.dtype}; a cache keeps the "
+                                 f"dtype it was filled in: start a new one (model.new_kv_cache) to switch")
+            self.keys = torch.empty_like(self.keys, dtype=key.dtype)  # empty: take the compute dtype
+            self.values = torch.empty_like(self.keys)
         self.keys[:, :, self.length : self.length + t] = key
         self.values[:, :, self.length : self.length + t] = value
         self.length += t
         return self.keys[:, :, : self.length], self.values[:, :, : self.length]
+
+    def attn_mask(self, t_new: int, is_causal: bool) -> Tensor | None:
+        """The ``t_new`` newest queries see the cached keys up to their own position (every key if not causal)."""
+        return cached_causal_mask(t_new, self.length, self.keys.device) if is_causal else None
 
 
 class KVCache:

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from attnlab.models.dtypes import check_dtype_name
+
 
 @dataclass
 class TrainConfig:
@@ -53,6 +55,7 @@ class TrainConfig:
     seed: int = 1337
     time_budget: float | None = None     # minutes; stop cleanly (with a checkpoint) once spent
     compile: bool = False                # torch.compile the model
+    dtype: str = "fp32"                  # "fp32", "bf16" or "fp16": autocast's dtype (weights stay fp32)
     device: str = "auto"                 # "auto", "cpu", "cuda", "cuda:1", ...
     val_fraction: float = 0.1            # the last part of the corpus is the validation split
     keep_checkpoints: int = 2            # older checkpoints are deleted
@@ -79,6 +82,7 @@ class TrainConfig:
             raise ValueError(f"val_fraction: expected in (0, 1), got {self.val_fraction!r}")
         if self.time_budget is not None and self.time_budget <= 0:
             raise ValueError(f"time_budget: expected a positive number of minutes, got {self.time_budget!r}")
+        check_dtype_name(self.dtype)
         if not isinstance(self.model, dict):
             raise TypeError(f"model: expected a table of GPTConfig fields, got {type(self.model).__name__}")
 

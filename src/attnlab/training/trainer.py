@@ -46,6 +46,7 @@ from attnlab.training.distributed import (
     restore_rng_state,
     setup_distributed,
 )
+from attnlab.training.mixed_precision import MixedPrecision
 from attnlab.training.optim import configure_optimizer, lr_at
 
 
@@ -118,6 +119,7 @@ class Trainer:
         self.config, c = config, config
         self.on_save = on_save  # e.g. the CLI redraws the loss curve after every checkpoint
         self.dist = d = setup_distributed(c.device)
+        self.precision = MixedPrecision(c.dtype, d.device)  # autocast, fp16's gradient scaler, TF32 on CUDA
         self.console = console or Console()
         self.show = d.is_main and not quiet
         self.out = Path(c.out)
@@ -181,6 +183,7 @@ class Trainer:
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
         ckpt.load_weights(self.model)
         self.optimizer.load_state_dict(ckpt.optimizer)
+        self.precision.load_state_dict(ckpt.state.get("grad_scaler"))
         self.step = self.saved_step = ckpt.step
         self.train_losses = [tuple(x) for x in ckpt.state["history"]["train"]]
         self.evals = [tuple(x) for x in ckpt.state["history"]["eval"]]
@@ -217,12 +220,11 @@ class Trainer:
             batch = self.draw_batch("train", stream_generator(c.seed, "train", self.step, slot))
             sync = micro == local - 1 or not d.enabled  # DDP: all-reduce the gradients once, at the last one
             with contextlib.nullcontext() if sync else self.train_model.no_sync():
-                loss = self.compute_loss(self.train_model, batch)
-                (loss / local).backward()
+                with self.precision.autocast():
+                    loss = self.compute_loss(self.train_model, batch)
+                self.precision.backward(loss / local)
             total += loss.detach()
-        if c.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.grad_clip)
-        self.optimizer.step()
+        self.precision.step(self.optimizer, self.model.parameters(), c.grad_clip)
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return total.item() / local
@@ -237,7 +239,8 @@ class Trainer:
             total = 0.0
             for i in range(d.rank, c.eval_iters, d.world_size):
                 batch = self.draw_batch(split, stream_generator(c.seed, "eval", split, i))
-                total += self.compute_loss(self.eval_model, batch).item()
+                with self.precision.autocast():
+                    total += self.compute_loss(self.eval_model, batch).item()
             sums.append(total)
         tr, va = all_reduce_sum(d, sums)
         return tr / c.eval_iters, va / c.eval_iters
@@ -249,7 +252,8 @@ class Trainer:
         if not self.dist.is_main:
             return None
         state = {"train_config": self.config.to_dict(), "model_config": dataclasses.asdict(self.model_config),
-                 "history": {"train": self.train_losses, "eval": self.evals}, "world_size": self.dist.world_size}
+                 "history": {"train": self.train_losses, "eval": self.evals}, "world_size": self.dist.world_size,
+                 "grad_scaler": self.precision.state_dict()}
         path = save_checkpoint(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,
                                keep=self.config.keep_checkpoints)
         if self.on_save is not None:

@@ -1,0 +1,100 @@
+"""Decoding with a compiled step: a static KV cache, one graph per token, replayed by CUDA graphs on a GPU.
+
+On a GPU, decoding one token of a small model is a few hundred tiny kernels; launching them costs more than
+running them, which is why an eager loop, even with a KV cache, is no faster than recomputing. Here the prompt
+is prefilled eagerly into a :class:`~attnlab.models.StaticKVCache` (its length varies), and every further token
+is one call of the model's ``decode_step`` compiled by ``torch.compile(fullgraph=True)``: on CUDA with
+``mode="reduce-overhead"``, which captures the step in a CUDA graph and then replays the whole step as one
+launch. Sampling stays outside the graph (it owns the random generator), so the tokens are the eager loop's.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnlab.generation.sampling import sample
+from attnlab.models.checks import check_token_ids
+from attnlab.models.dtypes import compute_dtype
+
+_STEPS: dict[tuple[type, str, str], Callable] = {}  # one compiled step per model class, device type, options
+_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (key, an idle static cache)
+
+
+def compile_options(device: torch.device) -> dict[str, Any]:
+    """How the step is compiled: on CUDA, inductor with CUDA graphs; elsewhere inductor alone."""
+    if device.type == "cuda":
+        return {"fullgraph": True, "mode": "reduce-overhead"}
+    return {"fullgraph": True}
+
+
+def compiled_step(model: Any, device: torch.device) -> Callable[[Any, Tensor, Any], Tensor]:
+    """``step(model, idx, cache)``: the model class's ``decode_step``, compiled once per class and device type.
+
+    Compiling the function, not the bound method, keeps no model alive; another model of the class is a new
+    guard, not a new wrapper.
+    """
+    options = compile_options(device)
+    key = (type(model), device.type, repr(sorted(options.items())))
+    if key not in _STEPS:
+        _STEPS[key] = torch.compile(type(model).decode_step, **options)
+    return _STEPS[key]
+
+
+def _take_cache(model: Any, batch: int) -> tuple[tuple, Any]:
+    """The model's idle static cache if it fits (the same buffers: CUDA graphs need no new capture), else a new one.
+
+    Taken, not shared: two streams decoding with one model at once each get their own.
+    """
+    weight = next(model.parameters())
+    key = (batch, compute_dtype(weight), weight.device)
+    held = _CACHES.pop(model, None)
+    if held is not None and held[0] == key:
+        held[1].reset()
+        return held
+    return key, model.new_static_kv_cache(batch)
+
+
+@torch.no_grad()
+def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
+                    top_p: float | None, generator: torch.Generator | None,
+                    eos_token_id: int | None) -> Iterator[Tensor]:
+    """The new tokens ``(B,)`` one by one, as :func:`~attnlab.generation.generate_stream` with ``compile=True``.
+
+    The model needs ``new_static_kv_cache(batch)`` and ``decode_step(idx, cache)`` (as
+    :class:`~attnlab.models.GPT` has). Past ``context_length``, like the eager loop: crop and recompute.
+    """
+    ctx = model.config.context_length
+    was_training = model.training
+    model.eval()
+    key, cache = _take_cache(model, idx.shape[0])
+    try:
+        seq = idx
+        prompt = seq[:, -ctx:]
+        check_token_ids(prompt, model.config.vocab_size, type(model).__name__)  # decode_step checks nothing
+        step = compiled_step(model, idx.device)
+        logits = model.decode_step(prompt, cache)  # prefill, eagerly: the prompt's length is its own
+        filled = prompt.shape[1]
+        done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
+        for i in range(max_new_tokens):
+            nxt = sample(logits, temperature, top_k, top_p, generator)
+            if eos_token_id is not None:  # a finished row keeps repeating its end-of-sequence token
+                nxt = nxt.masked_fill(done, eos_token_id)
+                done |= nxt == eos_token_id
+            yield nxt
+            seq = torch.cat([seq, nxt[:, None].to(seq.dtype)], dim=1)
+            if i == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
+                break
+            if filled < ctx:
+                torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are used up: reuse their memory
+                logits = step(model, nxt[:, None].to(seq.dtype), cache)
+                filled += 1
+            else:  # the window is full: crop and recompute, as the eager loop does
+                logits = model(seq[:, -ctx:]).logits[:, -1]
+    finally:
+        model.train(was_training)
+        _CACHES[model] = (key, cache)

@@ -1,0 +1,101 @@
+"""A static KV cache: decoding steps that ``torch.compile(fullgraph=True)`` traces once and CUDA graphs replay.
+
+:class:`~attnlab.models.KVCache` returns the filled part of its buffers, ``(B, H, length, head_dim)``, and
+counts ``length`` in Python: every step has new shapes and a new number, so every step is a new graph. Here
+the position of the next token is a tensor on the device, and every step returns the *whole* buffers
+``(B, H, context_length, head_dim)`` with a mask that hides the slots not yet filled. A step's shapes depend
+only on how many tokens it adds, it changes nothing on the host and reads nothing back from the device:
+one graph, captured once, replayed for every token.
+
+The price is attending over all ``context_length`` slots at every step instead of the filled ones; on a GPU
+decoding is bound by launching kernels and reading the weights, not by that. The buffers start at zero, so a
+masked slot adds exactly ``0 · 0``, never NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _static(t: Tensor) -> Tensor:
+    """Tell torch.compile the tensor keeps its address: CUDA graphs may then write it in place, step after step."""
+    torch._dynamo.mark_static_address(t)
+    return t
+
+
+class StaticLayerKVCache:
+    """One layer's buffers ``(B, H, context_length, head_dim)``, written at the cache's position tensor."""
+
+    def __init__(self, keys: Tensor, values: Tensor, position: Tensor, slots: Tensor) -> None:
+        self.keys, self.values = _static(keys), _static(values)
+        self.position, self.slots = position, slots  # shared by every layer of the cache
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Write ``key, value (B, H, T, head_dim)`` at the next T positions; return the whole buffers.
+
+        Unchecked against the end of the buffers (that would read the position back): the caller stops at
+        ``context_length``.
+        """
+        if key.shape != value.shape or key.shape[:2] != self.keys.shape[:2] or key.shape[3] != self.keys.shape[3]:
+            raise ValueError(
+                f"StaticLayerKVCache: key/value must have shape (B, H, T, head_dim) = "
+                f"({self.keys.shape[0]}, {self.keys.shape[1]}, T, {self.keys.shape[3]}), "
+                f"got {tuple(key.shape)} and {tuple(value.shape)}"
+            )
+        if key.dtype != self.keys.dtype:
+            raise ValueError(f"StaticLayerKVCache: holds {self.keys.dtype}, got keys of {key.dtype}; make the cache "
+                             f"where the model computes (under the same autocast, or after casting the model)")
+        where = self.position + self.slots[: key.shape[2]]  # (T,) slots to write
+        self.keys.index_copy_(2, where, key)
+        self.values.index_copy_(2, where, value)
+        return self.keys, self.values
+
+    def attn_mask(self, t_new: int, is_causal: bool) -> Tensor:
+        """Bool ``(t_new, context_length)`` (``(context_length,)`` if not causal): the filled slots each new query
+        may attend, up to its own position when causal."""
+        queries = self.position + self.slots[:t_new]  # the new queries' positions
+        return self.slots[None, :] <= queries[:, None] if is_causal else self.slots <= queries[-1]
+
+
+class StaticKVCache:
+    """One :class:`StaticLayerKVCache` per layer (``cache[i]`` goes to block ``i``) and the position they share.
+
+    ``position`` is a ``(1,)`` int64 tensor: the position of the next token. The model's step reads it through
+    :meth:`positions` and moves it on with :meth:`advance`, both on the device.
+    """
+
+    def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
+        self.position = _static(torch.zeros(1, dtype=torch.long, device=device))
+        self.slots = _static(torch.arange(context_length, device=device))
+        shape = (batch, num_heads, context_length, head_dim)
+        self.layers = [StaticLayerKVCache(torch.zeros(shape, dtype=dtype, device=device),
+                                          torch.zeros(shape, dtype=dtype, device=device), self.position, self.slots)
+                       for _ in range(num_layers)]
+
+    def __getitem__(self, i: int) -> StaticLayerKVCache:
+        return self.layers[i]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    @property
+    def context_length(self) -> int:
+        return self.slots.shape[0]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.layers[0].keys.dtype
+
+    def positions(self, t: int) -> Tensor:
+        """``(t,)`` the positions of the next ``t`` tokens."""
+        return self.position + self.slots[:t]
+
+    def advance(self, t: int) -> None:
+        """``t`` more positions are filled (in place, on the device)."""
+        self.position.add_(t)
+
+    def reset(self) -> None:
+        """Start a new sequence in the same buffers (old slots are masked until overwritten)."""
+        self.position.zero_()

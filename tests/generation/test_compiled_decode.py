@@ -1,0 +1,86 @@
+"""generate(..., compile=True): a static KV cache and a step compiled whole, with the eager loop's tokens.
+
+CI has no GPU, so the step is compiled with torch.compile's cheapest backend, "aot_eager": it traces the step
+whole (``fullgraph=True`` fails on any graph break, e.g. a read of a tensor's value) and runs the traced graph
+eagerly. A step that traces whole with no host reads (tests/models/test_host_syncs.py) is what CUDA graphs
+capture; capturing it for real is tests/generation/test_gpu_decoding.py, on a GPU.
+"""
+
+import pytest
+import torch
+
+from attnlab.generation import compiled_decode, generate, generate_stream
+from attnlab.models import GPT, GPTConfig
+
+
+@pytest.fixture(autouse=True)
+def cheap_compile(monkeypatch):
+    monkeypatch.setattr(compiled_decode, "compile_options", lambda device: {"fullgraph": True, "backend": "aot_eager"})
+
+
+def model(ctx=24):
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=61, context_length=ctx, d_model=32, num_layers=2, num_heads=4, qkv_bias=True)
+    return GPT(config)
+
+
+def test_greedy_tokens_equal_the_eager_loop_past_the_context():
+    m, prompt = model(), torch.randint(0, 61, (3, 5))
+    out = generate(m, prompt, 30, temperature=0, compile=True)  # 35 > 24: the last steps crop and recompute
+    assert out.shape == (3, 35)
+    assert torch.equal(out, generate(m, prompt, 30, temperature=0))
+    assert m.training  # put back as it was
+
+
+def test_sampled_tokens_equal_the_eager_loop_with_the_same_generator():
+    m, prompt = model(), torch.randint(0, 61, (3, 5))
+
+    def run(compile):
+        g = torch.Generator().manual_seed(3)
+        return generate(m, prompt, 12, temperature=0.9, top_k=20, top_p=0.9, generator=g, compile=compile)
+
+    assert torch.equal(run(True), run(False))
+
+
+def test_end_of_sequence_stops_as_the_eager_loop_does():
+    m, prompt = model(), torch.randint(0, 61, (3, 5))
+    eos = int(generate(m, prompt, 3, temperature=0)[0, -1])  # a token row 0 produces
+    out = generate(m, prompt, 12, temperature=0, eos_token_id=eos, compile=True)
+    assert torch.equal(out, generate(m, prompt, 12, temperature=0, eos_token_id=eos))
+
+
+def test_under_autocast_compiling_changes_no_token(monkeypatch):
+    # the compiled step against the same static step run eagerly (exact), both in bfloat16
+    m, prompt = model(), torch.randint(0, 61, (3, 5))
+    with torch.autocast("cpu", torch.bfloat16):
+        compiled = generate(m, prompt, 12, temperature=0, compile=True)
+        monkeypatch.setattr(compiled_decode, "compiled_step", lambda model, device: type(model).decode_step)
+        eager = generate(m, prompt, 12, temperature=0, compile=True)
+    assert torch.equal(compiled, eager)
+
+
+def test_a_second_call_reuses_the_cache_and_two_streams_get_two():
+    m, prompt = model(), torch.randint(0, 61, (3, 5))
+    generate(m, prompt, 2, temperature=0, compile=True)
+    held = compiled_decode._CACHES[m][1]
+    generate(m, prompt, 2, temperature=0, compile=True)
+    assert compiled_decode._CACHES[m][1] is held  # the same buffers: CUDA graphs replay without a new capture
+    a, b = (generate_stream(m, prompt, 4, temperature=0, compile=True) for _ in range(2))
+    first = [next(a), next(b)]  # both streams are inside their loops now
+    rest_a, rest_b = list(a), list(b)
+    assert torch.equal(torch.stack([first[0], *rest_a]), torch.stack([first[1], *rest_b]))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"compile": True, "use_cache": False}, "compile=True decodes with a static KV cache; it cannot be combined "
+                                            "with use_cache=False"),
+    ({"compile": "yes"}, "compile must be True or False, got 'yes'"),
+])
+def test_bad_options_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        generate(model(), torch.zeros(1, 2, dtype=torch.long), 3, **kwargs)
+
+
+def test_prompt_ids_are_checked_before_decoding():
+    with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=61\), got min 0, max 99"):
+        generate(model(), torch.tensor([[0, 99]]), 3, compile=True)
