@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("attnlab.viz",),                                   # pictures of captures and of runs
     ("attnlab.bench",),                                 # measuring
     ("attnlab.demo",),                                  # the walk-through
-    ("attnlab.cli", "attnlab.__main__"),               # the command line (and `python -m attnlab`)
+    ("attnlab.cli",),                                   # the command line
+    ("attnlab.__main__",),                              # `python -m attnlab`
 ]
 RANK = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}
 
