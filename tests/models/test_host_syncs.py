@@ -82,3 +82,19 @@ def test_attention_module_reads_only_a_callers_padding_mask():
     with torch.no_grad(), HostReads() as checked:
         mha(x, attention_mask=mask)
     assert trusted.calls == [] and checked.calls == ["__bool__"]  # are the values all 0 or 1?
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_decoders_with_a_padding_mask_read_once(padded):
+    from attnlab.models import ModernDecoder, ModernDecoderConfig
+
+    mask = torch.ones(2, 12, dtype=torch.long)
+    if padded:
+        mask[1, :5] = 0
+    for model in (GPT(GPTConfig.from_preset("tiny")).eval(),
+                  ModernDecoder(ModernDecoderConfig.from_preset("tiny", sliding_window=4)).eval()):
+        idx = torch.randint(0, 256, (2, 12))
+        with torch.no_grad(), HostReads() as reads:
+            model(idx, attention_mask=mask, return_weights=padded)
+            model(idx, targets=idx, attention_mask=mask)
+        assert reads.calls == ["tolist", "tolist"]
