@@ -1,13 +1,18 @@
-"""``attnlab sample``: text from a trained checkpoint, streamed as it is generated."""
+"""``attnlab sample``: text from a trained checkpoint or a Hugging Face model directory, streamed as it comes."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
 
 @click.command(name="sample")
-@click.option("--checkpoint", "checkpoint", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, file_okay=False),
               help="An output directory of `attnlab train` (or one checkpoint directory in it).")
+@click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False),
+              help="A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral: config.json, model.safetensors, "
+                   "tokenizer.json), or an output directory of `attnlab train`.")
 @click.argument("prompt", default="\n", required=False)
 @click.option("--max-new-tokens", default=500, show_default=True, type=click.IntRange(min=0))
 @click.option("--temperature", default=0.8, show_default=True, type=float, help="0 = greedy (argmax).")
@@ -15,18 +20,21 @@ import click
 @click.option("--top-p", type=float, default=None, help="Sample only from the smallest set with this much probability.")
 @click.option("--seed", type=int, default=None, help="Seed, for a repeatable sample.")
 @click.option("--device", default="cpu", show_default=True)
-def command(checkpoint: str, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None,
-            top_p: float | None, seed: int | None, device: str) -> None:
-    """Continue PROMPT (default: a newline) with a trained model; KV cache on."""
+def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_tokens: int, temperature: float,
+            top_k: int | None, top_p: float | None, seed: int | None, device: str) -> None:
+    """Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."""
+    from attnlab.cli.model_options import load_directory
     from attnlab.generation import stream_text
-    from attnlab.models import load_trained
 
+    if (checkpoint is None) == (model_dir is None):
+        raise click.UsageError("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
+                               "model directory), exactly one of them")
     try:
-        model, tokenizer = load_trained(checkpoint, device)
+        model, tokenizer = load_directory(Path(checkpoint or model_dir), device)
         pieces = stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed)  # checks
         click.echo(prompt, nl=False)
         for piece in pieces:
             click.echo(piece, nl=False)
         click.echo()
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
