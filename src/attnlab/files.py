@@ -18,6 +18,10 @@ def current_umask() -> int:
     return mask
 
 
+class WriteError(OSError):
+    """A file could not be written; the message names the file asked for and why."""
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it over ``path``; return ``path``.
 
@@ -26,13 +30,19 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     ``write`` fails, the temporary file is removed and ``path`` is untouched.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    except OSError as err:  # name the file asked for, not a temporary one
+        raise WriteError(f"cannot write {str(path)!r}: {err.strerror or err}") from None
     os.close(fd)
     try:
         write(Path(tmp))
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise WriteError(f"cannot write {str(path)!r}: {err.strerror or err}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -4,6 +4,7 @@ so ``attnlab --help`` answers at once, without importing torch."""
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -37,6 +38,27 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
             formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+
+    def invoke(self, ctx: click.Context):
+        """Run the command; whatever escapes it becomes one line on stderr and an exit code, never a traceback.
+
+        Bad input (ValueError, TypeError, OSError, ImportError) exits 1 with its message; Ctrl-C exits 130;
+        anything else is a bug, reported in one line (``ATTNLAB_DEBUG=1`` shows the traceback).
+        """
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            raise click.exceptions.Exit(130) from None
+        except (ValueError, TypeError, OSError, ImportError) as err:
+            raise click.ClickException(str(err)) from None
+        except Exception as err:
+            if os.environ.get("ATTNLAB_DEBUG"):
+                raise
+            raise click.ClickException(f"internal error ({type(err).__name__}: {err}); rerun with ATTNLAB_DEBUG=1 "
+                                       "for the details, and please report it") from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

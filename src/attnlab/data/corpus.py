@@ -57,6 +57,17 @@ def shakespeare_text() -> str:
     return "\n".join(strip_play_markdown(p.read_text(encoding="utf-8")) for p in shakespeare_plays())
 
 
+def read_utf8(path: Path) -> str:
+    """A text file's contents; a file that is not UTF-8 (or not readable) is a ValueError naming it and where."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"data: {str(path)!r} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset "
+                         f"{err.start}); give a UTF-8 text file") from None
+    except OSError as err:
+        raise ValueError(f"data: cannot read {str(path)!r}: {err.strerror or err}") from None
+
+
 def load_text(source: str | Path) -> str:
     """The training text for ``source``: ``"shakespeare"``, a UTF-8 text file, or a directory.
 
@@ -72,9 +83,9 @@ def load_text(source: str | Path) -> str:
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
             if not files:
                 raise ValueError(f"data: directory {str(path)!r} holds no {'/'.join(TEXT_SUFFIXES)} files")
-            text = "\n".join(p.read_text(encoding="utf-8") for p in files)
+            text = "\n".join(read_utf8(p) for p in files)
         elif path.is_file():
-            text = path.read_text(encoding="utf-8")
+            text = read_utf8(path)
         else:
             raise ValueError(f"data: expected 'shakespeare', a text file or a directory, got {str(source)!r} "
                              "(no such file or directory)")
