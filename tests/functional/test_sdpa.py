@@ -292,3 +292,30 @@ def test_enable_gqa_bad_heads():
                                         enable_gqa=True)
     with pytest.raises(ValueError, match=r"same head dim|broadcast"):
         scaled_dot_product_attention(torch.randn(1, 4, 3, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8))
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa", "chunked"])
+@pytest.mark.parametrize("mask_kind", ["per_head_float", "rows_bool", "padding", "none"])
+def test_enable_gqa_with_masks_of_every_shape_equals_torch(backend, mask_kind):
+    """Without is_causal the math and chunked backends fold each group's query heads into rows of its key/value
+    head (no copy of the keys); a mask must fold with them: per query head, per row, or one row for all."""
+    from attnlab.functional import alibi_bias, sliding_window_mask
+
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(2, 6, 5, 8, generator=g, requires_grad=True)
+    k, v = (torch.randn(2, 2, 9, 8, generator=g, requires_grad=True) for _ in range(2))
+    mask = {"per_head_float": alibi_bias(6, 5, 9).masked_fill(~sliding_window_mask(5, 9, 4), float("-inf")),
+            "rows_bool": sliding_window_mask(5, 9, 3), "padding": torch.tensor([[1] * 9, [0] * 3 + [1] * 6]).bool()
+            [:, None, None, :], "none": None}[mask_kind]
+    got = scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True, backend=backend)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    grads = torch.autograd.grad(got.square().sum(), (q, k, v))
+    want_grads = torch.autograd.grad(want.square().sum(), (q, k, v))
+    for a, b in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=0)
+    if backend == "math":
+        _, w = scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True, return_weights=True)
+        _, w_rep = scaled_dot_product_attention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1),
+                                                attn_mask=mask, return_weights=True)
+        torch.testing.assert_close(w, w_rep, atol=1e-6, rtol=0)  # (B, Hq, Tq, Tk): per query head

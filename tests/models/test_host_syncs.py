@@ -93,3 +93,19 @@ def test_the_static_decode_step_reads_nothing():
         for _ in range(3):
             model.decode_step(torch.randint(0, 256, (2, 1)), cache)
     assert reads.calls == []
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_decoders_with_a_padding_mask_read_once(padded):
+    from attnlab.models import ModernDecoder, ModernDecoderConfig
+
+    mask = torch.ones(2, 12, dtype=torch.long)
+    if padded:
+        mask[1, :5] = 0
+    for model in (GPT(GPTConfig.from_preset("tiny")).eval(),
+                  ModernDecoder(ModernDecoderConfig.from_preset("tiny", sliding_window=4)).eval()):
+        idx = torch.randint(0, 256, (2, 12))
+        with torch.no_grad(), HostReads() as reads:
+            model(idx, attention_mask=mask, return_weights=padded)
+            model(idx, targets=idx, attention_mask=mask)
+        assert reads.calls == ["tolist", "tolist"]

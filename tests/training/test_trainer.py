@@ -105,3 +105,23 @@ def test_a_fresh_run_will_not_mix_with_an_old_checkpoint(tiny_config):
         train(tiny_config(max_iters=4), quiet=True)
     result = train(tiny_config(max_iters=2), quiet=True, overwrite=True)
     assert [p.name for p in (result.out / "checkpoints").iterdir()] == ["step_0000002"]
+
+
+def test_the_modern_decoder_trains_and_its_checkpoint_says_so(tiny_config):
+    from attnlab.models import ModernDecoder, load_trained
+
+    result = train(tiny_config(arch="modern", max_iters=40, eval_interval=10, learning_rate=3e-3, min_lr=3e-4),
+                   quiet=True)
+    first, last = np.mean([v for _, v in result.train_losses[:5]]), np.mean([v for _, v in result.train_losses[-5:]])
+    assert first > 3.0 and last < 0.8 * first, (first, last)
+    state = json.loads((result.checkpoint / "state.json").read_text())
+    assert state["architecture"] == "modern" and state["model_config"]["num_kv_heads"] == 2
+    model, _ = load_trained(result.out)
+    assert isinstance(model, ModernDecoder) and model.config.context_length == 16
+
+
+def test_a_preset_of_the_other_architecture_is_named(tiny_config):
+    with pytest.raises(ValueError, match=r"unknown preset 'llama-3.2-1b' \(it is a preset of --arch modern\)"):
+        Trainer(tiny_config(preset="llama-3.2-1b"), quiet=True)
+    with pytest.raises(ValueError, match=r"arch: expected 'gpt' or 'modern', got 'llama'"):
+        tiny_config(arch="llama")

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
-from attnlab.functional import Backend, attend
+from attnlab.functional import Backend, and_masks, attend
 
 
 class KVCacheLike(Protocol):
@@ -136,7 +136,8 @@ class MultiHeadAttention(nn.Module):
             memory: the keys' and values' sequence ``(B, Tk, d_in)``; None for self-attention.
             attention_mask: ``(B, Tk)`` padding mask of the keys' sequence, 1 = real token (checked here).
             attn_mask: instead, a mask already broadcastable to the scores ``(B, H, Tq, Tk)`` (bool, True =
-                may attend, or float, added), from a model that checked its inputs; used as it is.
+                may attend, or float, added), from a model that checked its inputs; used as it is (with a
+                ``kv_cache`` it spans every cached key, and the causal mask is added to it).
             return_weights: also return the weights ``(B, H, Tq, Tk)``.
             kv_cache: decoding: an object whose ``update(k, v)`` appends this call's keys and values
                 ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``, and whose
@@ -160,11 +161,13 @@ class MultiHeadAttention(nn.Module):
         queries, keys, values = self.split_heads(queries), self.split_heads(keys), self.split_heads(values)
         is_causal = self.is_causal
         if kv_cache is not None:  # decoding: this step's keys and values join the cached ones
-            if mask is not None:
-                raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache")
+            if attention_mask is not None:
+                raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache; a model passes "
+                                 f"attn_mask over all the cached keys instead")
             keys, values = kv_cache.update(keys, values)
             check_length(keys.shape[-2], self.context_length, owner)
-            mask, is_causal = kv_cache.attn_mask(num_tokens, is_causal), False
+            cache_mask = kv_cache.attn_mask(num_tokens, is_causal)  # the cached keys the new queries may see
+            mask, is_causal = and_masks(mask, cache_mask), False  # with a model's padding over all of them
 
         # 3. scores Q Kᵀ / √head_dim, masked, softmax over the keys, dropout, weighted sum of the values
         context, weights = attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,

@@ -1,7 +1,8 @@
 """What ``explain``, ``heatmap`` and ``view`` share: which model to look through (``--model``), and its capture.
 
 ``--model`` is ``random`` (a seeded random attention layer over whitespace words), ``bert`` (all-MiniLM-L6-v2
-from its package, our encoder) or a directory that ``attnlab train`` wrote.
+from its package, our encoder), a directory that ``attnlab train`` wrote, or a Hugging Face model directory of a
+GPT-2, Llama, Qwen2 or Mistral checkpoint.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import click
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
-MODEL_CHOICES = "random, bert, or a checkpoint directory"
+MODEL_CHOICES = "random, bert, or a checkpoint directory (attnlab train's, or a Hugging Face model directory)"
 
 
 def model_options(default_mechanism: str) -> Callable:
@@ -25,7 +26,8 @@ def model_options(default_mechanism: str) -> Callable:
         fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=default_mechanism,
                           show_default=True, help="Mechanism of the random model.")(fn)
         return click.option("--model", "model_name", default="random", show_default=True,
-                            help="random, bert, or a trained checkpoint directory.")(fn)
+                            help="random, bert, a trained checkpoint directory, or a Hugging Face model directory "
+                                 "(GPT-2, Llama, Qwen2, Mistral).")(fn)
 
     return decorate
 
@@ -37,8 +39,25 @@ def capture_text(text: str, model_name: str, mechanism: str, seed: int, qkv: boo
     try:
         model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
         return capture(model, text, tokenizer=tokenizer, qkv=qkv)
-    except (ValueError, TypeError, ImportError) as err:
+    except (ValueError, TypeError, ImportError, FileNotFoundError) as err:
         raise click.UsageError(str(err)) from err
+
+
+def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from a Hugging Face model directory (``config.json`` naming ``architectures``) or a
+    directory that ``attnlab train`` wrote."""
+    from attnlab.pretrained import is_hf_model_dir
+
+    if is_hf_model_dir(path):
+        from attnlab.pretrained import load_causal_lm
+
+        return load_causal_lm(path, device=device)
+    from attnlab.models import load_trained
+
+    net, tokenizer = load_trained(path, device)
+    kind = "GPT" if type(net).__name__ == "GPT" else "modern decoder"
+    net.name = f"trained {kind} ({path.name})"
+    return net, tokenizer
 
 
 def load_model(model: str = "random", *, mechanism: str = "scaled", seed: int = 123) -> tuple[Any, Any]:
@@ -52,11 +71,7 @@ def load_model(model: str = "random", *, mechanism: str = "scaled", seed: int = 
         return net, net.tokenizer
     path = Path(model)
     if path.is_dir():
-        from attnlab.models import load_trained
-
-        net, tokenizer = load_trained(path)
-        net.name = f"trained GPT ({path.name})"
-        return net, tokenizer
+        return load_directory(path)
     raise ValueError(f"--model must be {MODEL_CHOICES}; got {model!r} (no such directory)")
 
 

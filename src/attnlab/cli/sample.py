@@ -1,13 +1,18 @@
-"""``attnlab sample``: text from a trained checkpoint, streamed as it is generated."""
+"""``attnlab sample``: text from a trained checkpoint or a Hugging Face model directory, streamed as it comes."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
 
 @click.command(name="sample")
-@click.option("--checkpoint", "checkpoint", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, file_okay=False),
               help="An output directory of `attnlab train` (or one checkpoint directory in it).")
+@click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False),
+              help="A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral: config.json, model.safetensors, "
+                   "tokenizer.json), or an output directory of `attnlab train`.")
 @click.argument("prompt", default="\n", required=False)
 @click.option("--max-new-tokens", default=500, show_default=True, type=click.IntRange(min=0))
 @click.option("--temperature", default=0.8, show_default=True, type=float, help="0 = greedy (argmax).")
@@ -19,15 +24,20 @@ import click
               help="Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only).")
 @click.option("--compile", "compile_", is_flag=True,
               help="Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens.")
-def command(checkpoint: str, prompt: str, max_new_tokens: int, temperature: float, top_k: int | None,
-            top_p: float | None, seed: int | None, device: str, dtype: str, compile_: bool) -> None:
-    """Continue PROMPT (default: a newline) with a trained model; KV cache on."""
+def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_tokens: int, temperature: float,
+            top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
+            compile_: bool) -> None:
+    """Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."""
+    from attnlab.cli.model_options import load_directory
     from attnlab.generation import stream_text
-    from attnlab.models import DTYPES, load_trained
+    from attnlab.models import DTYPES
 
+    if (checkpoint is None) == (model_dir is None):
+        raise click.UsageError("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
+                               "model directory), exactly one of them")
     try:
-        model, tokenizer = load_trained(checkpoint, device)
-        if dtype == "fp16" and model.tok_emb.weight.device.type == "cpu":
+        model, tokenizer = load_directory(Path(checkpoint or model_dir), device)
+        if dtype == "fp16" and next(model.parameters()).device.type == "cpu":
             raise ValueError(f"--dtype fp16 needs a CUDA device (torch's CPU float16 kernels are emulated on most "
                              f"CPUs, many times slower), got --device {device}; on the CPU use bf16 or fp32")
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
@@ -37,5 +47,5 @@ def command(checkpoint: str, prompt: str, max_new_tokens: int, temperature: floa
         for piece in pieces:
             click.echo(piece, nl=False)
         click.echo()
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None

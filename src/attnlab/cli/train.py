@@ -1,4 +1,4 @@
-"""``attnlab train``: a GPT on a text corpus, from one command (also under ``torchrun``)."""
+"""``attnlab train``: a GPT or a modern decoder on a text corpus, from one command (also under ``torchrun``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 import click
 
 # flag name -> TrainConfig field (None values are "not given" and do not override)
-TRAIN_FLAGS = ("data", "out", "tokenizer", "vocab_size", "preset", "max_iters", "batch_size", "grad_accum",
+TRAIN_FLAGS = ("data", "out", "tokenizer", "vocab_size", "arch", "preset", "max_iters", "batch_size", "grad_accum",
                "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip",
                "eval_interval", "eval_iters", "seed", "time_budget", "compile", "device", "val_fraction", "dtype")
-MODEL_FLAGS = ("num_layers", "num_heads", "d_model", "d_ff", "context_length", "dropout")
+MODEL_FLAGS = ("num_layers", "num_heads", "num_kv_heads", "d_model", "d_ff", "context_length", "dropout")
 
 
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
@@ -52,9 +52,14 @@ def draw_loss_curve(trainer) -> None:
 @click.option("--out", help="Output directory: checkpoints, tokenizer, loss curve.  [default: out/train]")
 @click.option("--tokenizer", type=click.Choice(["char", "bpe"]), help="Characters or byte-level BPE.  [default: char]")
 @click.option("--vocab-size", type=int, help="BPE vocabulary size.  [default: 4096]")
-@click.option("--preset", help="Model preset: tiny, baby, ...  [default: baby]")
+@click.option("--arch", type=click.Choice(["gpt", "modern"]),
+              help="gpt (GPT-2's layout) or modern (Llama's: RoPE, grouped-query attention, RMSNorm, SwiGLU).  "
+                   "[default: gpt]")
+@click.option("--preset", help="Model preset: tiny, baby, ... (modern also: llama-3.2-1b, qwen2.5-0.5b, "
+                               "mistral-7b).  [default: baby]")
 @click.option("--num-layers", type=int, help="Override the preset: number of blocks.")
 @click.option("--num-heads", type=int, help="Override the preset: attention heads.")
+@click.option("--num-kv-heads", type=int, help="Override the preset: key/value heads (--arch modern).")
 @click.option("--d-model", type=int, help="Override the preset: model width.")
 @click.option("--d-ff", type=int, help="Override the preset: feed-forward width (default 4·d_model).")
 @click.option("--context-length", type=int, help="Override the preset: the longest sequence (block size).")
@@ -83,11 +88,12 @@ def draw_loss_curve(trainer) -> None:
 @click.option("--overwrite", is_flag=True, help="Start afresh even if --out holds a checkpoint (deleting it).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or log lines.")
 def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
-    """Train a GPT to predict the next token of a corpus.
+    """Train a GPT (or a Llama-style decoder) to predict the next token of a corpus.
 
     \b
     Examples:
       attnlab train --data shakespeare --preset baby --out out/baby
+      attnlab train --arch modern --preset baby --out out/modern
       attnlab train --out out/baby --resume --max-iters 4000
       attnlab train --preset gpt2-small --data corpus.txt --tokenizer bpe --dtype bf16
       torchrun --nproc_per_node=2 --no-python attnlab train --preset tiny --grad-accum 2

@@ -12,7 +12,7 @@ tensor([[[1.0000, 1.0000, 1.0000, 1.0000, 1.0000],
 from attnlab.functional.alibi import alibi_bias, alibi_slopes
 from attnlab.functional.backends import BACKENDS, AttentionCall, Backend, choose_backend
 from attnlab.functional.chunked import chunked_attention
-from attnlab.functional.masks import causal_mask, key_mask, padding_mask
+from attnlab.functional.masks import and_masks, causal_mask, key_mask, padding_mask
 from attnlab.functional.math_attention import attention_scores, attention_weights, math_attention
 from attnlab.functional.sdpa import attend, scaled_dot_product_attention
 from attnlab.functional.softmax import softmax
@@ -24,6 +24,7 @@ __all__ = [
     "Backend",
     "alibi_bias",
     "alibi_slopes",
+    "and_masks",
     "attend",
     "attention_scores",
     "attention_weights",

@@ -91,3 +91,15 @@ def open_empty_rows(mask: Tensor, has_keys: Tensor) -> Tensor:
     if mask.dtype == torch.bool:
         return mask | ~has_keys
     return mask.masked_fill(~has_keys, 0.0)
+
+
+def and_masks(mask: Tensor | None, other: Tensor | None) -> Tensor | None:
+    """Both masks at once (broadcast): a key is allowed only where both allow it. None stands for "allow all".
+
+    ``other`` is bool; ``mask`` bool (AND) or float (-inf where ``other`` forbids, its own values elsewhere).
+    """
+    if mask is None or other is None:
+        return other if mask is None else mask
+    if mask.dtype == torch.bool:
+        return mask & other
+    return mask.masked_fill(~other, float("-inf"))

@@ -18,6 +18,7 @@ from attnlab.arguments import resolve_backend
 from attnlab.functional.backends import AttentionCall, Backend, choose_backend, flash_measured_faster
 from attnlab.functional.checks import check_mask, check_options, check_qkv
 from attnlab.functional.chunked import chunked_attention
+from attnlab.functional.grouped import fold_groups, unfold_groups
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import math_attention
 
@@ -40,10 +41,14 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
         from attnlab.functional.flash import flash_backend
 
         return flash_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa), None
-    if chosen != "sdpa" and groups > 1:  # each key/value head serves `groups` query heads: repeat it for them
+    folded = chosen != "sdpa" and groups > 1 and not is_causal
+    if folded:  # decoding, or a mask of its own: each group's query heads become rows of its key/value head
+        query, attn_mask = fold_groups(query, attn_mask, groups)
+    elif chosen != "sdpa" and groups > 1:  # causal (top-left per head): repeat each key/value head for its group
         key, value = key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
     if chosen == "chunked":
-        return chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale), None
+        output = chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale)
+        return (unfold_groups(output, groups) if folded else output), None
     if chosen == "sdpa":
         if attn_mask is not None and is_causal:  # torch refuses both at once: merge them ourselves
             attn_mask, is_causal = merge_masks(attn_mask, True, t_q, t_k, query.dtype, query.device), False
@@ -55,6 +60,8 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     mask = merge_masks(attn_mask, is_causal, t_q, t_k, query.dtype, query.device)
     output, weights = math_attention(query, key, value, mask, dropout_p, scale, may_be_empty=attn_mask is not None,
                                      return_weights=return_weights)
+    if folded:
+        output, weights = unfold_groups(output, groups), None if weights is None else unfold_groups(weights, groups)
     return output, weights if return_weights else None
 
 

@@ -23,7 +23,8 @@ from attnlab.generation.compiled_decode import decode_compiled
 from attnlab.generation.sampling import check_sampling, sample
 
 
-def _check(idx: Tensor, max_new_tokens: int, temperature: float, top_k, top_p, eos_token_id) -> None:
+def _check(idx: Tensor, max_new_tokens: int, temperature: float, top_k, top_p, eos_token_id,
+           attention_mask: Tensor | None = None) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     check_sampling(temperature, top_k, top_p)
@@ -33,37 +34,55 @@ def _check(idx: Tensor, max_new_tokens: int, temperature: float, top_k, top_p, e
     if eos_token_id is not None and (isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int)
                                      or eos_token_id < 0):
         raise ValueError(f"eos_token_id must be None or a token id >= 0, got {eos_token_id!r}")
+    if attention_mask is not None and (not isinstance(attention_mask, Tensor)
+                                       or tuple(attention_mask.shape) != tuple(idx.shape)):
+        got = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__
+        raise ValueError(f"attention_mask must have the prompt's shape (B, T) = {tuple(idx.shape)}, got {got}")
 
 
 def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
                     top_k: int | None = None, top_p: float | None = None,
                     generator: torch.Generator | None = None, use_cache: bool = True,
-                    eos_token_id: int | None = None, compile: bool = False) -> Iterator[Tensor]:
+                    eos_token_id: int | None = None, attention_mask: Tensor | None = None,
+                    compile: bool = False) -> Iterator[Tensor]:
     """The new token ids, each ``(B,)``, yielded as soon as each is chosen (arguments: :func:`generate`).
 
     Everything is checked when this is called, not when the first token is asked for.
     """
-    _check(idx, max_new_tokens, temperature, top_k, top_p, eos_token_id)
+    _check(idx, max_new_tokens, temperature, top_k, top_p, eos_token_id, attention_mask)
     if not isinstance(compile, bool):
         raise ValueError(f"compile must be True or False, got {compile!r}")
     if compile and not use_cache:
         raise ValueError("compile=True decodes with a static KV cache; it cannot be combined with use_cache=False")
+    if compile and attention_mask is not None:
+        raise ValueError("compile=True decodes prompts of one length; left-padded prompts (attention_mask) need "
+                         "compile=False")
+    if compile and not all(hasattr(model, name) for name in ("decode_step", "new_static_kv_cache")):
+        raise ValueError(f"compile=True needs a model with a static KV cache and a decode_step (GPT has them), "
+                         f"got {type(model).__name__}; decode it with compile=False")
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
-    return _decode(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id)
+    return _decode(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id,
+                   attention_mask)
+
+
+def _masked(mask: Tensor | None, length: int) -> dict[str, Tensor]:
+    """The model's ``attention_mask`` keyword for its last ``length`` keys: none at all without padding, so a
+    model without the argument still works."""
+    return {} if mask is None else {"attention_mask": mask[:, -length:]}
 
 
 @torch.no_grad()
 def _decode(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
             top_p: float | None, generator: torch.Generator | None, use_cache: bool,
-            eos_token_id: int | None) -> Iterator[Tensor]:
+            eos_token_id: int | None, mask: Tensor | None) -> Iterator[Tensor]:
     ctx = model.config.context_length
     was_training = model.training
     model.eval()
     try:
         seq = idx
         cache = model.new_kv_cache(idx.shape[0]) if use_cache else None
-        logits = model(seq[:, -ctx:], kv_cache=cache).logits[:, -1]
+        logits = model(seq[:, -ctx:], kv_cache=cache, **_masked(mask, ctx)).logits[:, -1]
         done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
         for step in range(max_new_tokens):
             nxt = sample(logits, temperature, top_k, top_p, generator)
@@ -72,19 +91,23 @@ def _decode(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, to
                 done |= nxt == eos_token_id
             yield nxt
             seq = torch.cat([seq, nxt[:, None].to(seq.dtype)], dim=1)
+            if mask is not None:  # the new token is real
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
             if step == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
                 break
             if cache is not None and cache.length < ctx:
-                logits = model(nxt[:, None].to(seq.dtype), kv_cache=cache).logits[:, -1]
+                logits = model(nxt[:, None].to(seq.dtype), kv_cache=cache,
+                               **_masked(mask, cache.length + 1)).logits[:, -1]
             else:  # no cache, or the window is full: crop and recompute
-                logits = model(seq[:, -ctx:]).logits[:, -1]
+                logits = model(seq[:, -ctx:], **_masked(mask, ctx)).logits[:, -1]
     finally:
         model.train(was_training)
 
 
 def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None, generator: torch.Generator | None = None,
-             use_cache: bool = True, eos_token_id: int | None = None, compile: bool = False) -> Tensor:
+             use_cache: bool = True, eos_token_id: int | None = None, attention_mask: Tensor | None = None,
+             compile: bool = False) -> Tensor:
     """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``.
 
     Args:
@@ -98,6 +121,9 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
         generator: makes sampling reproducible.
         use_cache: False recomputes the whole window at every step (the reference the cache is tested against).
         eos_token_id: stop once every row has produced this token; rows that finished earlier are filled with it.
+        attention_mask: ``(B, T)`` 1 = real token, 0 = padding: prompts of different lengths, left-padded. The
+            model masks the padding and counts positions over real tokens (its forward must take
+            ``attention_mask``, as GPT's and ModernDecoder's do); each new token extends the mask with a 1.
         compile: decode with a static KV cache and a step compiled by ``torch.compile(fullgraph=True)``, on CUDA
             captured in a CUDA graph (see :mod:`attnlab.generation.compiled_decode`); the same tokens as the eager
             loop. The first call compiles (seconds); later calls reuse the step. Needs the model's
@@ -110,5 +136,5 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
         torch.Size([1, 8])
     """
     new = list(generate_stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache,
-                               eos_token_id, compile))
+                               eos_token_id, attention_mask, compile))
     return torch.cat([idx, *(t[:, None].to(idx.dtype) for t in new)], dim=1)

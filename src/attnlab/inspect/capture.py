@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention import SimpleSelfAttention
+from attnlab.attention import GroupedQueryAttention, SimpleSelfAttention
 from attnlab.inspect.random_model import RandomModel
 
 
@@ -33,6 +33,7 @@ class Capture:
         contexts: per layer ``(H, T, d_head)``: each head's weighted sum of values, as the model computed it.
         scale: the factor the scores are multiplied by before the softmax (1/√d_head, or 1 for simple).
         is_causal: whether keys after the query were masked.
+        window: with a sliding window, the keys each query saw, its own included (None: all before it).
         model_name: a label for titles.
         token_embeddings, positions: ``(T, D)`` parts of the first layer's input, where the model has them.
     """
@@ -46,6 +47,7 @@ class Capture:
     contexts: list[Tensor] | None = None
     scale: float | None = None
     is_causal: bool = False
+    window: int | None = None
     model_name: str = "model"
     token_embeddings: Tensor | None = None
     positions: Tensor | None = None
@@ -134,6 +136,11 @@ class _Recorder:
         if isinstance(module, SimpleSelfAttention):  # no projections: Q = K = V = X
             for part in ("W_query", "W_key", "W_value"):
                 self.record[part] = self.record["input"]
+        elif isinstance(module, GroupedQueryAttention) and "input" in self.record:
+            with torch.no_grad():  # the q and k the scores saw: rotated (RoPE), key/value heads shared per group
+                q, k, v = module.scored_heads(self.record["input"])
+            self.record.update({part: t.transpose(0, 1).flatten(1) for part, t in
+                                (("W_query", q), ("W_key", k), ("W_value", v))})
         elif "W_query" not in self.record and hasattr(module, "project") and "input" in self.record:
             with torch.no_grad():  # raw-parameter projections (SelfAttentionV1) cannot be hooked
                 q, k, v = module.project(self.record["input"])
@@ -243,6 +250,7 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
                   or type(model).__name__, token_embeddings=extra.get("token_embeddings"),
                   positions=extra.get("positions"))
     cap.is_causal = bool(modules and getattr(modules[0], "is_causal", False))
+    cap.window = getattr(modules[0], "sliding_window", None) if modules else None
     records = [r.record for r in recorders]
     if qkv and records and len(records) == len(attentions) and all("W_query" in r for r in records):
         heads = attentions[0].shape[0]

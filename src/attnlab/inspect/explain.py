@@ -91,7 +91,8 @@ def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Ex
     keys, values = cap.keys[layer][head].double(), cap.values[layer][head].double()
     raw = keys @ q                                             # s_j = q · k_j
     scale = float(cap.scale if cap.scale is not None else keys.shape[-1] ** -0.5)
-    allowed = [not (cap.is_causal and j > i) for j in range(len(cap.tokens))]
+    allowed = [not (cap.is_causal and j > i) and not (cap.window is not None and i - j >= cap.window)
+               for j in range(len(cap.tokens))]
     scaled = torch.where(torch.tensor(allowed), raw * scale, torch.tensor(float("-inf"), dtype=torch.float64))
     exp = torch.exp(scaled - scaled.max())                     # minus the max: the same softmax, no overflow
     weights = exp / exp.sum()

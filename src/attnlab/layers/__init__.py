@@ -3,6 +3,7 @@
 from attnlab.layers.block import TransformerBlock
 from attnlab.layers.feedforward import FeedForward
 from attnlab.layers.layernorm import LayerNorm
+from attnlab.layers.modern_block import ModernBlock
 from attnlab.layers.packed import PackedLinear, onednn_available, pack_linears
 from attnlab.layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from attnlab.layers.rmsnorm import RMSNorm
@@ -13,6 +14,7 @@ __all__ = [
     "FeedForward",
     "LayerNorm",
     "LearnedPositionalEmbedding",
+    "ModernBlock",
     "PackedLinear",
     "RMSNorm",
     "RopeScaling",

@@ -1,16 +1,18 @@
-"""Whole models: a BERT-style encoder and a GPT-style decoder, configured by dataclasses, and loading a
-model that ``attnlab train`` wrote."""
+"""Whole models: a BERT-style encoder, a GPT-style decoder and a Llama-style one, configured by dataclasses, and
+loading a model that ``attnlab train`` wrote."""
 
-from attnlab.models.config import EncoderConfig, GPTConfig
+from attnlab.models.config import EncoderConfig, GPTConfig, ModernDecoderConfig
 from attnlab.models.dtypes import DTYPES, compute_dtype
 from attnlab.models.encoder import EncoderEmbeddings, TransformerEncoder
 from attnlab.models.gpt import GPT
 from attnlab.models.kv_cache import KVCache, LayerKVCache
+from attnlab.models.modern import ModernDecoder
 from attnlab.models.outputs import CausalLMOutput, EncoderOutput, mean_pooling, sentence_embedding
 from attnlab.models.static_kv_cache import StaticKVCache, StaticLayerKVCache
-from attnlab.models.trained import load_trained
+from attnlab.models.trained import ARCHITECTURES, load_trained
 
 __all__ = [
+    "ARCHITECTURES",
     "DTYPES",
     "GPT",
     "CausalLMOutput",
@@ -20,6 +22,8 @@ __all__ = [
     "GPTConfig",
     "KVCache",
     "LayerKVCache",
+    "ModernDecoder",
+    "ModernDecoderConfig",
     "StaticKVCache",
     "StaticLayerKVCache",
     "TransformerEncoder",

@@ -56,3 +56,49 @@ def mask_values_error(owner: str, attention_mask: Tensor) -> ValueError:
 def check_attention_mask_dtype(owner: str, attention_mask: Tensor | None) -> None:
     if attention_mask is not None and (torch.is_floating_point(attention_mask) or torch.is_complex(attention_mask)):
         raise TypeError(f"{owner}: attention_mask must be bool or integer 0/1, got dtype {attention_mask.dtype}")
+
+
+def check_decoder_inputs(owner: str, idx: Tensor, targets: Tensor | None, attention_mask: Tensor | None,
+                         vocab_size: int, context_length: int, offset: int = 0) -> tuple[Tensor | None, Tensor | None]:
+    """The door of a decoder (GPT, ModernDecoder): ids, targets and padding mask, all read with one host sync.
+
+    ``attention_mask`` covers every key: ``(B, offset + T)`` with ``offset`` positions already in a KV cache
+    (Hugging Face's convention). Returns the key mask ``(B, 1, 1, offset + T)`` and each new token's position
+    ``(B, T)``, counted over the real tokens of its row (left padding: a row's first real token is position 0,
+    as Hugging Face's ``generate`` counts); both None when there is no padding.
+    """
+    check_ids_tensor(idx, owner)
+    b, t = idx.shape
+    if offset + t > context_length:
+        raise ValueError(f"{owner}: {offset} cached + {t} new tokens exceed context_length={context_length}; "
+                         f"crop idx to its last {context_length} tokens")
+    facts = [idx.min(), idx.max()]
+    if targets is not None:
+        check_ids_tensor(targets, owner, "targets")
+        check_same_shape(owner, "targets", targets, idx.shape, of="idx")
+        kept = targets != IGNORE_INDEX
+        facts += [(kept & ((targets < 0) | (targets >= vocab_size))).any()]
+    if attention_mask is not None:
+        if not isinstance(attention_mask, Tensor):
+            raise TypeError(f"{owner}: attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+        check_attention_mask_dtype(owner, attention_mask)
+        if tuple(attention_mask.shape) != (b, offset + t):
+            raise ValueError(f"{owner}: attention_mask must have shape (B, cached + T) = {(b, offset + t)} "
+                             f"({offset} cached, {t} new), got {tuple(attention_mask.shape)}")
+        facts += [((attention_mask != 0) & (attention_mask != 1)).any(), attention_mask.all()]
+    values = read_facts(*facts)
+    error = id_range_error(owner, "token ids", values[0], values[1], vocab_size)
+    if error is not None:
+        raise error
+    if targets is not None and values[2]:
+        raise ValueError(f"{owner}: targets must be in [0, vocab_size={vocab_size}) or {IGNORE_INDEX} "
+                         f"(left out of the loss)")
+    if attention_mask is None:
+        return None, None
+    if values[-2]:
+        raise mask_values_error(owner, attention_mask)
+    if values[-1]:  # nothing to mask: the fused kernels run unmasked
+        return None, None
+    attention_mask = attention_mask.to(idx.device)
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, offset:]
+    return attention_mask.bool()[:, None, None, :], positions

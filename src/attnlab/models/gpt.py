@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
-from attnlab.models.checks import IGNORE_INDEX, check_ids_tensor, check_same_shape, id_range_error, read_facts
+from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.config import GPTConfig
 from attnlab.models.dtypes import compute_dtype
 from attnlab.models.initialisation import STD, init_weights
@@ -88,8 +88,8 @@ class GPT(nn.Module):
         kv_cache.advance(idx.shape[1])
         return self.head(self.ln_f(x[:, -1]))
 
-    def forward(self, idx: Tensor, targets: Tensor | None = None, return_weights: bool = False,
-                kv_cache: KVCache | None = None) -> CausalLMOutput:
+    def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
+                return_weights: bool = False, kv_cache: KVCache | None = None) -> CausalLMOutput:
         """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
 
         Args:
@@ -97,18 +97,25 @@ class GPT(nn.Module):
                 ``context_length``.
             targets: ``(B, T)`` the next token at each position (ids, or -100 to leave a position out);
                 the output's ``loss`` is then the mean cross-entropy.
+            attention_mask: ``(B, T)`` 1 = real token, 0 = padding, for a left-padded batch (``(B, cached + T)``
+                with a cache: every key's); padded keys are masked and positions count real tokens only.
             return_weights: also return ``attentions``, one ``(B, H, T, T)`` weight tensor per layer
                 (``(B, H, T, L)`` with a cache of ``L`` positions).
             kv_cache: a :meth:`new_kv_cache`; the tokens are placed after the ``kv_cache.length``
                 positions it holds, and their keys and values are added to it.
         """
         c = self.config
-        self._check(idx, targets, kv_cache)
         offset = 0 if kv_cache is None else kv_cache.length
-        x = self.drop(self.pos_emb(self.tok_emb(idx), offset=offset))
+        mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
+                                               c.context_length, offset)
+        if positions is None:
+            x = self.drop(self.pos_emb(self.tok_emb(idx), offset=offset))
+        else:  # left padding: each row's own positions
+            x = self.drop(self.tok_emb(idx) + self.pos_emb.weight[positions])
         attentions = []
         for i, block in enumerate(self.blocks):
-            x = block(x, return_weights=return_weights, kv_cache=None if kv_cache is None else kv_cache[i])
+            x = block(x, attn_mask=mask, return_weights=return_weights,
+                      kv_cache=None if kv_cache is None else kv_cache[i])
             if return_weights:
                 x, w = x
                 attentions.append(w)
@@ -117,25 +124,3 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
         return CausalLMOutput(logits, loss, tuple(attentions) if return_weights else None)
-
-    def _check(self, idx: Tensor, targets: Tensor | None, kv_cache: KVCache | None) -> None:
-        """The door: shapes, then every id and target read with one host sync."""
-        owner, c = type(self).__name__, self.config
-        check_ids_tensor(idx, owner)
-        offset = 0 if kv_cache is None else kv_cache.length
-        if offset + idx.shape[1] > c.context_length:
-            raise ValueError(f"{owner}: {offset} cached + {idx.shape[1]} new tokens exceed context_length="
-                             f"{c.context_length}; crop idx to its last {c.context_length} tokens")
-        facts = [idx.min(), idx.max()]
-        if targets is not None:
-            check_ids_tensor(targets, owner, "targets")
-            check_same_shape(owner, "targets", targets, idx.shape, of="idx")
-            kept = targets != IGNORE_INDEX
-            facts += [(kept & ((targets < 0) | (targets >= c.vocab_size))).any()]
-        values = read_facts(*facts)
-        error = id_range_error(owner, "token ids", values[0], values[1], c.vocab_size)
-        if error is not None:
-            raise error
-        if targets is not None and values[2]:
-            raise ValueError(f"{owner}: targets must be in [0, vocab_size={c.vocab_size}) or {IGNORE_INDEX} "
-                             f"(left out of the loss)")

@@ -16,13 +16,18 @@ from safetensors.torch import load_file, load_model
 from torch import nn
 
 from attnlab.data.tokenizer import Tokenizer, load_tokenizer
-from attnlab.models.config import GPTConfig
+from attnlab.models.config import GPTConfig, ModernDecoderConfig
 from attnlab.models.gpt import GPT
+from attnlab.models.modern import ModernDecoder
 
 POINTER = "checkpoint.json"
 FORMAT = 2
 #: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
 _RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
+#: what ``attnlab train --arch`` builds: name -> (model class, config class); a checkpoint's state.json names it
+#: under "architecture" (checkpoints from before the field are GPTs)
+ARCHITECTURES: dict[str, tuple[type[nn.Module], type]] = {"gpt": (GPT, GPTConfig),
+                                                          "modern": (ModernDecoder, ModernDecoderConfig)}
 
 
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
@@ -74,10 +79,19 @@ def load_weights(checkpoint: Path, model: nn.Module) -> None:
                          f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
 
 
-def load_trained(path: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, Tokenizer]:
-    """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory)."""
+def build_model(architecture: str, model_config: dict[str, Any]) -> nn.Module:
+    """A fresh model of ``architecture`` (a key of :data:`ARCHITECTURES`) from its config's fields."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"architecture: expected one of {sorted(ARCHITECTURES)}, got {architecture!r}")
+    model_cls, config_cls = ARCHITECTURES[architecture]
+    return model_cls(config_cls(**model_config))
+
+
+def load_trained(path: str | Path, device: str | torch.device = "cpu") -> tuple[GPT | ModernDecoder, Tokenizer]:
+    """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory); the
+    architecture is the one ``state.json`` records (GPT for checkpoints from before it was recorded)."""
     checkpoint = resolve_checkpoint(path)
     state = read_state(checkpoint)
-    model = GPT(GPTConfig(**state["model_config"]))
+    model = build_model(state.get("architecture", "gpt"), state["model_config"])
     load_weights(checkpoint, model)
     return model.to(device).eval(), load_tokenizer(checkpoint / "tokenizer.json")

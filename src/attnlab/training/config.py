@@ -2,7 +2,8 @@
 
 Precedence, lowest first: the defaults below, then a TOML file (``--config``), then the flags
 given on the command line. A TOML file holds the fields below at top level and model sizes in a
-``[model]`` table (the fields of :class:`attnlab.models.GPTConfig`), e.g.::
+``[model]`` table (the fields of :class:`attnlab.models.GPTConfig`, or of
+:class:`attnlab.models.ModernDecoderConfig` with ``arch = "modern"``), e.g.::
 
     preset = "baby"
     max_iters = 5000
@@ -37,8 +38,9 @@ class TrainConfig:
     out: str = "out/train"               # checkpoints, tokenizer, token cache and loss curve go here
     tokenizer: str = "char"              # "char" or "bpe"
     vocab_size: int = 4096               # BPE only; char uses the corpus' characters
-    preset: str = "baby"                 # a GPTConfig preset: "tiny", "baby", ...
-    model: dict[str, Any] = field(default_factory=dict)  # GPTConfig fields overriding the preset
+    arch: str = "gpt"                    # "gpt" (GPT-2's layout) or "modern" (Llama's: RoPE, GQA, RMSNorm, SwiGLU)
+    preset: str = "baby"                 # a preset of the arch's config: "tiny", "baby", ...
+    model: dict[str, Any] = field(default_factory=dict)  # config fields overriding the preset
     max_iters: int = 2000
     batch_size: int = 12                 # sequences per micro-batch, per process
     grad_accum: int = 1                  # micro-batches per optimizer step, over all processes
@@ -63,6 +65,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.tokenizer not in ("char", "bpe"):
             raise ValueError(f"tokenizer: expected 'char' or 'bpe', got {self.tokenizer!r}")
+        if self.arch not in ("gpt", "modern"):
+            raise ValueError(f"arch: expected 'gpt' or 'modern', got {self.arch!r}")
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "eval_iters", "keep_checkpoints"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -84,7 +88,7 @@ class TrainConfig:
             raise ValueError(f"time_budget: expected a positive number of minutes, got {self.time_budget!r}")
         check_dtype_name(self.dtype)
         if not isinstance(self.model, dict):
-            raise TypeError(f"model: expected a table of GPTConfig fields, got {type(self.model).__name__}")
+            raise TypeError(f"model: expected a table of model config fields, got {type(self.model).__name__}")
 
     @property
     def decay_iters(self) -> int:

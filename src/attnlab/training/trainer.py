@@ -1,4 +1,5 @@
-"""The training loop: next-token prediction with a :class:`attnlab.models.GPT` on a text corpus.
+"""The training loop: next-token prediction with a :class:`attnlab.models.GPT` (or, with ``arch="modern"``, a
+:class:`attnlab.models.ModernDecoder`) on a text corpus.
 
 One step: ``grad_accum`` micro-batches (split over the processes), loss averaged, gradients
 clipped, an AdamW step at the scheduled learning rate. Every ``eval_interval`` steps the train
@@ -36,7 +37,7 @@ from attnlab.data import (
     train_val_split,
 )
 from attnlab.data.tokens import check_long_enough
-from attnlab.models import GPT, GPTConfig
+from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
 from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, check_keys
 from attnlab.training.distributed import (
@@ -87,12 +88,15 @@ def check_fresh(out: Path, overwrite: bool) -> None:
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
 
 
-def build_model_config(config: TrainConfig, vocab_size: int) -> GPTConfig:
-    """The preset, with the ``[model]`` overrides and the tokenizer's vocabulary size."""
-    check_keys(config.model, [f.name for f in dataclasses.fields(GPTConfig) if f.name != "vocab_size"], "model")
-    if config.preset not in GPTConfig.PRESETS:
-        raise ValueError(f"preset: unknown preset {config.preset!r}; choose from {sorted(GPTConfig.PRESETS)}")
-    return GPTConfig.from_preset(config.preset, **{**config.model, "vocab_size": vocab_size})
+def build_model_config(config: TrainConfig, vocab_size: int) -> GPTConfig | ModernDecoderConfig:
+    """The arch's preset, with the ``[model]`` overrides and the tokenizer's vocabulary size."""
+    config_cls = ARCHITECTURES[config.arch][1]
+    check_keys(config.model, [f.name for f in dataclasses.fields(config_cls) if f.name != "vocab_size"], "model")
+    if config.preset not in config_cls.PRESETS:
+        other = [a for a, (_, c) in ARCHITECTURES.items() if config.preset in c.PRESETS]
+        hint = f" (it is a preset of --arch {other[0]})" if other else ""
+        raise ValueError(f"preset: unknown preset {config.preset!r}{hint}; choose from {sorted(config_cls.PRESETS)}")
+    return config_cls.from_preset(config.preset, **{**config.model, "vocab_size": vocab_size})
 
 
 def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
@@ -169,15 +173,15 @@ class Trainer:
         train, val = train_val_split(tokens, c.val_fraction)
         return tokenizer, train, val
 
-    def _build_model_config(self) -> GPTConfig:
+    def _build_model_config(self) -> GPTConfig | ModernDecoderConfig:
         """The preset, the overrides and the tokenizer's vocabulary, checked against the data."""
         config = build_model_config(self.config, self.tokenizer.vocab_size)
         for split, data in (("train", self.train_data), ("validation", self.val_data)):
             check_long_enough(data, config.context_length, split)
         return config
 
-    def _build_model(self, model_config: GPTConfig) -> nn.Module:
-        return GPT(model_config)
+    def _build_model(self, model_config: GPTConfig | ModernDecoderConfig) -> nn.Module:
+        return ARCHITECTURES[self.config.arch][0](model_config)
 
     def _restore(self, ckpt: Checkpoint) -> None:
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
@@ -251,7 +255,8 @@ class Trainer:
         self.saved_step = self.step
         if not self.dist.is_main:
             return None
-        state = {"train_config": self.config.to_dict(), "model_config": dataclasses.asdict(self.model_config),
+        state = {"train_config": self.config.to_dict(), "architecture": self.config.arch,
+                 "model_config": dataclasses.asdict(self.model_config),
                  "history": {"train": self.train_losses, "eval": self.evals}, "world_size": self.dist.world_size,
                  "grad_scaler": self.precision.state_dict()}
         path = save_checkpoint(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,

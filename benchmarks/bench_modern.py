@@ -1,0 +1,213 @@
+"""Today's decoder against GPT-2's: the KV cache and decoding speed of grouped-query attention, and training.
+
+    .venv/bin/python benchmarks/bench_modern.py            # full: A ≈ 3 min; B 2 × 2,000 iterations + 2 × 5 min
+    .venv/bin/python benchmarks/bench_modern.py --quick    # a smoke test (under a minute): small shapes, 30 iterations
+
+Part A, decoding at context 2048: one ModernDecoder shape (d_model 512, 4 layers, 8 query heads of 64, SwiGLU 1376,
+batch 8) with 8 key/value heads (MHA), 2 (GQA) and 1 (MQA). For each: the KV cache's size (allocated, and the
+formula 2 · layers · batch · num_kv_heads · context · head_dim · 4 bytes), and decoding tokens/s: a prompt of
+2048 − 64 tokens fills the cache, then 64 tokens are decoded one at a time, each attending to ~2000 cached keys.
+Repeats are interleaved (MHA, GQA, MQA, MHA, ...) so that a change of load on the machine hits all three alike;
+the median is reported.
+
+Part B, training on Shakespeare's characters, the GPT "baby" (learned positions, LayerNorm, GELU, MHA) against the
+modern "baby" (RoPE, RMSNorm, SwiGLU, 4 query heads over 2 key/value heads), both ≈ 0.81 M parameters (equal to
+0.2 %: SwiGLU's d_ff = 392 spends what GQA and the missing position table save), same data, batches, optimizer
+and schedule (nanoGPT's CPU baseline: batch 12, block 64, AdamW 1e-3, warm-up 100, cosine to 1e-4). Two
+comparisons: (1) equal iterations, 2,000 each, run in interleaved chunks; (2) equal wall time, a 5-minute budget
+each, ``max_iters`` calibrated per model from a short probe so that each cosine ends with its budget. Both models
+are scored on the same validation batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from attnlab.bench.machine import machine_facts
+
+RESULTS = Path(__file__).resolve().parent / "results" / "modern.md"
+DECODE = dict(d_model=512, num_layers=4, num_heads=8, head_dim=64, d_ff=1376, vocab_size=256, batch=8,
+              context=2048, new_tokens=64, repeats=5)
+DECODE_QUICK = dict(d_model=128, num_layers=2, num_heads=8, head_dim=16, d_ff=344, vocab_size=256, batch=2,
+                    context=256, new_tokens=8, repeats=2)
+KV_HEADS = (8, 2, 1)
+TRAIN = dict(data="shakespeare", preset="baby", batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
+             weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=1.0, seed=1337)
+ITERS, BUDGET_MIN, VAL_ITERS = 2000, 5.0, 200
+
+
+# ---------------------------------------------------------------- A. the cache and decoding
+def decoder(num_kv_heads: int, s: dict):
+    from attnlab.models import ModernDecoder, ModernDecoderConfig
+
+    torch.manual_seed(0)
+    config = ModernDecoderConfig(vocab_size=s["vocab_size"], context_length=s["context"], d_model=s["d_model"],
+                                 num_layers=s["num_layers"], num_heads=s["num_heads"], num_kv_heads=num_kv_heads,
+                                 head_dim=s["head_dim"], d_ff=s["d_ff"])
+    return ModernDecoder(config).eval()
+
+
+@torch.no_grad()
+def decode_seconds(model, s: dict) -> tuple[float, int]:
+    """Seconds to decode ``new_tokens`` tokens after a prompt that fills the cache to ``context``; cache bytes."""
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, s["vocab_size"], (s["batch"], s["context"] - s["new_tokens"]), generator=g)
+    cache = model.new_kv_cache(s["batch"])
+    logits = model(prompt, kv_cache=cache).logits[:, -1]
+    start = time.perf_counter()
+    for _ in range(s["new_tokens"]):
+        nxt = logits.argmax(-1, keepdim=True)
+        logits = model(nxt, kv_cache=cache).logits[:, -1]
+    seconds = time.perf_counter() - start
+    return seconds, sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+
+
+def part_a(s: dict) -> list[dict]:
+    models = {h: decoder(h, s) for h in KV_HEADS}
+    times: dict[int, list[float]] = {h: [] for h in KV_HEADS}
+    cache_bytes = {}
+    for model in models.values():
+        decode_seconds(model, {**s, "new_tokens": 2})  # warm-up
+    for _ in range(s["repeats"]):
+        for h, model in models.items():
+            seconds, cache_bytes[h] = decode_seconds(model, s)
+            times[h].append(seconds)
+    rows = []
+    for h in KV_HEADS:
+        formula = 2 * s["num_layers"] * s["batch"] * h * s["context"] * s["head_dim"] * 4
+        assert cache_bytes[h] == formula, (cache_bytes[h], formula)
+        median = statistics.median(times[h])
+        rows.append({"num_kv_heads": h, "params": models[h].num_parameters(), "cache_mib": cache_bytes[h] / 2**20,
+                     "tokens_per_s": s["batch"] * s["new_tokens"] / median,
+                     "ms_per_step": 1000 * median / s["new_tokens"],
+                     "spread": (max(times[h]) - min(times[h])) / median})
+    for r in rows:
+        r["speedup"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
+        r["cache_ratio"] = rows[0]["cache_mib"] / r["cache_mib"]
+    return rows
+
+
+# ---------------------------------------------------------------- B. training, GPT against the modern decoder
+def trainer(arch: str, out: Path, quick: bool, **overrides):
+    from attnlab.training import TrainConfig, Trainer
+
+    values = {**TRAIN, "arch": arch, "out": str(out / arch), "eval_iters": 10 if quick else VAL_ITERS,
+              "max_iters": 30 if quick else ITERS, "eval_interval": 10**6, **overrides}
+    return Trainer(TrainConfig(**values), quiet=True)
+
+
+def equal_iterations(out: Path, quick: bool) -> dict:
+    trainers = {arch: trainer(arch, out / "iters", quick) for arch in ("gpt", "modern")}
+    seconds = {arch: 0.0 for arch in trainers}
+    chunk = 10 if quick else 100
+    for _ in range(trainers["gpt"].config.max_iters // chunk):  # interleaved: a load change hits both alike
+        for arch, t in trainers.items():
+            start = time.perf_counter()
+            for _ in range(chunk):
+                t.train_step()
+            seconds[arch] += time.perf_counter() - start
+    res = {}
+    for arch, t in trainers.items():
+        train_loss, val_loss = t.evaluate()  # the same fixed batches for both: same seed, same data
+        res[arch] = {"params": t.model.num_parameters(), "steps": t.step, "seconds": seconds[arch],
+                     "tokens_per_s": t.tokens_per_step * t.step / seconds[arch], "train_loss": train_loss,
+                     "val_loss": val_loss}
+    return res
+
+
+def equal_time(out: Path, quick: bool, budget_min: float) -> dict:
+    res = {}
+    for arch in ("gpt", "modern"):
+        probe = trainer(arch, out / f"probe-{arch}", quick, max_iters=10**6)
+        for _ in range(3):
+            probe.train_step()  # warm-up
+        n = 3 if quick else 20
+        start = time.perf_counter()
+        for _ in range(n):
+            probe.train_step()
+        step_s = (time.perf_counter() - start) / n
+        max_iters = max(30, int(0.95 * budget_min * 60 / step_s))  # the cosine ends as the budget does
+        t = trainer(arch, out / f"budget-{arch}", quick, max_iters=max_iters, time_budget=budget_min)
+        result = t.train()
+        train_loss, val_loss = t.evaluate()
+        res[arch] = {"params": t.model.num_parameters(), "planned": max_iters, "steps": result.step,
+                     "stop": result.stop_reason, "tokens_per_s": result.tokens_per_s, "train_loss": train_loss,
+                     "val_loss": val_loss}
+    return res
+
+
+# ---------------------------------------------------------------- the report
+def section_a(rows: list[dict], s: dict) -> list[str]:
+    name = {8: "MHA (8 over 8)", 2: "GQA (8 over 2)", 1: "MQA (8 over 1)"}
+    return [
+        f"## A. KV cache and decoding at context {s['context']:,}", "",
+        f"ModernDecoder d_model {s['d_model']}, {s['num_layers']} layers, {s['num_heads']} query heads of "
+        f"{s['head_dim']}, SwiGLU {s['d_ff']}, float32, batch {s['batch']}. A prompt of "
+        f"{s['context'] - s['new_tokens']:,} tokens fills the cache, then {s['new_tokens']} tokens are decoded one "
+        f"at a time; median of {s['repeats']} interleaved repeats (spread: (max − min) / median).", "",
+        "| attention | parameters | KV cache MiB | cache vs MHA | tokens/s | ms per step | vs MHA | spread |",
+        "|---|---|---|---|---|---|---|---|",
+        *(f"| {name.get(r['num_kv_heads'], r['num_kv_heads'])} | {r['params']:,} | {r['cache_mib']:.1f} | "
+          f"1/{r['cache_ratio']:.0f} | {r['tokens_per_s']:,.0f} | {r['ms_per_step']:.2f} | {r['speedup']:.2f}× | "
+          f"{r['spread']:.0%} |" for r in rows),
+        "", "The cache size is the allocated one, asserted equal to 2 · layers · batch · num_kv_heads · context · "
+        "head_dim · 4 bytes.", "",
+    ]
+
+
+def section_b(iters: dict, budget: dict, budget_min: float) -> list[str]:
+    label = {"gpt": "GPT baby (LayerNorm, learned positions, GELU, MHA)",
+             "modern": "modern baby (RMSNorm, RoPE, SwiGLU, GQA 4/2)"}
+    return [
+        "## B. Training on Shakespeare's characters, equal parameter count", "",
+        f"Both: batch 12, block 64, AdamW 1e-3 (warm-up 100, cosine to 1e-4), weight decay 0.1, clip 1.0, "
+        f"dropout 0, seed 1337; losses are means over the same {VAL_ITERS if iters['gpt']['steps'] >= 100 else 10} "
+        f"fixed batches of each split.", "",
+        f"### Equal iterations ({iters['gpt']['steps']:,} each, interleaved chunks)", "",
+        "| model | parameters | train s | tokens/s | train loss | val loss |", "|---|---|---|---|---|---|",
+        *(f"| {label[a]} | {r['params']:,} | {r['seconds']:.0f} | {r['tokens_per_s']:,.0f} | {r['train_loss']:.3f} | "
+          f"**{r['val_loss']:.3f}** |" for a, r in iters.items()),
+        "", f"### Equal wall time ({budget_min:g} minutes each)", "",
+        "| model | parameters | steps (planned) | stop | tokens/s | train loss | val loss |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {label[a]} | {r['params']:,} | {r['steps']:,} ({r['planned']:,}) | {r['stop']} | "
+          f"{r['tokens_per_s']:,.0f} | {r['train_loss']:.3f} | **{r['val_loss']:.3f}** |" for a, r in budget.items()),
+        "",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke test: small shapes, 30 iterations, 10 s")
+    parser.add_argument("--budget", type=float, default=BUDGET_MIN, help="minutes per model for the equal-time run")
+    parser.add_argument("--skip-b", action="store_true", help="part A only")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
+    args = parser.parse_args()
+    shapes = DECODE_QUICK if args.quick else DECODE
+    rows = part_a(shapes)
+    for r in rows:
+        print(f"A: {r['num_kv_heads']} kv heads: cache {r['cache_mib']:.1f} MiB, {r['tokens_per_s']:,.0f} tok/s")
+    title = "# Modern decoder benchmark" + (" (--quick: a smoke test, not a measurement)" if args.quick else "")
+    lines = [title, "", machine_facts().summary(), "", *section_a(rows, shapes)]
+    if not args.skip_b:
+        budget = 10 / 60 if args.quick else args.budget
+        with tempfile.TemporaryDirectory() as tmp:
+            iters = equal_iterations(Path(tmp), args.quick)
+            timed = equal_time(Path(tmp), args.quick, budget)
+        for a in ("gpt", "modern"):
+            print(f"B: {a}: val {iters[a]['val_loss']:.3f} after {iters[a]['steps']} steps; "
+                  f"{timed[a]['val_loss']:.3f} in {budget:g} min")
+        lines += section_b(iters, timed, budget)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Grouped-query attention (Ainslie et al., 2023, "GQA", arXiv:2305.13245), as Llama, Qwen and Mistral use it.
+
+Multi-head attention gives every query head its own key and value head. Decoding keeps all of those keys and
+values in a cache, and reading that cache, not the arithmetic, is what limits the speed of each new token. GQA
+lets a *group* of query heads share one key/value head:
+
+    num_heads query heads,  num_kv_heads key/value heads,  group = num_heads / num_kv_heads
+    query head h reads key/value head  h // group
+
+* ``num_kv_heads == num_heads``: one query head per key/value head, plain multi-head attention (MHA);
+* ``num_kv_heads == 1``: every query head reads the same keys and values, multi-query attention (MQA;
+  Shazeer, 2019, arXiv:1911.02150);
+* between the two: GQA. Llama-3.2-1B has 32 query heads over 8 key/value heads: a 4× smaller cache.
+
+The key and value projections shrink to ``num_kv_heads · head_dim`` outputs, and the KV cache holds only those
+heads. The keys are never copied per query head here: :func:`attnlab.functional.attend` is called with
+``enable_gqa=True`` (torch's semantics), and each backend reads the shared heads its own way.
+
+Two options complete the attention of today's decoders:
+
+* ``rotary``: rotary position embedding (RoPE), applied to the queries and keys after the projection and
+  before the scores, at each token's position (:class:`attnlab.layers.RotaryEmbedding`);
+* ``sliding_window``: each query sees only the last ``sliding_window`` positions, its own included (Mistral 7B;
+  :func:`attnlab.functional.sliding_window_mask`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
+from attnlab.attention.multihead import cached_causal_mask
+from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
+
+
+class RotaryLike(Protocol):
+    """What the module needs from a rotary embedding (:class:`attnlab.layers.RotaryEmbedding` is one)."""
+
+    head_dim: int
+
+    def apply(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
+class LayerCacheLike(Protocol):
+    """One layer of a KV cache (:class:`attnlab.models.LayerKVCache` is one): its length, and ``update``."""
+
+    length: int
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
+def _positive_int(owner: str, name: str, n: object) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{owner}: {name} must be a positive int, got {n!r}")
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention with ``num_heads`` query heads over ``num_kv_heads`` key/value heads.
+
+    ``GroupedQueryAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias, *, num_kv_heads, ...)``:
+    the book's positional arguments, as :class:`~attnlab.attention.MultiHeadAttention` takes them.
+
+    Args:
+        d_in: input width.
+        d_out: output width (of ``out_proj``).
+        context_length: the longest sequence accepted, cache included (None: no limit).
+        dropout: dropout on the attention weights, training mode only.
+        num_heads: query heads.
+        qkv_bias: biases on the query/key/value projections (Qwen2 has them; Llama and Mistral do not).
+        num_kv_heads: key/value heads; must divide ``num_heads`` (None: ``num_heads``, plain MHA).
+        head_dim: width of one head (None: ``d_out // num_heads``). The queries are ``num_heads · head_dim``
+            wide, the keys and values ``num_kv_heads · head_dim``.
+        rotary: rotate queries and keys by their positions (RoPE); None: no positions here.
+        sliding_window: each query sees the last ``sliding_window`` positions, its own included (None: all).
+        is_causal: mask future keys (every decoder; False only to look at the unmasked scores).
+        out_bias: a bias on ``out_proj`` (Llama, Qwen2 and Mistral have none).
+        backend: attention backend, see :func:`attnlab.functional.scaled_dot_product_attention`.
+
+    Submodules: ``W_query``, ``W_key``, ``W_value`` and ``out_proj`` (the names of
+    :class:`~attnlab.attention.MultiHeadAttention`, so :func:`attnlab.inspect.capture` finds them).
+
+    Shapes: x ``(B, T, d_in)`` or ``(T, d_in)`` -> ``(B, T, d_out)``; weights ``(B, num_heads, T, L)`` with ``L``
+    the keys attended (T, or the cache's length).
+
+    Example:
+        >>> gqa = GroupedQueryAttention(64, 64, num_heads=8, num_kv_heads=2)
+        >>> gqa.W_key.weight.shape                               # 2 key heads of width 8
+        torch.Size([16, 64])
+        >>> gqa(torch.rand(2, 5, 64)).shape
+        torch.Size([2, 5, 64])
+    """
+
+    def __init__(self, d_in: int, d_out: int, context_length: int | None = None, dropout: float = 0.0,
+                 num_heads: int = 1, qkv_bias: bool = False, *, num_kv_heads: int | None = None,
+                 head_dim: int | None = None, rotary: RotaryLike | None = None, sliding_window: int | None = None,
+                 is_causal: bool = True, out_bias: bool = False, backend: Backend = "auto") -> None:
+        super().__init__()
+        owner = type(self).__name__
+        for name, n in (("d_in", d_in), ("d_out", d_out), ("num_heads", num_heads)):
+            _positive_int(owner, name, n)
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        _positive_int(owner, "num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads:
+            raise ValueError(f"{owner}: num_heads must be divisible by num_kv_heads (each key/value head serves a "
+                             f"whole group of query heads), got num_heads={num_heads}, num_kv_heads={num_kv_heads}")
+        if head_dim is None:
+            if d_out % num_heads:
+                raise ValueError(f"{owner}: d_out must be divisible by num_heads (or give head_dim), "
+                                 f"got d_out={d_out}, num_heads={num_heads}")
+            head_dim = d_out // num_heads
+        _positive_int(owner, "head_dim", head_dim)
+        if sliding_window is not None and (isinstance(sliding_window, bool) or not isinstance(sliding_window, int)
+                                           or sliding_window < 1):
+            raise ValueError(f"{owner}: sliding_window must be None or an int >= 1 (keys seen, own included), "
+                             f"got {sliding_window!r}")
+        if rotary is not None and getattr(rotary, "head_dim", None) != head_dim:
+            raise ValueError(f"{owner}: rotary must rotate heads of width head_dim={head_dim}, "
+                             f"got one for head_dim={getattr(rotary, 'head_dim', None)!r}")
+        check_module_options(owner, backend, dropout)
+        self.d_in, self.d_out, self.num_heads, self.num_kv_heads = d_in, d_out, num_heads, num_kv_heads
+        self.head_dim, self.context_length, self.is_causal, self.backend = head_dim, context_length, is_causal, backend
+        self.rotary, self.sliding_window = rotary, sliding_window
+        self.W_query = nn.Linear(d_in, num_heads * head_dim, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, num_kv_heads * head_dim, bias=qkv_bias)    # num_kv_heads only: the cache
+        self.W_value = nn.Linear(d_in, num_kv_heads * head_dim, bias=qkv_bias)  # holds these, nothing more
+        self.out_proj = nn.Linear(num_heads * head_dim, d_out, bias=out_bias)
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per key/value head."""
+        return self.num_heads // self.num_kv_heads
+
+    def split_heads(self, t: Tensor, heads: int) -> Tensor:
+        """``(B, T, heads · head_dim)`` -> ``(B, heads, T, head_dim)``."""
+        b, n, _ = t.shape
+        return t.view(b, n, heads, self.head_dim).transpose(1, 2)
+
+    def project(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries ``(B, num_heads, T, head_dim)``, keys and values ``(B, num_kv_heads, T, head_dim)`` of
+        ``x (B, T, d_in)``, the queries and keys rotated to ``positions`` ``(T,)`` or ``(B, T)`` if RoPE is on."""
+        queries = self.split_heads(self.W_query(x), self.num_heads)
+        keys = self.split_heads(self.W_key(x), self.num_kv_heads)
+        values = self.split_heads(self.W_value(x), self.num_kv_heads)
+        if self.rotary is not None:
+            queries, keys = self.rotary.apply(queries, keys, positions)
+        return queries, keys, values
+
+    def scored_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """For one sequence ``x (T, d_in)`` at positions 0..T−1: queries, keys and values ``(num_heads, T,
+        head_dim)`` as the scores see them, rotated, each key/value head repeated for the query heads it serves.
+
+        What :func:`attnlab.inspect.capture` records, so that the arithmetic it explains is the model's.
+        """
+        q, k, v = self.project(x[None], torch.arange(x.shape[0], device=x.device))
+        return q[0], k[0].repeat_interleave(self.group_size, 0), v[0].repeat_interleave(self.group_size, 0)
+
+    def mask_for(self, mask: Tensor | None, t_q: int, t_k: int, device: torch.device) -> tuple[Tensor | None, bool]:
+        """The mask and ``is_causal`` to attend with: ``mask`` (padding, or None) with the causal structure of
+        ``t_q`` new queries over ``t_k`` keys, the queries being the last ``t_q`` positions (decoding aligns them
+        to the end), and the window."""
+        if not self.is_causal:
+            return mask, False
+        if self.sliding_window is not None and self.sliding_window < t_k:  # a window as wide as t_k cuts nothing
+            return and_masks(mask, sliding_window_mask(t_q, t_k, self.sliding_window, device)), False
+        if t_q == t_k:  # top-left and bottom-right alignment agree: the fused kernels' own causal mask
+            return mask, True
+        return and_masks(mask, cached_causal_mask(t_q, t_k, device)), False
+
+    def forward(self, x: Tensor, *, attention_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                positions: Tensor | None = None, return_weights: bool = False,
+                kv_cache: LayerCacheLike | None = None):
+        """Attend from each token of ``x`` to itself and the tokens before it (see the class docstring for shapes).
+
+        Args:
+            x: ``(B, T, d_in)``.
+            attention_mask: ``(B, T)`` padding mask, 1 = real token (checked here); not with ``kv_cache``.
+            attn_mask: instead, a model's checked mask broadcastable to ``(B, H, T, L)`` over all ``L`` keys
+                (cache included), typically the key padding ``(B, 1, 1, L)``; the causal structure and the
+                window are added here.
+            positions: ``(T,)`` or ``(B, T)`` positions for RoPE (default: ``kv_cache.length + 0..T−1``);
+                a model passes them for left-padded batches, where each row's first real token is position 0.
+            return_weights: also return the weights ``(B, num_heads, T, L)``.
+            kv_cache: decoding: one layer of a cache of ``num_kv_heads`` heads; this call's keys and values
+                are appended to it and the queries attend to all of them.
+        """
+        owner = type(self).__name__
+        x, unbatched = as_batched(x, self.d_in, owner)
+        b, t, _ = x.shape
+        offset = 0 if kv_cache is None else kv_cache.length
+        check_length(offset + t, self.context_length, owner)
+        if kv_cache is not None and attention_mask is not None:
+            raise ValueError(f"{owner}: a (B, T) attention_mask cannot be combined with kv_cache; "
+                             f"pass attn_mask over all the cached keys instead")
+        mask = one_mask(attention_mask, attn_mask, x, owner)
+        if positions is None:
+            positions = torch.arange(offset, offset + t, device=x.device)
+
+        # 1. project and split: num_heads query heads, num_kv_heads key/value heads; rotate q and k (RoPE)
+        queries, keys, values = self.project(x, positions)
+        if kv_cache is not None:  # decoding: the cache keeps the num_kv_heads heads, never a copy per query head
+            keys, values = kv_cache.update(keys, values)
+
+        # 2. scores, causal (and window) mask, softmax, weighted sum; query head h reads key/value head h // group
+        mask, is_causal = self.mask_for(mask, t, keys.shape[-2], x.device)
+        context, weights = attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,
+                                  dropout_p=self.dropout.p if self.training else 0.0,
+                                  enable_gqa=self.num_kv_heads != self.num_heads, backend=self.backend,
+                                  return_weights=return_weights)
+
+        # 3. merge the heads and mix them                                                   (B, T, d_out)
+        context = context.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
+        return unbatch(self.out_proj(context), weights, unbatched, return_weights)
+
+    def extra_repr(self) -> str:
+        return (f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
+                f"rotary={self.rotary is not None}, sliding_window={self.sliding_window}")

@@ -1,0 +1,65 @@
+"""The block of today's open decoders (Llama, Qwen2, Mistral): GPT-2's pre-norm block with three parts replaced.
+
+    x = x + Attn(RMSNorm(x))        grouped-query attention, RoPE on q and k, optionally a sliding window
+    x = x + SwiGLU(RMSNorm(x))      the gated feed-forward
+
+against GPT-2's ``x = x + Attn(LN(x)); x = x + FFN(LN(x))`` with learned positions added at the input. No biases
+anywhere (Qwen2 keeps them on q, k and v), no position table: positions enter only as rotations of q and k.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from attnlab.attention.grouped_query import GroupedQueryAttention, LayerCacheLike
+from attnlab.functional import Backend
+from attnlab.layers.rmsnorm import RMSNorm
+from attnlab.layers.rotary import RotaryEmbedding
+from attnlab.layers.swiglu import SwiGLU
+
+
+class ModernBlock(nn.Module):
+    """One pre-RMSNorm block: ``(B, T, D)`` -> ``(B, T, D)``; with ``return_weights`` also ``(B, H, T, L)``.
+
+    Args:
+        d_model: width D.
+        num_heads: query heads.
+        d_ff: SwiGLU hidden width.
+        num_kv_heads: key/value heads (None: ``num_heads``); must divide ``num_heads``.
+        head_dim: width of one head (None: ``d_model // num_heads``).
+        rotary: the model's :class:`RotaryEmbedding`, shared by all blocks (None: no positions).
+        sliding_window: keys seen per query, its own included (None: all before it).
+        dropout: on the attention weights and on each sublayer's output, training mode only.
+        qkv_bias: biases on q, k and v (Qwen2).
+        out_bias: a bias on the attention's output projection.
+        eps: RMSNorm epsilon.
+        backend: attention backend.
+
+    Submodules: ``norm1`` (before the attention), ``attn`` (:class:`GroupedQueryAttention`), ``norm2`` and
+    ``ff`` (:class:`SwiGLU`).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, *, num_kv_heads: int | None = None,
+                 head_dim: int | None = None, rotary: RotaryEmbedding | None = None, sliding_window: int | None = None,
+                 dropout: float = 0.0, qkv_bias: bool = False, out_bias: bool = False, eps: float = 1e-5,
+                 backend: Backend = "auto") -> None:
+        super().__init__()
+        self.norm1 = RMSNorm(d_model, eps=eps)
+        self.attn = GroupedQueryAttention(d_model, d_model, None, dropout, num_heads, qkv_bias,
+                                          num_kv_heads=num_kv_heads, head_dim=head_dim, rotary=rotary,
+                                          sliding_window=sliding_window, is_causal=True, out_bias=out_bias,
+                                          backend=backend)
+        self.norm2 = RMSNorm(d_model, eps=eps)
+        self.ff = SwiGLU(d_model, d_ff)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, *, attn_mask: Tensor | None = None, positions: Tensor | None = None,
+                return_weights: bool = False, kv_cache: LayerCacheLike | None = None):
+        """``x (B, T, D)``; a model's checked ``attn_mask`` and RoPE ``positions`` (see
+        :meth:`GroupedQueryAttention.forward`); ``kv_cache`` for decoding."""
+        a = self.attn(self.norm1(x), attn_mask=attn_mask, positions=positions, return_weights=return_weights,
+                      kv_cache=kv_cache)
+        a, weights = a if return_weights else (a, None)
+        x = x + self.dropout(a)
+        x = x + self.dropout(self.ff(self.norm2(x)))
+        return (x, weights) if return_weights else x

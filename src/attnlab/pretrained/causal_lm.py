@@ -1,0 +1,114 @@
+"""``load_causal_lm``: a GPT-2, Llama, Qwen2 or Mistral checkpoint from a Hugging Face model directory, offline.
+
+    config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
+    model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
+      or model.safetensors.index.json and its shards
+    tokenizer.json       -> the model's own tokenizer (text_tokenizer)
+
+GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`; Llama, Qwen2 and Mistral become a
+:class:`~attnlab.models.ModernDecoder`. Both return ``.logits (B, T, V)`` and take a KV cache, so
+:func:`attnlab.generation.generate`, :func:`attnlab.inspect.capture` and the views work on them as on a model
+``attnlab train`` wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+from torch import nn
+
+from attnlab.models import GPT, GPTConfig, ModernDecoder
+from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
+from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
+from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout
+from attnlab.pretrained.text_tokenizer import TextTokenizer
+
+__all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
+
+
+def is_hf_model_dir(path: str | Path) -> bool:
+    """Does ``path`` look like a Hugging Face model directory (a ``config.json`` naming ``architectures``)?"""
+    config = Path(path) / "config.json"
+    try:
+        return config.is_file() and '"architectures"' in config.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def _gpt2_prefix(model_dir: Path) -> str:
+    """"transformer." if the tensors are GPT2LMHeadModel's, "" if a bare GPT2Model's."""
+    for path in shard_files(model_dir):
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                if any(name.startswith("transformer.") for name in f.keys()):  # noqa: SIM118
+                    return "transformer."
+        except SafetensorError as e:
+            raise ValueError(f"{path}: not a valid safetensors file (truncated or corrupt?): {e}") from None
+    return ""
+
+
+def _layout(model_dir: Path, model: nn.Module) -> dict[str, Expected]:
+    c = model.config
+    shapes = {name: t.shape for name, t in model.state_dict().items()}
+    if isinstance(model, GPT):
+        return gpt2_layout(shapes, c.num_layers, c.tie_weights, _gpt2_prefix(model_dir))
+    return llama_layout(shapes, c.num_layers, c.tie_weights)
+
+
+def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Path) -> None:
+    """Put the tensors in place of the meta ones; a tied head stays tied (and must equal the embedding if stored)."""
+    tied = model.config.tie_weights
+    head = state.pop("head.weight", None)
+    if tied and head is not None and not torch.equal(head, state["tok_emb.weight"]):
+        raise ValueError(f"{model_dir}: config.json ties the output head to the token embedding "
+                         f"(tie_word_embeddings), but the checkpoint's lm_head.weight differs from it")
+    if not tied:
+        state["head.weight"] = head
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    if tied:
+        model.head.weight = model.tok_emb.weight  # assign=True replaced the shared parameter: share it again
+        missing = [m for m in missing if m != "head.weight"]
+    if missing or unexpected:  # the layouts cover every parameter; this guards them
+        raise ValueError(f"{model_dir}: weights do not match the model: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
+
+
+def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
+                   device: str | torch.device = "cpu") -> tuple[GPT | ModernDecoder, TextTokenizer]:
+    """A Hugging Face causal language model, as an attnlab model (eval mode) with its tokenizer.
+
+    Args:
+        path: a directory with ``config.json`` (``architectures`` one of GPT2LMHeadModel, LlamaForCausalLM,
+            Qwen2ForCausalLM, MistralForCausalLM), ``model.safetensors`` (or ``model.safetensors.index.json``
+            and its shards) and ``tokenizer.json``.
+        dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
+        device: where the model goes.
+
+    Returns:
+        ``(model, tokenizer)``: a :class:`~attnlab.models.GPT` for GPT-2, a :class:`~attnlab.models.ModernDecoder`
+        otherwise, and a :class:`TextTokenizer`.
+
+    Raises:
+        FileNotFoundError: a file is missing. ValueError: an unsupported architecture (naming it and the supported
+        ones), a config field the model cannot honour, a tensor missing, unexpected or of the wrong shape (naming
+        the tensor and both shapes), a corrupt file.
+
+    Example:
+        >>> model, tokenizer = load_causal_lm("path/to/Llama-3.2-1B")          # doctest: +SKIP
+        >>> ids = torch.tensor([tokenizer.encode("The capital of France is")])  # doctest: +SKIP
+        >>> tokenizer.decode(generate(model, ids, 10, temperature=0)[0])       # doctest: +SKIP
+    """
+    model_dir = Path(path)
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"{str(path)!r} is not a directory (expected a Hugging Face model directory with "
+                                f"config.json, model.safetensors and tokenizer.json)")
+    arch, config = read_decoder_config(model_dir)
+    tokenizer = TextTokenizer.from_dir(model_dir)
+    with torch.device("meta"):  # shapes only; the real tensors come from the files
+        model = GPT(config) if isinstance(config, GPTConfig) else ModernDecoder(config)
+    state = read_tensors(model_dir, _layout(model_dir, model), IGNORED, dtype)
+    _load_state(model, state, model_dir)
+    model.name = f"{arch} ({model_dir.name})"
+    return model.to(device).eval(), tokenizer

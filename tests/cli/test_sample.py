@@ -1,0 +1,70 @@
+"""``attnlab sample`` and the views on a modern decoder that ``attnlab train`` wrote, and on Hugging Face model
+directories (GPT-2 and Llama checkpoints written by transformers)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from attnlab.cli import main
+from hf_checkpoints import write_checkpoint
+
+TEXT = "ROMEO:\nBut, soft! what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n" * 12
+TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "4", "--eval-interval", "5", "--eval-iters", "2",
+        "--warmup-iters", "2", "-q"]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def hf_dirs(tmp_path_factory):
+    pytest.importorskip("transformers")
+    root = tmp_path_factory.mktemp("hf")
+    for arch in ("gpt2", "llama"):
+        write_checkpoint(arch, root / arch)
+    return root
+
+
+def test_train_modern_then_sample_and_look(tmp_path):
+    (tmp_path / "romeo.txt").write_text(TEXT)
+    out = tmp_path / "run"
+    r = run("train", "--data", tmp_path / "romeo.txt", "--out", out, "--arch", "modern", "--num-kv-heads", 1, *TINY,
+            "--max-iters", 6)
+    assert r.exit_code == 0, r.output
+    r = run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 20, "--temperature", 0)
+    assert r.exit_code == 0 and r.output.startswith("ROMEO") and len(r.output) > 20, r.output
+    r = run("explain", "ROMEO", "--model", out, "--query", 3, "--json")
+    d = json.loads(r.output)
+    assert d["check"]["max_abs_diff_weights"] < 1e-5 and d["check"]["max_abs_diff_context"] < 1e-5
+    r = run("train", "--data", tmp_path / "romeo.txt", "--out", tmp_path / "bad", "--arch", "modern",
+            "--num-kv-heads", 3, *TINY)
+    assert r.exit_code == 1 and "num_heads must be divisible by num_kv_heads" in r.output
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_sample_and_views_from_a_hugging_face_directory(hf_dirs, tmp_path, arch):
+    d = hf_dirs / arch
+    r = run("sample", "--model", d, "To be, or not", "--max-new-tokens", 10, "--temperature", 0)
+    assert r.exit_code == 0 and r.output.startswith("To be, or not") and len(r.output) > len("To be, or not\n")
+    r = run("explain", "To be, or not to be", "--model", d, "--query", "be", "--head", 3, "--json")
+    assert r.exit_code == 0, r.output
+    d_json = json.loads(r.output)
+    assert d_json["check"]["max_abs_diff_weights"] < 1e-5 and d_json["model"].endswith(f"({arch})")
+    png = tmp_path / "heads.png"
+    assert run("heatmap", "To be, or not to be", "--model", d, "--all-heads", "-o", png).exit_code == 0
+    assert png.stat().st_size > 1000
+
+
+def test_sample_needs_one_model(hf_dirs, tmp_path):
+    r = run("sample", "hello")
+    assert r.exit_code == 2 and "exactly one of them" in r.output
+    r = run("sample", "--model", hf_dirs / "llama", "--checkpoint", hf_dirs / "llama", "hello")
+    assert r.exit_code == 2 and "exactly one of them" in r.output
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["BertForMaskedLM"]}))
+    r = run("sample", "--model", tmp_path, "hello")
+    assert r.exit_code == 1 and "unsupported architecture ['BertForMaskedLM']" in r.output
+    assert "Traceback" not in r.output
