@@ -95,7 +95,7 @@ def test_sample_errors(corpus, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_ctrl_c_saves_a_checkpoint_and_exits_0(corpus, tmp_path):
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(corpus, tmp_path):
     out = tmp_path / "run"
     attnlab = str(Path(sys.executable).with_name("attnlab"))
     proc = subprocess.Popen([attnlab, "train", "--data", corpus, "--out", str(out), *TINY, "--max-iters", "1000000",
@@ -106,7 +106,8 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_0(corpus, tmp_path):
         time.sleep(0.1)  # wait until it is training: the first checkpoint, at step 3
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err.decode()[-2000:]
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert "continue with --resume" in err.decode()
     state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
     assert 0 < state["step"] < 1_000_000
 

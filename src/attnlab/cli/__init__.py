@@ -23,6 +23,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class OneLineUsageError(click.ClickException):
+    """A usage error shown as one line (``Error: …``), with a usage error's exit status."""
+
+    exit_code = 2
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -47,6 +53,9 @@ class LazyGroup(click.Group):
         """
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:  # one line: what was wrong, and where to read more
+            command = f"attnlab {ctx.invoked_subcommand} --help" if ctx.invoked_subcommand else "attnlab --help"
+            raise OneLineUsageError(f"{err.format_message()} (see {command})") from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:

@@ -102,10 +102,14 @@ def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool,
 
     try:
         config = merge_config(given, config_file, resume)
-        train(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)
+        result = train(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)
     except (ValueError, TypeError, ImportError) as err:
         raise click.ClickException(str(err)) from None
     finally:
         from attnlab.training.distributed import teardown_distributed
 
         teardown_distributed()
+    if result.stop_reason == "interrupted":  # stopped by Ctrl-C or SIGTERM, after saving: say how to go on
+        click.echo(f"Interrupted at step {result.step}; the checkpoint is saved in {str(result.out)!r}: "
+                   f"continue with --resume.", err=True)
+        raise click.exceptions.Exit(130)
