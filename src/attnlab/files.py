@@ -57,3 +57,19 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically."""
     return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def check_writable_dir(path: str | Path, argument: str) -> None:
+    """Create the directory ``path`` and prove a file can be written there, before any work is done.
+
+    A ValueError names ``argument`` (the option that gave the path), the path and the reason.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"{argument}: cannot write to the output directory {str(path)!r}: "
+                         f"{err.strerror or err}") from None

@@ -48,7 +48,8 @@ def _figure(result: BenchResult, value, ylabel: str, title: str, guides: bool = 
         ax.set_xlabel("sequence length T")
         ax.set_title(f"{title}, {'causal' if causal else 'non-causal'}")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # nothing measured (all skipped): no legend to draw
+            ax.legend(fontsize=8)
     axes[0][0].set_ylabel(ylabel)
     fig.tight_layout()
     buf = io.BytesIO()

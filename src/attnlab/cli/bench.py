@@ -64,9 +64,12 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
     from attnlab.bench.plots import write_plots
     from attnlab.bench.runner import run_bench
     from attnlab.bench.tables import markdown, rich_table, write_atomic
+    from attnlab.files import check_writable_dir
 
     if d_model % heads:
         raise click.BadParameter(f"--heads {heads} must divide --d-model {d_model}", param_hint="--heads")
+    if out_dir is not None:
+        check_writable_dir(out_dir, "--out")  # before minutes of measuring, not after
     overrides = {"batch": batch, "d_model": d_model, "num_heads": heads, "texts_shape": texts_shape}
     for key, value in (("seq_lens", seq_lens), ("backends", backends), ("max_case_seconds", max_case_seconds)):
         if value is not None:

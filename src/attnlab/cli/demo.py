@@ -12,7 +12,7 @@ from attnlab.demo.toy import toy_step
 @click.option("--seed", default=123, show_default=True, help="Seed for the trainable weights.")
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(file_okay=False),
               help="Where later steps write their files.")
-@click.argument("part", required=False, type=click.Choice(["toy"]))
+@click.argument("part", required=False, type=click.Choice(["toy"]), metavar="[PART]")
 def command(seed: int, out_dir: str, part: str | None) -> None:
     """Walk through attention: simplified, scaled, causal and multi-head, step by step.
 

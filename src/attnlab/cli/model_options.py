@@ -47,6 +47,9 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
     """``(model, tokenizer)`` from a Hugging Face model directory (``config.json`` naming ``architectures``) or a
     directory that ``attnlab train`` wrote."""
     from attnlab.pretrained import is_hf_model_dir
+    from attnlab.training.distributed import pick_device
+
+    device = str(pick_device(device))  # a clear error for an unknown or absent device, before any loading
 
     if is_hf_model_dir(path):
         from attnlab.pretrained import load_causal_lm

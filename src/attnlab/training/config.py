@@ -76,6 +76,8 @@ class TrainConfig:
                 raise ValueError(f"{name}: expected >= 0, got {getattr(self, name)!r}")
         if self.tokenizer == "bpe" and not 256 < self.vocab_size <= 2**32:
             raise ValueError(f"vocab_size: byte-level BPE needs more than 256 tokens, got {self.vocab_size!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate: expected a positive number, got {self.learning_rate!r}")
         if not 0 < self.min_lr <= self.learning_rate:
             raise ValueError(f"min_lr: expected 0 < min_lr <= learning_rate = {self.learning_rate}, got {self.min_lr}")
         if not 0 <= self.beta1 < 1 or not 0 <= self.beta2 < 1:

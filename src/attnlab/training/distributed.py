@@ -36,7 +36,10 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     """``"auto"``: this process' CUDA device if there is one, else the CPU."""
     if name == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {name!r}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device: {name!r} was asked for but CUDA is not available")
     if device.type == "cuda" and device.index is None:

@@ -37,6 +37,7 @@ from attnlab.data import (
     train_val_split,
 )
 from attnlab.data.tokens import check_long_enough
+from attnlab.files import check_writable_dir
 from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
 from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, check_keys
@@ -63,17 +64,6 @@ class TrainResult:
     tokens_per_s: float
     train_seconds: float
     checkpoint: Path | None
-
-
-def check_writable(out: Path) -> None:
-    """Create ``out`` and prove a file can be written there, before any time is spent training."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"out: cannot write to the output directory {str(out)!r}: {err.strerror or err}") from None
 
 
 def check_fresh(out: Path, overwrite: bool) -> None:
@@ -127,8 +117,21 @@ class Trainer:
         self.console = console or Console()
         self.show = d.is_main and not quiet
         self.out = Path(c.out)
+        made_here = not self.out.exists()
+        try:
+            self._set_up(resume, overwrite)
+        except BaseException:
+            if made_here and d.is_main:  # a run that could not start leaves no half-made output directory
+                shutil.rmtree(self.out, ignore_errors=True)
+            raise
+        self._stop_requested = False
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def _set_up(self, resume: bool, overwrite: bool) -> None:
+        """Output directory, data, model, optimizer and (when resuming) the saved state, in that order."""
+        c, d = self.config, self.dist
         if d.is_main:
-            check_writable(self.out)
+            check_writable_dir(self.out, "out")  # before any time is spent training
             if not resume:
                 check_fresh(self.out, overwrite)
         barrier(d)
@@ -150,9 +153,7 @@ class Trainer:
         self.eval_model = fwd
         self.train_model = DistributedDataParallel(
             fwd, device_ids=[d.device.index] if d.device.type == "cuda" else None) if d.enabled else fwd
-        self._stop_requested = False
 
-    # ---- set-up -------------------------------------------------------------------------------
     def _prepare_data(self, ckpt: Checkpoint | None):
         c, d = self.config, self.dist
         text = load_text(c.data)
