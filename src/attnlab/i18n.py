@@ -1,0 +1,89 @@
+"""Messages in the reader's language: English, or Simplified Chinese (the language of the texts attnlab follows).
+
+The catalogs are GNU gettext's: ``attnlab/locales/<lang>/LC_MESSAGES/attnlab.po`` (the translations, edited by
+people) compiled to ``attnlab.mo`` (read here with the standard library). Babel extracts the messages from the
+source and updates and compiles the catalogs (``make messages``); a test fails if a message lacks its translation
+or a compiled catalog is out of date.
+
+Marking messages:
+
+* ``_("…")`` translates now; messages with values use named fields, ``_("got {value!r}").format(value=v)``,
+  so a translator can move them;
+* ``N_("…")`` only marks a message for extraction (help texts written where they are declared), and ``_`` is
+  applied when it is shown.
+
+The language: :func:`set_language` (the CLI's ``--lang``), else ``ATTNLAB_LANG``, else the locale
+(``LC_ALL``, ``LC_MESSAGES``, ``LANG``: ``zh…`` means Chinese), else English.
+"""
+
+from __future__ import annotations
+
+import functools
+import gettext
+import os
+from pathlib import Path
+
+DOMAIN = "attnlab"
+LOCALES = Path(__file__).resolve().parent / "locales"
+LANGUAGES = ("en", "zh")
+_chosen: str | None = None
+
+
+def normalise(lang: str) -> str | None:
+    """``"zh"``, ``"zh_CN.UTF-8"``, ``"zh-Hans"`` -> ``"zh"``; ``"en_US"`` -> ``"en"``; anything else None."""
+    head = lang.strip().replace("-", "_").split(".")[0].split("_")[0].lower()
+    return head if head in LANGUAGES else None
+
+
+def detect_language() -> str:
+    """``ATTNLAB_LANG``, then the locale variables, then English."""
+    for var in ("ATTNLAB_LANG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(var)
+        if value and value not in ("C", "POSIX"):
+            return normalise(value) or "en"
+    return "en"
+
+
+def set_language(lang: str | None) -> str:
+    """Use ``lang`` (``"en"``, ``"zh"``, or a locale name such as ``"zh_CN"``; None: detect again); returns it."""
+    global _chosen
+    if lang is None:
+        _chosen = None
+        return language()
+    chosen = normalise(lang)
+    if chosen is None:
+        raise ValueError(f"lang must be one of {', '.join(LANGUAGES)} (or a locale such as zh_CN), got {lang!r}")
+    _chosen = chosen
+    return chosen
+
+
+def language() -> str:
+    """The language messages are shown in now."""
+    return _chosen or detect_language()
+
+
+@functools.cache
+def translations(lang: str) -> gettext.NullTranslations:
+    """The compiled catalog of ``lang`` (English: no catalog, messages are shown as written)."""
+    if lang == "en":
+        return gettext.NullTranslations()
+    return gettext.translation(DOMAIN, localedir=LOCALES, languages=[lang])
+
+
+def _(message: str) -> str:
+    """``message`` in the current language."""
+    return translations(language()).gettext(message)
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for the catalog without translating it here (it is translated where it is shown)."""
+    return message
+
+
+def tr(message: str, **fields: object) -> str:
+    """``message`` in the current language, its named ``{fields}`` filled in after translation.
+
+    ``tr("heads must divide d_out, got num_heads={num_heads}", num_heads=3)``: the catalog holds the
+    template, so a translator may move the fields; the values are never translated.
+    """
+    return _(message).format(**fields) if fields else _(message)
