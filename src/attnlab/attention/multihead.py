@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend
+from attnlab.i18n import tr
 
 
 class KVCacheLike(Protocol):
@@ -54,7 +55,8 @@ class MultiHeadAttentionWrapper(nn.Module):
                  qkv_bias: bool = False, backend: Backend = "auto") -> None:
         super().__init__()
         if num_heads < 1:
-            raise ValueError(f"MultiHeadAttentionWrapper: num_heads must be >= 1, got {num_heads!r}")
+            raise ValueError(tr("MultiHeadAttentionWrapper: num_heads must be >= 1, got {num_heads!r}",
+                                num_heads=num_heads))
         self.heads = nn.ModuleList(
             CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, backend=backend)
             for _ in range(num_heads)
@@ -111,7 +113,8 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         owner = type(self).__name__
         if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
-            raise ValueError(f"{owner}: d_out must be divisible by num_heads, got d_out={d_out}, num_heads={num_heads}")
+            raise ValueError(tr("{owner}: d_out must be divisible by num_heads, got d_out={d_out}, "
+                                "num_heads={num_heads}", owner=owner, d_out=d_out, num_heads=num_heads))
         check_module_options(owner, backend, dropout)
         self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
         self.head_dim = d_out // num_heads
@@ -162,8 +165,8 @@ class MultiHeadAttention(nn.Module):
         is_causal = self.is_causal
         if kv_cache is not None:  # decoding: this step's keys and values join the cached ones
             if attention_mask is not None:
-                raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache; a model passes "
-                                 f"attn_mask over all the cached keys instead")
+                raise ValueError(tr("{owner}: a padding mask cannot be combined with kv_cache; a model passes "
+                                    "attn_mask over all the cached keys instead", owner=owner))
             keys, values = kv_cache.update(keys, values)
             check_length(keys.shape[-2], self.context_length, owner)
             cache_mask = kv_cache.attn_mask(num_tokens, is_causal)  # the cached keys the new queries may see

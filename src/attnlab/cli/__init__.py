@@ -9,6 +9,7 @@ import os
 import click
 
 from attnlab import __version__
+from attnlab.i18n import tr
 
 # name -> (module under attnlab.cli, one-line help). Each module defines a click command named ``command``.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -55,19 +56,21 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as err:  # one line: what was wrong, and where to read more
             command = f"attnlab {ctx.invoked_subcommand} --help" if ctx.invoked_subcommand else "attnlab --help"
-            raise OneLineUsageError(f"{err.format_message()} (see {command})") from None
+            raise OneLineUsageError(tr("{format_message} (see {command})", format_message=err.format_message(),
+                                       command=command)) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
+            click.echo(tr("Interrupted."), err=True)
             raise click.exceptions.Exit(130) from None
         except (ValueError, TypeError, OSError, ImportError) as err:
             raise click.ClickException(str(err)) from None
         except Exception as err:
             if os.environ.get("ATTNLAB_DEBUG"):
                 raise
-            raise click.ClickException(f"internal error ({type(err).__name__}: {err}); rerun with ATTNLAB_DEBUG=1 "
-                                       "for the details, and please report it") from None
+            raise click.ClickException(tr("internal error ({err_type}: {err}); rerun with ATTNLAB_DEBUG=1 for the "
+                                          "details, and please report it", err_type=type(err).__name__,
+                                          err=err)) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,6 +13,7 @@ from torch import Tensor
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
 from attnlab.demo.context import Demo
 from attnlab.functional import attention_scores, attention_weights, causal_mask
+from attnlab.i18n import tr
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 EMBEDDINGS = torch.tensor(
@@ -39,7 +40,7 @@ def matrix_table(title: str, m: Tensor, rows: list[str], cols: list[str] | None 
 
 
 def simplified(console: Console, x: Tensor) -> None:
-    console.rule("[bold]1. Simplified self-attention: softmax(X Xᵀ) X, no weights")
+    console.rule(tr("[bold]1. Simplified self-attention: softmax(X Xᵀ) X, no weights"))
     console.print(matrix_table("Inputs X (one 3-d embedding per token)", x, TOKENS))
     console.print(matrix_table("Scores X Xᵀ (query rows, key columns)", x @ x.T, TOKENS, TOKENS))
     context, weights = SimpleSelfAttention()(x, return_weights=True)
@@ -48,7 +49,7 @@ def simplified(console: Console, x: Tensor) -> None:
 
 
 def scaled(console: Console, x: Tensor, seed: int) -> None:
-    console.rule("[bold]2. Scaled dot-product attention with trainable W_q, W_k, W_v")
+    console.rule(tr("[bold]2. Scaled dot-product attention with trainable W_q, W_k, W_v"))
     torch.manual_seed(seed)
     sa = SelfAttentionV1(d_in=3, d_out=2)
     q, k, v = sa.project(x)
@@ -64,7 +65,7 @@ def scaled(console: Console, x: Tensor, seed: int) -> None:
 
 
 def causal(console: Console, x: Tensor, seed: int) -> None:
-    console.rule("[bold]3. Causal attention: no peeking at later tokens")
+    console.rule(tr("[bold]3. Causal attention: no peeking at later tokens"))
     torch.manual_seed(seed)
     ca = CausalAttention(d_in=3, d_out=2, context_length=6, dropout=0.5).eval()
     q, k, _ = ca.project(x)
@@ -82,7 +83,7 @@ def causal(console: Console, x: Tensor, seed: int) -> None:
 
 
 def multihead(console: Console, x: Tensor, seed: int) -> None:
-    console.rule("[bold]4. Multi-head attention: two heads, split weights, out_proj")
+    console.rule(tr("[bold]4. Multi-head attention: two heads, split weights, out_proj"))
     torch.manual_seed(seed)
     mha = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2).eval()  # the book's call
     context, weights = mha(x, return_weights=True)

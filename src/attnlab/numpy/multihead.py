@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlab.i18n import tr
 from attnlab.numpy.checks import check_float_array
 from attnlab.numpy.linear import linear_from
 from attnlab.numpy.masks import padding_mask
@@ -50,15 +51,17 @@ def multi_head_attention(
     """
     check_float_array(x, "x", _OWNER)
     if x.ndim != 3:
-        raise ValueError(f"{_OWNER}: x must have shape (B, T, D), got {x.shape}")
+        raise ValueError(tr("{owner}: x must have shape (B, T, D), got {shape}", owner=_OWNER, shape=x.shape))
     d_out = require(params, "W_query.weight", _OWNER).shape[0]
     if not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
-        raise ValueError(f"{_OWNER}: num_heads must be a positive divisor of d_out={d_out}, got {num_heads!r}")
+        raise ValueError(tr("{owner}: num_heads must be a positive divisor of d_out={d_out}, got {num_heads!r}",
+                            owner=_OWNER, d_out=d_out, num_heads=num_heads))
     b, t, _ = x.shape
     mask = None
     if attention_mask is not None:
         if tuple(attention_mask.shape) != (b, t):
-            raise ValueError(f"{_OWNER}: attention_mask must have shape (B, T) = {(b, t)}, got {attention_mask.shape}")
+            raise ValueError(tr("{owner}: attention_mask must have shape (B, T) = {value}, got {shape}", owner=_OWNER,
+                                value=(b, t), shape=attention_mask.shape))
         mask = padding_mask(attention_mask)
     q, k, v = (split_heads(linear_from(params, name, x, _OWNER), num_heads)
                for name in ("W_query", "W_key", "W_value"))
