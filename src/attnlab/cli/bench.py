@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from attnlab.bench.cases import BACKENDS, BenchConfig
+from attnlab.cli.lang import Command
 from attnlab.i18n import N_, tr
 
 
@@ -37,12 +38,15 @@ def _backends(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return names
 
 
-@click.command(name="bench")
+@click.command(name="bench", cls=Command,
+               help=N_("Measure every attention backend: median time, achieved GFLOP/s as a percent of this machine's "
+                       "measured matrix-multiply rate, and peak extra memory, for the texts' shape and a sweep of T."))
 @click.option("--quick", is_flag=True, help=N_("A small run (T = 256, 1024; few repeats): well under a minute."))
 @click.option("--seq-lens", callback=_seq_lens, metavar="T,T,...",
               help=N_("Sequence lengths of the sweep, comma-separated [default: 256,1024,4096,16384,65536]."))
 @click.option("--backends", callback=_backends, metavar="NAME,...",
-              help=f"Backends to measure, comma-separated [default: all: {', '.join(BACKENDS)}].")
+              help=N_("Backends to measure, comma-separated [default: all: math, chunked, sdpa, auto, "
+                      "numpy-math, numpy-chunked]."))
 @click.option("--causal/--no-causal", default=None, help=N_("Only causal, or only non-causal [default: both]."))
 @click.option("--json", "as_json", is_flag=True, help=N_("Print the results as JSON instead of a table."))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -58,8 +62,6 @@ def _backends(ctx: click.Context, param: click.Parameter, value: str | None) -> 
               help=N_("Skip a case predicted to need more memory [default: half the machine's RAM]."))
 def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Path | None, batch: int, d_model: int,
             heads: int, texts_shape: bool, max_case_seconds: float | None, max_memory_gib: float | None) -> None:
-    """Measure every attention backend: median time, achieved GFLOP/s as a percent of this machine's
-    measured matrix-multiply rate, and peak extra memory, for the texts' shape and a sweep of T."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

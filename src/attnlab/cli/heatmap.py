@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
+from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
 from attnlab.i18n import N_, tr
 
 
-@click.command(name="heatmap")
+@click.command(name="heatmap", cls=Command,
+               help=N_("Draw the attention weights of TEXT: query rows, key columns, tokens on both axes."))
 @click.argument("text")
 @click.option("-o", "--output", default="attention.png", show_default=True, help=N_("Output file (.png or .svg)."))
 @model_options(default_mechanism="multihead")
@@ -18,7 +20,6 @@ from attnlab.i18n import N_, tr
 @click.option("--annotate/--no-annotate", default=None, help=N_("Write the weights in the cells (default: T ≤ 16)."))
 def command(text: str, output: str, model_name: str, mechanism: str, layer: int, head: int, all_heads: bool,
             annotate: bool | None, seed: int) -> None:
-    """Draw the attention weights of TEXT: query rows, key columns, tokens on both axes."""
     from attnlab.viz.figures import image_format, save_figure
     from attnlab.viz.heatmap import head_figure, heads_figure
 
@@ -32,4 +33,4 @@ def command(text: str, output: str, model_name: str, mechanism: str, layer: int,
         fig = heads_figure(cap, layer) if all_heads else head_figure(cap, layer, head, annotate)
     except (ValueError, TypeError, ImportError) as err:
         raise click.UsageError(str(err)) from err
-    click.echo(tr("wrote {save_figure}", save_figure=save_figure(fig, output)))
+    click.echo(tr("wrote {path}", path=save_figure(fig, output)))

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
+from attnlab.cli.lang import Command
 from attnlab.i18n import N_, tr
 
 
-@click.command(name="sample")
+@click.command(name="sample", cls=Command,
+               help=N_("Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."))
 @click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, file_okay=False),
               help=N_("An output directory of `attnlab train` (or one checkpoint directory in it)."))
 @click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False),
@@ -30,7 +32,6 @@ from attnlab.i18n import N_, tr
 def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_tokens: int, temperature: float,
             top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
             compile_: bool) -> None:
-    """Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."""
     from attnlab.cli.model_options import load_directory
     from attnlab.generation import stream_text
     from attnlab.models import DTYPES

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from attnlab.cli.lang import Command
 from attnlab.i18n import N_, tr
 
 # flag name -> TrainConfig field (None values are "not given" and do not override)
@@ -13,6 +14,16 @@ TRAIN_FLAGS = ("data", "out", "tokenizer", "vocab_size", "arch", "preset", "max_
                "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip",
                "eval_interval", "eval_iters", "seed", "time_budget", "compile", "device", "val_fraction", "dtype")
 MODEL_FLAGS = ("num_layers", "num_heads", "num_kv_heads", "d_model", "d_ff", "context_length", "dropout")
+
+# shown after the options, line by line as written (click's \b); only the heading is translated
+EXAMPLES = "\n".join([
+    "\b", N_("Examples:"),
+    "  attnlab train --data shakespeare --preset baby --out out/baby",
+    "  attnlab train --arch modern --preset baby --out out/modern",
+    "  attnlab train --out out/baby --resume --max-iters 4000",
+    "  attnlab train --preset gpt2-small --data corpus.txt --tokenizer bpe --dtype bf16",
+    "  torchrun --nproc_per_node=2 --no-python attnlab train --preset tiny --grad-accum 2",
+])
 
 
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
@@ -49,7 +60,9 @@ def draw_loss_curve(trainer) -> None:
     save_figure(loss_figure(trainer.train_losses, trainer.evals, title), trainer.out / "loss.png", dpi=110)
 
 
-@click.command(name="train")
+@click.command(name="train", cls=Command,
+               help=N_("Train a GPT (or a Llama-style decoder) to predict the next token of a corpus."),
+               epilog=EXAMPLES)
 @click.option("--data", help=N_("'shakespeare' (built in), a text file or a directory.  [default: shakespeare]"))
 @click.option("--out", help=N_("Output directory: checkpoints, tokenizer, loss curve.  [default: out/train]"))
 @click.option("--tokenizer", type=click.Choice(["char", "bpe"]), help=N_("Characters or byte-level BPE.  [default: "
@@ -91,16 +104,6 @@ def draw_loss_curve(trainer) -> None:
 @click.option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))
 @click.option("-q", "--quiet", is_flag=True, help=N_("No progress bar or log lines."))
 def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
-    """Train a GPT (or a Llama-style decoder) to predict the next token of a corpus.
-
-    \b
-    Examples:
-      attnlab train --data shakespeare --preset baby --out out/baby
-      attnlab train --arch modern --preset baby --out out/modern
-      attnlab train --out out/baby --resume --max-iters 4000
-      attnlab train --preset gpt2-small --data corpus.txt --tokenizer bpe --dtype bf16
-      torchrun --nproc_per_node=2 --no-python attnlab train --preset tiny --grad-accum 2
-    """
     from attnlab.training import train
 
     try:

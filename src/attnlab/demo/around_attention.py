@@ -6,7 +6,7 @@ import torch
 from rich.table import Table
 
 from attnlab.demo.context import Demo
-from attnlab.i18n import tr
+from attnlab.i18n import N_, _, tr
 from attnlab.models import GPT, EncoderConfig, GPTConfig, TransformerEncoder
 
 SENTENCES = [
@@ -20,8 +20,8 @@ SENTENCES = [
 def sizes_table() -> Table:
     """Parameter counts of the presets, counted on the meta device (nothing allocated)."""
     table = Table(title=tr("Presets: parameters counted on the meta device"))
-    for col in ("model", "layers × width", "heads", "parameters"):
-        table.add_column(col, justify="right" if col == "parameters" else "left")
+    for col in (N_("model"), N_("layers × width"), N_("heads"), N_("parameters")):
+        table.add_column(_(col), justify="right" if col == "parameters" else "left")
     presets = [(TransformerEncoder, EncoderConfig, "bert-base"), (TransformerEncoder, EncoderConfig, "minilm-l6"),
                (GPT, GPTConfig, "gpt2-small"), (GPT, GPTConfig, "gpt2-xl")]
     for model_cls, cfg_cls, name in presets:

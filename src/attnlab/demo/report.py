@@ -22,7 +22,7 @@ from attnlab.demo.context import Demo
 from attnlab.demo.mechanisms import EMBEDDINGS, TOKENS
 from attnlab.files import atomic_write
 from attnlab.generation import stream_text
-from attnlab.i18n import tr
+from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect import Explanation, capture, explain
 from attnlab.models import load_trained
 from attnlab.models.trained import read_state, resolve_checkpoint
@@ -63,17 +63,19 @@ def explain_table(e: Explanation, digits: int = 4) -> str:
     def vec(t: Tensor) -> str:
         return "[" + ", ".join(f"{x:.{digits}f}" for x in t.tolist()) + "]"
 
-    head = "<tr><th>key</th><th>q · k</th><th>× scale</th><th>softmax</th><th>weight × value</th></tr>"
+    head = "".join(f"<th>{html.escape(_(h))}</th>" for h in (N_("key"), "q · k", N_("× scale"), "softmax",
+                                                            N_("weight × value")))
+    head, masked = f"<tr>{head}</tr>", html.escape(tr("−∞ (masked)"))
     rows = [
         f"<tr><td>{html.escape(tok)}</td><td>{e.raw_scores[j]:.{digits}f}</td>"
-        f"<td>{f'{e.scaled_scores[j]:.{digits}f}' if e.allowed[j] else '−∞ (masked)'}</td>"
+        f"<td>{f'{e.scaled_scores[j]:.{digits}f}' if e.allowed[j] else masked}</td>"
         f"<td>{e.weights[j]:.{digits}f}</td><td>{vec(e.contributions[j])}</td></tr>"
         for j, tok in enumerate(e.tokens)
     ]
-    rows.append(f"<tr><th>sum</th><th></th><th></th><th>{e.weights.sum():.{digits}f}</th>"
-                f"<th>{vec(e.context)} = context</th></tr>")
-    intro = p(tr("Query {query_token!r}: q = {vec}, scale = {scale:.{digits}f}. Checked against the model's forward "
-                 "pass: max |Δ| {max_abs_diff_weights:.1e}.", query_token=e.query_token, vec=vec(e.query),
+    rows.append(f"<tr><th>{html.escape(tr('sum'))}</th><th></th><th></th><th>{e.weights.sum():.{digits}f}</th>"
+                f"<th>{html.escape(tr('{context} = context', context=vec(e.context)))}</th></tr>")
+    intro = p(tr("Query {query_token!r}: q = {q}, scale = {scale:.{digits}f}. Checked against the model's forward "
+                 "pass: max |Δ| {max_abs_diff_weights:.1e}.", query_token=e.query_token, q=vec(e.query),
                  scale=e.scale, digits=digits, max_abs_diff_weights=e.max_abs_diff_weights))
     return intro + "<table>" + head + "".join(rows) + "</table>"
 
@@ -89,14 +91,16 @@ def mechanisms_section(tokens: list[str], x: Tensor, seed: int) -> Section:
     parts = [p(tr("Each row is a query token, each column a key; a row's weights sum to 1. Same sentence, same "
                   "embeddings (seed {seed}), four mechanisms.", seed=seed))]
     for label, module, text in (
-        ("Simplified: softmax(X Xᵀ) X", SimpleSelfAttention(), "No trainable weights: similar embeddings attend."),
-        ("Scaled dot-product: softmax(Q Kᵀ/√d_k) V", scaled, "Trainable W_q, W_k, W_v; scores divided by √d_k."),
-        ("Causal", causal, "The same, with every key after the query masked: the upper triangle is 0."),
-        ("Multi-head (2 heads)", multi, "Each head has its own projections and its own pattern."),
+        (N_("Simplified: softmax(X Xᵀ) X"), SimpleSelfAttention(),
+         N_("No trainable weights: similar embeddings attend.")),
+        (N_("Scaled dot-product: softmax(Q Kᵀ/√d_k) V"), scaled,
+         N_("Trainable W_q, W_k, W_v; scores divided by √d_k.")),
+        (N_("Causal"), causal, N_("The same, with every key after the query masked: the upper triangle is 0.")),
+        (N_("Multi-head (2 heads)"), multi, N_("Each head has its own projections and its own pattern.")),
     ):
         cap = capture(module, x, tokens=tokens, name=label)
         fig = heads_figure(cap, 0) if cap.num_heads > 1 else head_figure(cap, 0, 0)
-        parts += [f"<h3>{html.escape(label)}</h3>", p(text), png_img(fig, label)]
+        parts += [f"<h3>{html.escape(_(label))}</h3>", p(_(text)), png_img(fig, label)]
         if module is scaled:
             parts += [p(tr("The arithmetic for one token, every number:")), explain_table(explain(cap, 1))]
     return Section(tr("1. The four mechanisms on one sentence"), "".join(parts))
@@ -144,9 +148,11 @@ def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Sec
     return Section(tr("4. A model we trained: loss and sample"), "".join(parts))
 
 
-def render(sections: list[Section], title: str = "attnlab: attention, seen") -> str:
+def render(sections: list[Section], title: str | None = None) -> str:
+    title = title or tr("attnlab: attention, seen")
     body = "".join(f"<h2>{html.escape(s.title)}</h2>{s.body}" for s in sections)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
+    return (f'<!DOCTYPE html><html lang="{language()}"><head><meta charset="utf-8">'
+            '<meta http-equiv="Content-Security-Policy" '
             f"content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\"><title>{html.escape(title)}"
             f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 

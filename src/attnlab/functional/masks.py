@@ -52,8 +52,8 @@ def padding_mask(attention_mask: Tensor) -> Tensor:
         bad = (attention_mask != 0) & (attention_mask != 1)
         if bool(bad.any()):  # reads the values: the one host sync, here at the door
             raise ValueError(
-                tr("attention_mask must contain only 0 and 1, got {tolist}",
-                   tolist=attention_mask[bad].unique().tolist())
+                tr("attention_mask must contain only 0 and 1, got {values}",
+                   values=attention_mask[bad].unique().tolist())
             )
     return key_mask(attention_mask)
 

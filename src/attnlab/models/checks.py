@@ -57,8 +57,8 @@ def check_token_ids(idx: Tensor, vocab_size: int, owner: str) -> None:
 
 def mask_values_error(owner: str, attention_mask: Tensor) -> ValueError:
     bad = (attention_mask != 0) & (attention_mask != 1)
-    return ValueError(tr("{owner}: attention_mask must contain only 0 and 1, got {tolist}", owner=owner,
-                         tolist=attention_mask[bad].unique().tolist()))
+    return ValueError(tr("{owner}: attention_mask must contain only 0 and 1, got {values}", owner=owner,
+                         values=attention_mask[bad].unique().tolist()))
 
 
 def check_attention_mask_dtype(owner: str, attention_mask: Tensor | None) -> None:

@@ -45,7 +45,7 @@ def padding_mask(attention_mask: np.ndarray) -> np.ndarray:
                                dtype=attention_mask.dtype))
         bad = (attention_mask != 0) & (attention_mask != 1)
         if bad.any():
-            raise ValueError(tr("attention_mask must contain only 0 and 1, got {tolist}",
-                                tolist=np.unique(attention_mask[bad]).tolist()))
+            raise ValueError(tr("attention_mask must contain only 0 and 1, got {values}",
+                                values=np.unique(attention_mask[bad]).tolist()))
         attention_mask = attention_mask.astype(bool)
     return attention_mask[:, None, None, :]

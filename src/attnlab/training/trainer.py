@@ -250,8 +250,8 @@ class Trainer:
                 with self.precision.autocast():
                     total += self.compute_loss(self.eval_model, batch).item()
             sums.append(total)
-        tr, va = all_reduce_sum(d, sums)
-        return tr / c.eval_iters, va / c.eval_iters
+        train_sum, val_sum = all_reduce_sum(d, sums)
+        return train_sum / c.eval_iters, val_sum / c.eval_iters
 
     def save(self) -> Path | None:
         """Write a checkpoint (first process only; every process must call it), then call ``on_save``."""
@@ -270,11 +270,11 @@ class Trainer:
         return path
 
     def _eval_and_log(self) -> None:
-        tr, va = self.evaluate()
-        self.evals.append((self.step, tr, va))
+        train_loss, val_loss = self.evaluate()
+        self.evals.append((self.step, train_loss, val_loss))
         if self.show:
-            self.console.print(tr("step {step:>6}: train loss {tr:.4f}, val loss {va:.4f}", step=self.step, tr=tr,
-                                  va=va))
+            self.console.print(tr("step {step:>6}: train loss {train_loss:.4f}, val loss {val_loss:.4f}",
+                                  step=self.step, train_loss=train_loss, val_loss=val_loss))
 
     def train(self, stop_at: int | None = None) -> TrainResult:
         """Train until ``max_iters`` (or ``stop_at``, time budget, Ctrl-C); checkpoint; return the result."""
