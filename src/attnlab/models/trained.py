@@ -85,7 +85,8 @@ def load_weights(checkpoint: Path, model: nn.Module) -> None:
     bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
            for k, v in saved.items() if k in own and own[k].shape != v.shape]
     if bad:
-        raise ValueError(f"checkpoint {str(checkpoint)!r} holds a model of a different shape: " + "; ".join(bad[:5]))
+        raise ValueError(tr("checkpoint {checkpoint!r} holds a model of a different shape: {differences}",
+                            checkpoint=str(checkpoint), differences="; ".join(bad[:5])))
     missing, unexpected = load_model(model, checkpoint / "model.safetensors", strict=False)
     if missing or unexpected:
         raise ValueError(tr("checkpoint {checkpoint!r} does not match the model: missing {missing}, unexpected "

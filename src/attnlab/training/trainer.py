@@ -38,7 +38,7 @@ from attnlab.data import (
 )
 from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
-from attnlab.i18n import tr
+from attnlab.i18n import _, tr
 from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
 from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, check_keys
@@ -281,8 +281,9 @@ class Trainer:
         c = self.config
         budget = None if c.time_budget is None else c.time_budget * 60.0
         start, train_seconds, tokens, reason, ckpt = time.perf_counter(), 0.0, 0, "max_iters", None
-        columns = [TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(),
-                   TextColumn("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  {task.fields[tps]:,.0f} tok/s"),
+        columns = [TextColumn(_("[bold]step {task.completed}/{task.total}")), BarColumn(),
+                   TextColumn(_("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  "
+                                "{task.fields[tps]:,.0f} tok/s")),
                    TimeElapsedColumn(), TimeRemainingColumn()]
         with self._signals(), Progress(*columns, console=self.console, disable=not self.show) as progress:
             task = progress.add_task(tr("train"), total=c.max_iters, completed=self.step, loss=float("nan"),
