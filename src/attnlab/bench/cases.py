@@ -98,7 +98,7 @@ class BenchConfig:
             raise ValueError(tr("seq_lens must be positive integers, got {seq_lens!r}", seq_lens=self.seq_lens))
         unknown = [b for b in self.backends if b not in BACKENDS]
         if not self.backends or unknown:
-            raise ValueError(tr("unknown backend(s) {value}; valid: {backends}", value=unknown or '(none given)',
+            raise ValueError(tr("unknown backend(s) {names}; valid: {backends}", names=unknown or '(none given)',
                                 backends=', '.join(BACKENDS)))
         if not self.is_causal:
             raise ValueError(tr("is_causal must hold at least one of False, True"))

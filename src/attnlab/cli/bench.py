@@ -33,8 +33,8 @@ def _backends(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     names = tuple(p.strip() for p in value.split(",") if p.strip())
     unknown = [n for n in names if n not in BACKENDS]
     if unknown or not names:
-        raise click.BadParameter(tr("unknown backend {value}; valid backends: {backends}",
-                                    value=', '.join(map(repr, unknown)) or repr(value), backends=', '.join(BACKENDS)))
+        raise click.BadParameter(tr("unknown backend {names}; valid backends: {backends}",
+                                    names=', '.join(map(repr, unknown)) or repr(value), backends=', '.join(BACKENDS)))
     return names
 
 
@@ -106,5 +106,5 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
         plots = write_plots(result, out_dir)
         write_atomic(out_dir / "bench.json", json.dumps(data, indent=2) + "\n")
         write_atomic(out_dir / "bench.md", markdown(result, plots))
-        err.print(tr("wrote {value}, bench.json and {value_2}", value=out_dir / 'bench.md',
-                     value_2=', '.join(plots) or 'no plots'))
+        err.print(tr("wrote {report}, bench.json and {plots}", report=out_dir / "bench.md",
+                     plots=", ".join(plots) or tr("no plots")))

@@ -64,10 +64,11 @@ def read_utf8(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(tr("data: {path!r} is not UTF-8 text (byte 0x{object:02x} at offset {start}); give a UTF-8 "
-                            "text file", path=str(path), object=err.object[err.start], start=err.start)) from None
+        raise ValueError(tr("data: {path!r} is not UTF-8 text (byte 0x{byte:02x} at offset {start}); give a UTF-8 "
+                            "text file", path=str(path), byte=err.object[err.start], start=err.start)) from None
     except OSError as err:
-        raise ValueError(tr("data: cannot read {path!r}: {value}", path=str(path), value=err.strerror or err)) from None
+        raise ValueError(tr("data: cannot read {path!r}: {reason}", path=str(path),
+                            reason=err.strerror or err)) from None
 
 
 def load_text(source: str | Path) -> str:

@@ -81,8 +81,8 @@ def _optional(module: str):
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(tr("the translation tasks need {split!r}: pip install 'attnlab[seq2seq]'",
-                             split=module.split('.')[0])) \
+        raise ImportError(tr("the translation tasks need {package!r}: pip install 'attnlab[seq2seq]'",
+                             package=module.split('.')[0])) \
             from err
 
 

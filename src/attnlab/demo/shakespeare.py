@@ -32,8 +32,8 @@ def shakespeare_step(demo: Demo) -> None:
         raise KeyboardInterrupt
     curve = save_figure(loss_figure(result.train_losses, result.evals, "Shakespeare, baby GPT"), out / "loss.png",
                         dpi=LOSS_DPI)
-    console.print(tr("{step} steps, {tokens_per_s:,.0f} tokens/s, val loss {evals:.3f}; loss curve: {curve}",
-                     step=result.step, tokens_per_s=result.tokens_per_s, evals=result.evals[-1][2], curve=curve))
+    console.print(tr("{step} steps, {tokens_per_s:,.0f} tokens/s, val loss {val_loss:.3f}; loss curve: {curve}",
+                     step=result.step, tokens_per_s=result.tokens_per_s, val_loss=result.evals[-1][2], curve=curve))
     model, tokenizer = load_trained(out)
     console.print(tr("[bold]A sample[/bold] (temperature 0.8, top-k 40, seed 1337), streamed:"))
     for piece in stream_text(model, tokenizer, "\n", SAMPLE_TOKENS, temperature=0.8, top_k=40, seed=1337):

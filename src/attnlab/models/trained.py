@@ -69,8 +69,8 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
         state["train_config"]["model"] = _renamed(state["train_config"].get("model", {}))
         state["format"] = FORMAT
     if state.get("format") != FORMAT:
-        raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {get!r}, expected {format}",
-                            checkpoint=str(checkpoint), get=state.get('format'), format=FORMAT))
+        raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
+                            checkpoint=str(checkpoint), found=state.get('format'), format=FORMAT))
     return state
 
 

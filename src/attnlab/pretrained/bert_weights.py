@@ -56,8 +56,8 @@ def read_config(model_dir: Path) -> EncoderConfig:
     model_type = raw.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
-            tr("{path}: unsupported architecture model_type={model_type!r} (architectures={get}); supported: "
-               "{supported_model_types}", path=path, model_type=model_type, get=raw.get('architectures'),
+            tr("{path}: unsupported architecture model_type={model_type!r} (architectures={architectures}); supported: "
+               "{supported_model_types}", path=path, model_type=model_type, architectures=raw.get('architectures'),
                supported_model_types=SUPPORTED_MODEL_TYPES)
         )
     if raw.get("position_embedding_type", "absolute") != "absolute":

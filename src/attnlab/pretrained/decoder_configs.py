@@ -42,8 +42,9 @@ def architecture_of(raw: dict[str, Any], path: Path) -> str:
     """The one supported entry of ``architectures``; anything else is a ValueError naming what was found."""
     found = raw.get("architectures")
     if not isinstance(found, list) or len(found) != 1 or found[0] not in SUPPORTED:
-        raise ValueError(tr("{path}: unsupported architecture {found!r} (model_type={get!r}); supported: {supported}",
-                            path=path, found=found, get=raw.get('model_type'), supported=', '.join(sorted(SUPPORTED))))
+        raise ValueError(tr("{path}: unsupported architecture {found!r} (model_type={model_type!r}); supported: "
+                            "{supported}", path=path, found=found, model_type=raw.get("model_type"),
+                            supported=", ".join(sorted(SUPPORTED))))
     return found[0]
 
 
