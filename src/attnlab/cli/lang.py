@@ -100,8 +100,9 @@ class Translated(click.Command):
 
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         option = super().get_help_option(ctx)
-        if option is not None:
-            option.help = HELP_OPTION  # click words it when it is made; keep the English key, translate when shown
+        if option is not None and not getattr(option, "keeps_english_help", False):
+            # click words it in the current language when it makes it; keep the English key, translate when shown
+            option.help, option.keeps_english_help = HELP_OPTION, True
         return option
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

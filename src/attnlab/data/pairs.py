@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from attnlab.files import atomic_write_text
-from attnlab.i18n import tr
+from attnlab.i18n import N_, _, tr
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -77,10 +77,10 @@ def _parse_line(line: str, path: str | Path, number: int) -> Pair:
         raise ValueError(tr("{path}:{number}: expected source<TAB>target (exactly one tab), found {found} in {clip!r}",
                             path=path, number=number, found=found, clip=_clip(line)))
     source, target = line.split("\t")
-    for side, value in (("source", source), ("target", target)):
+    for side, value in ((N_("source"), source), (N_("target"), target)):
         if not value.strip():
             raise ValueError(tr("{path}:{number}: the {side} is empty (or only whitespace) in {clip!r}", path=path,
-                                number=number, side=side, clip=_clip(line)))
+                                number=number, side=_(side), clip=_clip(line)))
     return Pair(source, target)
 
 
@@ -92,10 +92,10 @@ def write_pairs(pairs: Iterable[Pair], path: str | Path) -> Path:
     """Write ``pairs`` as ``source<TAB>target`` lines (UTF-8, atomically); :func:`read_pairs` reads them back."""
     lines = []
     for i, (source, target) in enumerate(pairs):
-        for side, value in (("source", source), ("target", target)):
+        for side, value in ((N_("source"), source), (N_("target"), target)):
             if not value.strip() or any(c in value for c in "\t\r\n"):
                 raise ValueError(tr("write_pairs: pair {i} has a {side} that is empty or holds a tab or line break: "
-                                    "{clip!r}", i=i, side=side, clip=_clip(value)))
+                                    "{clip!r}", i=i, side=_(side), clip=_clip(value)))
         lines.append(f"{source}\t{target}\n")
     return atomic_write_text(path, "".join(lines))
 
