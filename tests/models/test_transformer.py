@@ -46,6 +46,21 @@ def test_body_equals_torch_transformer(norm_first, enc, dec, activation):
     torch.testing.assert_close(model.body(src_x, tgt_x), ref(src_x, tgt_x, tgt_mask=causal), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_body_equals_torch_transformer_without_biases(norm_first):
+    ref = torch.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=24,
+                               dropout=0.0, batch_first=True, norm_first=norm_first, bias=False,
+                               layer_norm_eps=1e-6).eval()
+    model = Transformer.from_torch(ref, vocab_size=30).eval()
+    assert model.config.bias is False and model.config.layer_norm_eps == 1e-6
+    src_x, tgt_x = torch.randn(2, 6, 16), torch.randn(2, 4, 16)
+    src_mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3])
+    causal = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    expected = ref(src_x, tgt_x, tgt_mask=causal, src_key_padding_mask=src_mask == 0,
+                   memory_key_padding_mask=src_mask == 0)
+    torch.testing.assert_close(model.body(src_x, tgt_x, src_mask=src_mask), expected, atol=1e-5, rtol=0)
+
+
 def test_from_torch_reads_the_configuration_and_refuses_other_modules():
     ref = _torch_transformer(False)
     model = Transformer.from_torch(ref, vocab_size=30, context_length=20, pad_id=3, bos_id=4, eos_id=5)
