@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("view", "Write an interactive, self-contained HTML viewer of attention."),
     "train": ("train", "Train a GPT on a text corpus (resumable; distributed under torchrun)."),
     "sample": ("sample", "Generate text from a trained checkpoint, streamed as it comes."),
+    "train-seq2seq": ("train_seq2seq", "Train an encoder-decoder Transformer to translate (dates, numbers, a TSV)."),
+    "translate": ("translate", "Translate with a train-seq2seq checkpoint (greedy or beam search), one line each."),
 }
 
 

@@ -62,11 +62,14 @@ class TrainConfig:
     val_fraction: float = 0.1            # the last part of the corpus is the validation split
     keep_checkpoints: int = 2            # older checkpoints are deleted
 
+    #: the architectures this config trains (a subclass for another objective names its own)
+    ARCHS = ("gpt", "modern")
+
     def __post_init__(self) -> None:
         if self.tokenizer not in ("char", "bpe"):
             raise ValueError(f"tokenizer: expected 'char' or 'bpe', got {self.tokenizer!r}")
-        if self.arch not in ("gpt", "modern"):
-            raise ValueError(f"arch: expected 'gpt' or 'modern', got {self.arch!r}")
+        if self.arch not in self.ARCHS:
+            raise ValueError(f"arch: expected {' or '.join(map(repr, self.ARCHS))}, got {self.arch!r}")
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "eval_iters", "keep_checkpoints"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
