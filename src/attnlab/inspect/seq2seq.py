@@ -1,0 +1,93 @@
+"""What an encoder-decoder's attention did while it translated one source: all three kinds, per layer.
+
+:func:`capture_translation` runs the model's own forward pass once, with weights returned, on the source
+and on the translation it wrote (teacher-forced: the decoder reads ``<bos>`` and the written tokens), and
+keeps:
+
+* ``encoder``: encoder self-attention, per layer ``(H, S, S)``: source tokens attending to source tokens;
+* ``decoder``: decoder self-attention (masked), per layer ``(H, T, T)``;
+* ``cross``: cross-attention, per layer ``(H, T, S)``: each decoding step (a row) reading the source.
+
+Rows of the decoder and cross maps are labelled with the token each step *wrote* (the last is ``<eos>``):
+row ``i`` is the query that predicted ``target[i]``, so a date's ``2021`` row lights up on the source's year.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.data.pairs import BOS, CharVocab
+from attnlab.inspect.capture import Capture
+
+MODES = ("encoder", "decoder", "cross")
+MODE_TITLES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention (masked)",
+               "cross": "cross-attention (decoder → source)"}
+
+
+def show_char(c: str) -> str:
+    """A character as a label: a space is drawn as ``␣`` so it can be seen."""
+    return "␣" if c == " " else c
+
+
+@dataclass
+class Seq2SeqCapture:
+    """The three attentions of one translation (see the module docstring)."""
+
+    source_tokens: list[str]        # S labels
+    target_tokens: list[str]        # T labels: the tokens written, then "<eos>"
+    encoder: list[Tensor]           # per encoder layer (H, S, S)
+    decoder: list[Tensor]           # per decoder layer (H, T, T)
+    cross: list[Tensor]             # per decoder layer (H, T, S)
+    model_name: str = "translation model"
+
+    def weights(self, mode: str) -> list[Tensor]:
+        if mode not in MODES:
+            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        return getattr(self, mode)
+
+    def check_layer_head(self, mode: str, layer: int, head: int | None = None) -> None:
+        """A ValueError naming the valid range when ``layer``/``head`` is outside it."""
+        maps = self.weights(mode)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(maps):
+            raise ValueError(f"layer must be in 0..{len(maps) - 1} ({len(maps)} {MODE_TITLES[mode]} layers), "
+                             f"got {layer!r}")
+        heads = maps[0].shape[0]
+        if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads):
+            raise ValueError(f"head must be in 0..{heads - 1} ({heads} heads), got {head!r}")
+
+    def as_capture(self, mode: str) -> Capture:
+        """A square mode (``encoder`` or ``decoder``) as a plain :class:`Capture`, for the usual views."""
+        if mode == "cross":
+            raise ValueError("mode: cross-attention is not square (target rows, source columns); "
+                             "draw it with attnlab.viz.alignment")
+        tokens = self.source_tokens if mode == "encoder" else self.target_tokens
+        return Capture(tokens=list(tokens), attentions=self.weights(mode), is_causal=mode == "decoder",
+                       model_name=f"{self.model_name}: {MODE_TITLES[mode]}")
+
+
+@torch.no_grad()
+def capture_translation(model: nn.Module, vocab: CharVocab, source: str, target_ids: list[int],
+                        name: str = "translation model") -> Seq2SeqCapture:
+    """Run ``model`` on ``source`` and the ids it wrote (``target_ids``, without ``<bos>``/``<eos>``); keep the
+    weights of every attention (batch of one, float32 on the CPU)."""
+    src = torch.tensor([vocab.encode(source)], dtype=torch.long)
+    tgt = torch.tensor([[BOS, *target_ids]], dtype=torch.long)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        out = model(src.to(device), tgt.to(device), return_weights=True)
+    finally:
+        model.train(was_training)
+
+    def first(maps) -> list[Tensor]:
+        return [m[0].detach().float().cpu() for m in maps]
+
+    written = vocab.decode([*target_ids])  # the same text the translation shows
+    return Seq2SeqCapture(source_tokens=[show_char(c) for c in source],
+                          target_tokens=[show_char(c) for c in written] + ["<eos>"],
+                          encoder=first(out.encoder_attentions), decoder=first(out.decoder_attentions),
+                          cross=first(out.cross_attentions), model_name=name)
