@@ -1,0 +1,23 @@
+from click.testing import CliRunner
+
+from attnlab.cli import main
+from attnlab.generation.translation import translate
+
+
+def test_one_translation_per_line(dates_run, one_thread):
+    out, model, vocab = dates_run
+    texts = ["Friday, March 5, 2021", "5 mars 2021", "2021年3月5日"]
+    result = CliRunner().invoke(main, ["translate", "--checkpoint", str(out), *texts])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [t.target for t in translate(model, vocab, texts)]
+    beam = CliRunner().invoke(main, ["translate", "--checkpoint", str(out), "--beam", "3", *texts])
+    assert beam.stdout.splitlines() == [t.target for t in translate(model, vocab, texts, beam=3)]
+
+
+def test_heatmap_of_the_first_text(dates_run, tmp_path, one_thread):
+    out, _, _ = dates_run
+    result = CliRunner().invoke(main, ["translate", "--checkpoint", str(out), "5 mars 2021", "2021年3月5日",
+                                       "--heatmap", str(tmp_path / "a.png"), "--layer", "0", "--head", "1"])
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 2
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
