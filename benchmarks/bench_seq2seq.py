@@ -47,7 +47,7 @@ QUICK_MODEL = dict(MODEL, d_model=32, num_heads=2, num_encoder_layers=1, num_dec
 # ---------------------------------------------------------------- A. quality
 def calibrated_config(task: str, minutes: float, out: Path, quick: bool):
     """The task's config with ``max_iters`` set so that the cosine ends when the budget does."""
-    from attnlab.training.seq2seq_config import Seq2SeqTrainConfig
+    from attnlab.training.config import Seq2SeqTrainConfig
     from attnlab.training.seq2seq_trainer import Seq2SeqTrainer
 
     values = dict(CONFIGS[task], model=QUICK_MODEL, train_pairs=2000, val_pairs=50) if quick else CONFIGS[task]

@@ -49,7 +49,7 @@ def dates_run(tmp_path_factory):
     """A translation model trained for a few seconds on the dates task (its translations are poor; the views
     and commands only need a real checkpoint): ``(out_dir, model, vocab)``."""
     from attnlab.models import load_trained
-    from attnlab.training.seq2seq_config import Seq2SeqTrainConfig
+    from attnlab.training.config import Seq2SeqTrainConfig
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
     before = torch.get_num_threads()

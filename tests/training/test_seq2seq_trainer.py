@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 from attnlab.data import CharVocab, Pair, write_pairs
 from attnlab.models.trained import checkpoint_kind, load_trained
 from attnlab.training import TrainConfig, train
-from attnlab.training.seq2seq_config import Seq2SeqTrainConfig
+from attnlab.training.config import Seq2SeqTrainConfig
 from attnlab.training.seq2seq_trainer import Seq2SeqTrainer, train_seq2seq
 
 TINY = {"d_model": 32, "num_heads": 2, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_ff": 64,

@@ -21,7 +21,7 @@ def merge_config(given: dict[str, Any], resume: bool):
     from pathlib import Path
 
     from attnlab.training import load_checkpoint
-    from attnlab.training.seq2seq_config import Seq2SeqTrainConfig
+    from attnlab.training.config import Seq2SeqTrainConfig
 
     values: dict[str, Any] = {}
     if resume:

@@ -51,7 +51,7 @@ def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, tr
     for result in results:
         click.echo(result.target)
     if heatmap is not None:
-        from attnlab.inspect.seq2seq import capture_translation
+        from attnlab.inspect.encoder_decoder import capture_translation
         from attnlab.viz.alignment import alignment_figure
         from attnlab.viz.figures import save_figure
 

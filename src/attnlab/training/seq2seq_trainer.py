@@ -25,9 +25,8 @@ from attnlab.data.pairs import Batch, EncodedPair, collate
 from attnlab.i18n import tr
 from attnlab.models.trained import ARCHITECTURES
 from attnlab.training.checkpoint import Checkpoint
-from attnlab.training.config import check_keys
+from attnlab.training.config import Seq2SeqTrainConfig, check_keys
 from attnlab.training.optim import inverse_sqrt_lr
-from attnlab.training.seq2seq_config import Seq2SeqTrainConfig
 from attnlab.training.trainer import Trainer, TrainResult
 
 #: the model config fields a run may not override: the vocabulary decides them

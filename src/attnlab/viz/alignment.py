@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from attnlab.inspect.seq2seq import Seq2SeqCapture
+from attnlab.inspect.encoder_decoder import Seq2SeqCapture
 from attnlab.viz.fonts import require_glyphs
 from attnlab.viz.heatmap import draw_weights
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from attnlab.generation.translation import translate
-from attnlab.inspect.seq2seq import capture_translation
+from attnlab.inspect.encoder_decoder import capture_translation
 
 
 @pytest.fixture(scope="module")
