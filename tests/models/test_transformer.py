@@ -223,3 +223,16 @@ def test_decode_with_a_cache_equals_decode_without(tiny):
 def test_bad_input_is_named(tiny, call, error, msg):
     with pytest.raises(error, match=msg):
         call(tiny)
+
+
+def test_the_docs_examples_run():
+    """docs/seq2seq.md's section "The model" runs as written (later sections, on training, are not run here)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "seq2seq.md").read_text(encoding="utf-8")
+    section = text.split("\n## The model\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) >= 4
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/seq2seq.md[python block {i}]", "exec"), {"__name__": "__docs__"})

@@ -77,11 +77,12 @@ class _Stepper:
         c = model.config
         self.banned = torch.tensor([c.pad_id, c.bos_id], device=src.device)
 
-    def expand(self, index: Tensor) -> None:
-        """Keep rows ``index`` (beams: each source repeated, then the surviving parents)."""
+    def expand(self, index: Tensor, memory: bool = True) -> None:
+        """Keep rows ``index``: each source repeated for its beams, then (``memory=False``: within each source, so
+        the memory rows stay as they are) the surviving parents."""
         if self.cache is not None:
-            self.cache.reorder(index)
-        else:
+            self.cache.reorder(index, memory)
+        elif memory:
             self.memory, self.mask = self.memory.index_select(0, index), self.mask.index_select(0, index)
 
     def log_probs(self, tokens: Tensor) -> Tensor:
@@ -188,7 +189,7 @@ def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor,
         rows = (offsets + parent).flatten()  # the surviving parents' rows
         done = done.gather(1, parent) | (token == c.eos_id)
         tokens = torch.cat([tokens.index_select(0, rows), token.view(-1, 1)], dim=1)
-        step.expand(rows)
+        step.expand(rows, memory=False)  # parents are beams of the same source
         if bool(done.all()):
             break
     # the beams are sorted by score: the first of each source is its best

@@ -54,13 +54,17 @@ class Seq2SeqCache:
     def context_length(self) -> int:
         return self.self_attn.context_length
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, memory: bool = True) -> None:
         """Keep rows ``index (B',)`` of everything, in that order: ``arange(B).repeat_interleave(k)`` gives each
-        source ``k`` beams; a beam search step's parent indices follow the surviving hypotheses."""
+        source ``k`` beams; a beam search step's parent indices follow the surviving hypotheses.
+
+        ``memory=False`` leaves the memory's keys, values and mask as they are: right when every row is replaced by
+        a row of the same source (a beam search step), whose memory rows are equal, and it saves copying them.
+        """
         for layer in self.layers:
             kv = layer.self_attn
             kv.keys, kv.values = kv.keys.index_select(0, index), kv.values.index_select(0, index)
-            if layer.memory_kv is not None:
+            if memory and layer.memory_kv is not None:
                 layer.memory_kv = tuple(t.index_select(0, index) for t in layer.memory_kv)
-        if self.memory_mask is not None:
+        if memory and self.memory_mask is not None:
             self.memory_mask = self.memory_mask.index_select(0, index)
