@@ -181,6 +181,10 @@ CASES = [
      ["h.jpg"]),
     ("translate-gpt-checkpoint", ["translate", "--checkpoint", "{dir}/run", "First"], 1,
      ["{dir}/run", "decoder-only", "attnlab sample"], []),
+    ("explain-checkpoint-not-a-translation-model", ["explain", "First", "--checkpoint", "{dir}/run"], 1,
+     ["decoder-only", "attnlab sample"], []),
+    ("explain-checkpoint-step-out-of-range", ["explain", "12", "--checkpoint", "{dir}/s2s", "--query", "99"], 2,
+     ["query index", "got 99", "the translation is"], []),
     ("sample-seq2seq-checkpoint", ["sample", "--checkpoint", "{dir}/s2s", "12"], 1,
      ["{dir}/s2s", "encoder-decoder", "attnlab translate"], []),
 ]

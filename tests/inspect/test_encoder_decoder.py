@@ -44,3 +44,32 @@ def test_decoder_self_attention_is_causal_and_square_modes_are_captures(cap_and_
         cap.as_capture("cross")
     with pytest.raises(ValueError, match=r"layer must be in 0..1 \(2 cross-attention"):
         cap.check_layer_head("cross", 2)
+
+
+def test_explain_cross_is_the_models_own_cross_attention(cap_and_ids):
+    from attnlab.inspect.encoder_decoder import explain_cross
+
+    cap, out, model, vocab = cap_and_ids
+    e = explain_cross(model, vocab, "5 mars 2021", out.ids, query=1, layer=1, head=1)
+    assert e.tokens == cap.source_tokens and e.query_tokens == cap.target_tokens and e.query_index == 1
+    assert e.max_abs_diff_weights < 1e-6 and e.max_abs_diff_context < 1e-5
+    torch.testing.assert_close(e.weights.float(), cap.cross[1][1, 1], atol=1e-6, rtol=0)
+    # independently: the layer's own projections of the decoder state and the encoder output
+    attn = model.decoder_blocks[1].cross_attn
+    d = attn.head_dim
+    k = attn.W_key(e.inputs.float())[:, d: 2 * d]
+    torch.testing.assert_close(k.double(), e.keys, atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.softmax(e.keys @ e.query / d**0.5, 0), e.weights, atol=1e-12, rtol=0)
+    assert e.to_dict()["query_tokens"] == cap.target_tokens
+
+
+def test_explain_cross_bad_step_layer_head(cap_and_ids):
+    from attnlab.inspect.encoder_decoder import explain_cross
+
+    _, out, model, vocab = cap_and_ids
+    with pytest.raises(ValueError, match=r"query index must be in 0\.\."):
+        explain_cross(model, vocab, "5 mars 2021", out.ids, query=99)
+    with pytest.raises(ValueError, match=r"layer must be in 0..1 \(2 decoder layers\), got 2"):
+        explain_cross(model, vocab, "5 mars 2021", out.ids, layer=2)
+    with pytest.raises(ValueError, match=r"head must be in 0..1 \(2 heads\), got 2"):
+        explain_cross(model, vocab, "5 mars 2021", out.ids, head=2)

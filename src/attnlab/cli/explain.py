@@ -20,6 +20,15 @@ def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
 
 
 def _inputs_table(e, digits: int) -> Table:
+    if e.query_tokens is not None:  # cross-attention: the keys' side is the source, read through the encoder
+        t = Table(title="1. Source tokens and the encoder's output (keys and values are made from it)",
+                  title_justify="left")
+        t.add_column("#", justify="right")
+        t.add_column("source token", style="bold")
+        t.add_column("encoder output (memory)")
+        for j, tok in enumerate(e.tokens):
+            t.add_row(str(j), escape(tok), fmt_vec(e.inputs[j].tolist(), digits))
+        return t
     t = Table(title="1. Tokens and what the layer reads", title_justify="left")
     t.add_column("#", justify="right")
     t.add_column("token", style="bold")
@@ -67,6 +76,10 @@ def render(console: Console, e, digits: int = 4) -> None:
     """Print an :class:`~attnlab.inspect.Explanation` as rich tables."""
     where = f"{escape(e.model_name)} (layer {e.layer}, head {e.head})"
     console.rule(f"[bold]Attention of {escape(repr(e.query_token))} in {where}")
+    if e.query_tokens is not None:
+        console.print(f"Decoding step {e.query_index} wrote {escape(repr(e.query_token))}; the decoder had written "
+                      f"{escape(repr(''.join(e.query_tokens[: e.query_index])))} so far. Its query comes from the "
+                      "decoder, the keys and values from the source.")
     console.print(_inputs_table(e, digits))
     console.print(_kv_table(e, digits))
     console.print(_scores_table(e, digits))
@@ -75,19 +88,50 @@ def render(console: Console, e, digits: int = 4) -> None:
                   f"max |Δ| weights {e.max_abs_diff_weights:.1e}, context {e.max_abs_diff_context:.1e}.")
 
 
+def explain_translation(checkpoint: str, source: str, query: str | None, layer: int, head: int):
+    """The cross-attention explanation for one decoding step of a ``train-seq2seq`` checkpoint's translation."""
+    from attnlab.cli.translate import load_translator
+    from attnlab.generation.translation import translate
+    from attnlab.inspect.encoder_decoder import explain_cross
+
+    model, vocab = load_translator(checkpoint)
+    written = translate(model, vocab, [source])[0]
+    step: str | int = 0 if query is None else (int(query) if query.isdigit() else query)
+    try:
+        return explain_cross(model, vocab, source, written.ids, step, layer, head, name=model.name)
+    except ValueError as err:
+        raise click.UsageError(f"{err} (the translation is {written.target!r})") from err
+
+
 @click.command(name="explain")
 @click.argument("text")
-@click.option("--query", "query", default=None, help="The query token (its text, or its index). Default: the last.")
+@click.option("--query", "query", default=None,
+              help="The query token (its text, or its index). Default: the last; with --checkpoint, the first "
+                   "decoding step.")
+@click.option("--checkpoint", type=click.Path(exists=True, file_okay=False),
+              help="A train-seq2seq checkpoint: explain its cross-attention while it translates TEXT (the query "
+                   "is a decoding step, the keys are the source's tokens).")
 @model_options(default_mechanism="scaled")
 @click.option("--layer", default=0, show_default=True, help="Layer to explain.")
 @click.option("--head", default=0, show_default=True, help="Head to explain.")
 @click.option("--digits", default=4, show_default=True, type=click.IntRange(1, 12), help="Decimals shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead of tables.")
-def command(text: str, query: str | None, mechanism: str, model_name: str, layer: int, head: int, seed: int,
-            digits: int, as_json: bool) -> None:
-    """Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V."""
+def command(text: str, query: str | None, checkpoint: str | None, mechanism: str, model_name: str, layer: int,
+            head: int, seed: int, digits: int, as_json: bool) -> None:
+    """Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V.
+
+    With --checkpoint (a translation model), TEXT is the source and the query one step of its translation:
+    the arithmetic of cross-attention.
+    """
     from attnlab.inspect import explain
 
+    if checkpoint is not None:
+        e = explain_translation(checkpoint, text, query, layer, head)
+        if as_json:
+            click.echo(json.dumps(e.to_dict(), ensure_ascii=False, indent=1))
+        else:
+            render(Console(), e, digits)
+        return
     cap = capture_text(text, model_name, mechanism, seed)
     try:
         q: str | int = len(cap.tokens) - 1 if query is None else (int(query) if query.lstrip("-").isdigit()
