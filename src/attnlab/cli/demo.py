@@ -6,19 +6,21 @@ import click
 
 from attnlab.demo import Demo, run_demo
 from attnlab.demo.toy import toy_step
+from attnlab.demo.translation import translation_step
 
 
 @click.command(name="demo")
 @click.option("--seed", default=123, show_default=True, help="Seed for the trainable weights.")
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(file_okay=False),
               help="Where later steps write their files.")
-@click.argument("part", required=False, type=click.Choice(["toy"]), metavar="[PART]")
+@click.argument("part", required=False, type=click.Choice(["toy", "dates"]), metavar="[PART]")
 def command(seed: int, out_dir: str, part: str | None) -> None:
     """Walk through attention: simplified, scaled, causal and multi-head, step by step.
 
-    PART runs one part alone: `toy` is the tutorial's one-layer toy (training, heatmaps).
+    PART runs one part alone: `toy` is the tutorial's one-layer toy (training, heatmaps); `dates` the
+    encoder-decoder that learns to translate dates (a minute of training, translations, an alignment).
     """
-    if part == "toy":
-        toy_step(Demo(seed=seed, out_dir=out_dir))
+    if part is not None:
+        {"toy": toy_step, "dates": translation_step}[part](Demo(seed=seed, out_dir=out_dir))
         return
     run_demo(seed=seed, out_dir=out_dir)
