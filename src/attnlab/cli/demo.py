@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from attnlab.demo import Demo, run_demo
+from attnlab.demo.dates import translation_step
 from attnlab.demo.toy import toy_step
-from attnlab.demo.translation import translation_step
 
 
 @click.command(name="demo")

@@ -15,11 +15,11 @@ from rich.console import Console
 
 from attnlab.demo.around_attention import around_attention_step
 from attnlab.demo.context import Demo, Step
+from attnlab.demo.dates import translation_step
 from attnlab.demo.mechanisms import mechanisms_step
 from attnlab.demo.report import report_step
 from attnlab.demo.shakespeare import shakespeare_step
 from attnlab.demo.toy import toy_step
-from attnlab.demo.translation import translation_step
 
 # The report shows what the steps before it wrote (a trained model, if any), so it runs last.
 STEPS: list[Step] = [mechanisms_step, around_attention_step, toy_step, shakespeare_step, translation_step,

@@ -143,7 +143,7 @@ def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Sec
 def translation_section(out_dir: Path) -> Section | None:
     """The dates model the demo trained: its loss, a held-out day in seven languages, and one alignment (None if
     the demo trained none)."""
-    from attnlab.demo.translation import ALIGNMENT, draw_alignment, example_pairs
+    from attnlab.demo.dates import ALIGNMENT, draw_alignment, example_pairs
     from attnlab.generation.translation import translate
 
     runs = sorted(d.parent for d in out_dir.rglob("checkpoint.json") if checkpoint_kind(d.parent) == "seq2seq")

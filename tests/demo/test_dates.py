@@ -2,7 +2,7 @@ import io
 
 from rich.console import Console
 
-import attnlab.demo.translation as translation
+import attnlab.demo.dates as dates
 from attnlab.data.tasks import DateItem, get_task
 from attnlab.demo import STEPS, Demo
 from attnlab.demo.report import trained_section, translation_section
@@ -10,9 +10,9 @@ from attnlab.demo.report import trained_section, translation_section
 
 def test_the_example_day_is_held_out_in_every_language():
     task = get_task("dates")
-    assert all(task.is_held_out(DateItem(translation.DAY, loc, fmt)) for loc, fmt in translation.EXAMPLES)
-    assert len({loc for loc, _ in translation.EXAMPLES}) == 7
-    assert {p.target for p in translation.example_pairs()} == {translation.DAY.isoformat()}
+    assert all(task.is_held_out(DateItem(dates.DAY, loc, fmt)) for loc, fmt in dates.EXAMPLES)
+    assert len({loc for loc, _ in dates.EXAMPLES}) == 7
+    assert {p.target for p in dates.example_pairs()} == {dates.DAY.isoformat()}
 
 
 def test_the_step_runs_after_the_gpt_and_before_the_report():
@@ -21,12 +21,12 @@ def test_the_step_runs_after_the_gpt_and_before_the_report():
 
 
 def test_translation_step_trains_translates_and_draws(tmp_path, monkeypatch, one_thread):
-    small = dict(translation.DATES_DEMO, model=dict(translation.DATES_DEMO["model"], d_model=32, d_ff=64),
+    small = dict(dates.DATES_DEMO, model=dict(dates.DATES_DEMO["model"], d_model=32, d_ff=64),
                  max_iters=6, eval_interval=3, eval_iters=1, train_pairs=300, val_pairs=10, warmup_iters=2)
-    monkeypatch.setattr(translation, "DATES_DEMO", small)
+    monkeypatch.setattr(dates, "DATES_DEMO", small)
     out = io.StringIO()
     for _ in range(2):  # a second demo run replaces the first run's checkpoints
-        translation.translation_step(Demo(Console(file=out, width=160), 123, tmp_path))
+        dates.translation_step(Demo(Console(file=out, width=160), 123, tmp_path))
     text = out.getvalue()
     assert "6 steps" in text and text.count(" -> ") == 2 * 7
     assert (tmp_path / "dates" / "alignment.png").read_bytes()[:4] == b"\x89PNG"
