@@ -140,6 +140,10 @@ def test_the_length_penalty_decides_between_a_short_and_a_longer_translation():
     tokens, score = beam_search(Scripted(), src, beam_size=2, alpha=0.6, use_cache=False)
     assert tokens.tolist() == [[3, EOS]]
     assert score.item() == pytest.approx(math.log(0.37 * 0.99) / (7 / 6) ** 0.6)
+    # more beams than tokens to choose from (eos, a, b)
+    tokens, score = beam_search(Scripted(), src, beam_size=4, alpha=0.6, use_cache=False)
+    assert tokens.tolist() == [[3, EOS]]
+    assert score.item() == pytest.approx(math.log(0.37 * 0.99) / (7 / 6) ** 0.6)
     # greedy sees one step at a time: eos (0.38) beats "a" (0.37)
     assert greedy_decode(Scripted(), src, use_cache=False).tolist() == [[EOS]]
 
@@ -171,3 +175,21 @@ def test_decoding_leaves_the_model_in_its_mode(model, sources):
         assert model.training
     finally:
         model.eval()
+
+
+class Certain(Scripted):
+    """Only eos can follow bos; counts its calls."""
+
+    TABLE: ClassVar = {(): {EOS: 1.0}}
+    calls = 0
+
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None):
+        self.calls += 1
+        return super().decode(tgt, memory, src_mask, tgt_mask)
+
+
+def test_a_beam_with_nothing_to_choose_stops_at_once():
+    model = Certain()
+    tokens, score = beam_search(model, torch.tensor([[3, 2]]), beam_size=3, use_cache=False)
+    assert tokens.tolist() == [[EOS]] and score.item() == 0.0
+    assert model.calls == 1  # the two beams with probability 0 stopped with the first

@@ -71,3 +71,16 @@ def test_bad_input_is_named():
         block(torch.randn(1, 3, 8), torch.randn(1, 3, 7))
     with pytest.raises(ValueError, match="norm_first must be True or False, got 'yes'"):
         DecoderBlock(8, 2, 16, norm_first="yes")
+
+
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 8), st.integers(0, 2**31 - 1))
+def test_cross_attention_rows_sum_to_one_and_skip_padding(b, t, s, seed):
+    g = torch.Generator().manual_seed(seed)
+    block = DecoderBlock(8, 2, 16).eval()
+    mem_mask = (torch.rand(b, s, generator=g) > 0.4).long()
+    mem_mask[:, 0] = 1  # every source has a real token
+    _, self_w, cross_w = block(torch.randn(b, t, 8, generator=g), torch.randn(b, s, 8, generator=g),
+                               memory_mask=mem_mask, return_weights=True)
+    torch.testing.assert_close(cross_w.sum(-1), torch.ones(b, 2, t), atol=1e-6, rtol=0)
+    torch.testing.assert_close(self_w.sum(-1), torch.ones(b, 2, t), atol=1e-6, rtol=0)
+    assert torch.all(cross_w[(mem_mask == 0)[:, None, None, :].expand_as(cross_w)] == 0)

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from attnlab.models import TRANSFORMER_PRESETS, Seq2SeqOutput, Transformer, TransformerConfig
 from attnlab.models.transformer import PRESETS as MODULE_PRESETS
 
-# torch notes that its nested-tensor fast path is off for pre-LN or sequence-first stacks; nothing to act on here
-pytestmark = pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+# torch's notes on its nested-tensor fast path (off for pre-LN or sequence-first stacks; a prototype API when on)
+pytestmark = [pytest.mark.filterwarnings("ignore:enable_nested_tensor is True"),
+              pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")]
 
 
 def _torch_transformer(norm_first, num_encoder_layers=2, num_decoder_layers=3, activation="relu"):
@@ -42,8 +43,27 @@ def test_body_equals_torch_transformer(norm_first, enc, dec, activation):
                    tgt_key_padding_mask=tgt_mask == 0, memory_key_padding_mask=src_mask == 0)
     got = model.body(src_x, tgt_x, src_mask=src_mask, tgt_mask=tgt_mask)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    with torch.no_grad():  # torch's inference fast path (nested tensors for the padded encoder) agrees too
+        fast = ref(src_x, tgt_x, tgt_mask=causal, src_key_padding_mask=src_mask == 0,
+                   tgt_key_padding_mask=tgt_mask == 0, memory_key_padding_mask=src_mask == 0)
+    torch.testing.assert_close(got.detach(), fast, atol=1e-5, rtol=0)
     # without padding too (the fused kernels, unmasked)
     torch.testing.assert_close(model.body(src_x, tgt_x), ref(src_x, tgt_x, tgt_mask=causal), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_body_equals_torch_transformer_without_biases(norm_first):
+    ref = torch.nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=24,
+                               dropout=0.0, batch_first=True, norm_first=norm_first, bias=False,
+                               layer_norm_eps=1e-6).eval()
+    model = Transformer.from_torch(ref, vocab_size=30).eval()
+    assert model.config.bias is False and model.config.layer_norm_eps == 1e-6
+    src_x, tgt_x = torch.randn(2, 6, 16), torch.randn(2, 4, 16)
+    src_mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3])
+    causal = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    expected = ref(src_x, tgt_x, tgt_mask=causal, src_key_padding_mask=src_mask == 0,
+                   memory_key_padding_mask=src_mask == 0)
+    torch.testing.assert_close(model.body(src_x, tgt_x, src_mask=src_mask), expected, atol=1e-5, rtol=0)
 
 
 def test_from_torch_reads_the_configuration_and_refuses_other_modules():

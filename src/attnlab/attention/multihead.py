@@ -135,7 +135,9 @@ class MultiHeadAttention(nn.Module):
         per source and passes them back to :meth:`forward` as ``memory_kv``.
         """
         memory = as_batched(memory, self.d_in, type(self).__name__, "memory")[0]
-        return self.split_heads(self.W_key(memory)), self.split_heads(self.W_value(memory))
+        # contiguous once here, rather than copied by the score and context matmuls at every step
+        return (self.split_heads(self.W_key(memory)).contiguous(),
+                self.split_heads(self.W_value(memory)).contiguous())
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None,

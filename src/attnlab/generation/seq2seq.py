@@ -187,7 +187,8 @@ def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor,
         logp = cand_logp.view(b, -1).gather(1, index)
         lengths = cand_len.reshape(b, -1).gather(1, index)
         rows = (offsets + parent).flatten()  # the surviving parents' rows
-        done = done.gather(1, parent) | (token == c.eos_id)
+        # a beam with probability 0 (more beams than tokens to choose) can never win: it stops too
+        done = done.gather(1, parent) | (token == c.eos_id) | torch.isneginf(logp)
         tokens = torch.cat([tokens.index_select(0, rows), token.view(-1, 1)], dim=1)
         step.expand(rows, memory=False)  # parents are beams of the same source
         if bool(done.all()):
