@@ -117,3 +117,17 @@ def test_a_gpt_run_cannot_be_resumed_as_a_translation_run(tmp_path, corpus):
                       max_iters=2, batch_size=2, eval_interval=2, eval_iters=1, warmup_iters=1), quiet=True)
     with pytest.raises(ValueError, match=r"resume: .* not a translation model's"):
         train_seq2seq(config(tmp_path), resume=True, quiet=True)
+
+
+def test_the_docs_training_examples_run(tmp_path, monkeypatch):
+    """docs/seq2seq.md's section "Training and translating" runs as written."""
+    import re
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "seq2seq.md").read_text(encoding="utf-8")
+    section = text.split("\n## Training and translating\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert blocks
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/seq2seq.md[training block {i}]", "exec"), {"__name__": "__docs__"})
