@@ -208,13 +208,14 @@ def part_c(model, vocab, quick: bool) -> dict:
 
 
 # ---------------------------------------------------------------- the report
-def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes: float, quick: bool) -> str:
+def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes: float, quick: bool,
+           note: str = "") -> str:
     from attnlab.bench.machine import machine_facts
 
     f = machine_facts()
     lines = ["# Encoder-decoder benchmark", "",
              f"CPU {f.cpu}, {f.cores} logical cores, torch {f.torch} ({f.torch_threads} threads), Python {f.python}"
-             + (" — **--quick smoke run, not a measurement**" if quick else ""), "",
+             + (" — **--quick smoke run, not a measurement**" if quick else ""), "", *([note, ""] if note else []),
              f"## A. Exact match on held-out inputs after {minutes:g} minutes of training", "",
              "| task | params | steps (cosine) | train tok/s | val loss | greedy | beam 4 | greedy s | beam 4 s |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny model, seconds, few inputs")
     parser.add_argument("--skip-speed", action="store_true", help="only part A")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the Markdown report")
+    parser.add_argument("--note", default="", help="a line for the report on the conditions (load, threads)")
     args = parser.parse_args(argv)
     tasks = [t for t in args.tasks.split(",") if t]
     if not set(tasks) <= set(CONFIGS):
@@ -281,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict:
                 cache = part_c(model, vocab, args.quick)
                 print(f"beam 4 cached/uncached speed-up: {cache['ratio']:.1f}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report(quality, speed, cache, minutes, args.quick), encoding="utf-8")
+    args.out.write_text(report(quality, speed, cache, minutes, args.quick, args.note), encoding="utf-8")
     print(f"wrote {args.out}")
     return {"quality": quality, "speed": speed, "cache": cache}
 
