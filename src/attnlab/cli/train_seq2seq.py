@@ -20,6 +20,7 @@ def merge_config(given: dict[str, Any], resume: bool):
     """Defaults < the checkpoint's config (on resume) < the flags given; ``--data`` replaces the task."""
     from pathlib import Path
 
+    from attnlab.i18n import tr
     from attnlab.training import load_checkpoint
     from attnlab.training.config import Seq2SeqTrainConfig
 
@@ -28,7 +29,7 @@ def merge_config(given: dict[str, Any], resume: bool):
         out = given.get("out") or Seq2SeqTrainConfig.out
         values = load_checkpoint(out).state["train_config"] if Path(out).exists() else {}
         if not values:
-            raise ValueError(f"resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)")
+            raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
     flags = {k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None}
     if "data" in flags and "task" not in flags:
         flags["task"] = None  # a TSV file instead of the default (or the checkpoint's) task

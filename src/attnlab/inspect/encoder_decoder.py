@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.data.pairs import BOS, CharVocab
+from attnlab.i18n import tr
 from attnlab.inspect.capture import Capture
 from attnlab.inspect.explain import Explanation, attention_arithmetic, find_query
 
@@ -49,24 +50,25 @@ class Seq2SeqCapture:
 
     def weights(self, mode: str) -> list[Tensor]:
         if mode not in MODES:
-            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+            raise ValueError(tr("mode: expected one of {choices}, got {mode!r}", choices=", ".join(MODES), mode=mode))
         return getattr(self, mode)
 
     def check_layer_head(self, mode: str, layer: int, head: int | None = None) -> None:
         """A ValueError naming the valid range when ``layer``/``head`` is outside it."""
         maps = self.weights(mode)
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(maps):
-            raise ValueError(f"layer must be in 0..{len(maps) - 1} ({len(maps)} {MODE_TITLES[mode]} layers), "
-                             f"got {layer!r}")
+            raise ValueError(tr("layer must be in 0..{last} ({n} {what} layers), got {layer!r}", last=len(maps) - 1,
+                                n=len(maps), what=MODE_TITLES[mode], layer=layer))
         heads = maps[0].shape[0]
         if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads):
-            raise ValueError(f"head must be in 0..{heads - 1} ({heads} heads), got {head!r}")
+            raise ValueError(tr("head must be in 0..{last} ({n} heads), got {head!r}", last=heads - 1, n=heads,
+                                head=head))
 
     def as_capture(self, mode: str) -> Capture:
         """A square mode (``encoder`` or ``decoder``) as a plain :class:`Capture`, for the usual views."""
         if mode == "cross":
-            raise ValueError("mode: cross-attention is not square (target rows, source columns); "
-                             "draw it with attnlab.viz.alignment")
+            raise ValueError(tr("mode: cross-attention is not square (target rows, source columns); "
+                                "draw it with attnlab.viz.alignment"))
         tokens = self.source_tokens if mode == "encoder" else self.target_tokens
         return Capture(tokens=list(tokens), attentions=self.weights(mode), is_causal=mode == "decoder",
                        model_name=f"{self.model_name}: {MODE_TITLES[mode]}")
@@ -117,10 +119,12 @@ def explain_cross(model: nn.Module, vocab: CharVocab, source: str, target_ids: l
     """
     blocks = model.decoder_blocks
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(blocks):
-        raise ValueError(f"layer must be in 0..{len(blocks) - 1} ({len(blocks)} decoder layers), got {layer!r}")
+        raise ValueError(tr("layer must be in 0..{last} ({n} decoder layers), got {layer!r}", last=len(blocks) - 1,
+                            n=len(blocks), layer=layer))
     attn = blocks[layer].cross_attn
     if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < attn.num_heads:
-        raise ValueError(f"head must be in 0..{attn.num_heads - 1} ({attn.num_heads} heads), got {head!r}")
+        raise ValueError(tr("head must be in 0..{last} ({n} heads), got {head!r}", last=attn.num_heads - 1,
+                            n=attn.num_heads, head=head))
     seen: dict[str, Tensor] = {}
 
     def keep(key: str, take_input: bool = False):

@@ -107,7 +107,8 @@ def checkpoint_kind(path: str | Path) -> str:
     """``"decoder"`` (a GPT or modern decoder) or ``"seq2seq"`` (an encoder-decoder) for the checkpoint at ``path``."""
     architecture = read_state(resolve_checkpoint(path)).get("architecture", "gpt")
     if architecture not in KINDS:
-        raise ValueError(f"architecture: expected one of {sorted(ARCHITECTURES)}, got {architecture!r}")
+        raise ValueError(tr("architecture: expected one of {choices}, got {architecture!r}",
+                            choices=sorted(ARCHITECTURES), architecture=architecture))
     return KINDS[architecture]
 
 

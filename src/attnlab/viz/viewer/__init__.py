@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from attnlab.files import atomic_write
+from attnlab.i18n import tr
 from attnlab.inspect import Capture
 from attnlab.inspect.encoder_decoder import MODE_TITLES, MODES, Seq2SeqCapture
 
@@ -67,7 +68,7 @@ def seq2seq_payload(cap: Seq2SeqCapture, title: str | None = None, mode: str = "
     """The JSON for an encoder-decoder: one mode per attention (encoder self-attention, decoder self-attention,
     cross-attention), each with its query tokens (rows) and key tokens (columns); ``mode`` is shown first."""
     if mode not in MODES:
-        raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        raise ValueError(tr("mode: expected one of {choices}, got {mode!r}", choices=", ".join(MODES), mode=mode))
     sides = {"encoder": (cap.source_tokens, cap.source_tokens), "decoder": (cap.target_tokens, cap.target_tokens),
              "cross": (cap.target_tokens, cap.source_tokens)}
     modes = []
