@@ -166,8 +166,8 @@ def translation_section(out_dir: Path) -> Section | None:
                      "loss curve"),
              "<table><tr><th>source</th><th>translation (beam 4)</th><th></th></tr>" + rows + "</table>",
              p("Cross-attention while it translated the French date: each row is one step of the decoder (the "
-               "character it wrote), each column a source character. The digits of the year are read from the "
-               "year, the month from its name."),
+               "character it wrote), each column a source character. Once trained, the steps that write the year "
+               "look at the year, the month's digits at the month's name, the day's at the day."),
              f'<img alt="alignment" src="data:image/png;base64,{data}">']
     return Section("5. Translation: the original encoder-decoder Transformer", "".join(parts))
 
