@@ -190,7 +190,7 @@ def part_c(model, vocab, quick: bool) -> dict:
     from attnlab.generation.seq2seq import beam_search
     from attnlab.generation.translation import encode_sources
 
-    sources = [p.source for p in get_task("dates").held_out(16 if quick else 500, EVAL_SEED + 1)]
+    sources = [p.source for p in get_task("dates").held_out(16 if quick else N_EVAL, EVAL_SEED + 1)]
     src, mask = encode_sources(sources, vocab, model.config.context_length)
     times: dict[bool, list[float]] = {True: [], False: []}
     outs = {}
