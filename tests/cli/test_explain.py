@@ -50,3 +50,16 @@ def test_bad_input_is_a_clear_usage_error(args, message):
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_cross_attention_of_a_translation_model(dates_run, one_thread):
+    out, _, _ = dates_run
+    result = CliRunner().invoke(main, ["explain", "5 mars 2021", "--checkpoint", str(out), "--layer", "1",
+                                      "--query", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["tokens"] == list("5␣mars␣2021") and data["query"]["index"] == 0
+    assert data["query"]["token"] == data["query_tokens"][0] and data["layer"] == 1
+    assert data["check"]["max_abs_diff_weights"] < 1e-6 and abs(data["weights_sum"] - 1) < 1e-12
+    table = CliRunner().invoke(main, ["explain", "5 mars 2021", "--checkpoint", str(out)])
+    assert table.exit_code == 0 and "Decoding step 0 wrote" in table.stdout and "encoder output" in table.stdout

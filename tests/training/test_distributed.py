@@ -39,3 +39,23 @@ def test_two_processes_match_one(corpus, tmp_path):
     for (_, a), (_, b) in zip(s1["history"]["train"], s2["history"]["train"], strict=True):
         assert abs(a - b) <= 1e-6
     assert "step" not in run.stdout  # only the first process may print, and -q silences it
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_two_processes_match_one_for_a_translation_model(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args = ["--task", "numbers", "--d-model", "32", "--num-heads", "2", "--num-encoder-layers", "1",
+            "--num-decoder-layers", "1", "--d-ff", "64", "--context-length", "24", "--dropout", "0", "--steps", "6",
+            "--batch-size", "4", "--grad-accum", "2", "--eval-interval", "3", "--eval-iters", "2", "--warmup", "2",
+            "--train-pairs", "100", "--val-pairs", "10", "--seed", "3", "-q"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    subprocess.run([ATTNLAB, "train-seq2seq", "--out", str(one), *args], check=True, env=env, timeout=120)
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "--no-python", ATTNLAB, "train-seq2seq", "--out", str(two), *args],
+                         env=env, timeout=200, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (w1, s1), (w2, s2) = final(one), final(two)
+    assert (s1["world_size"], s2["world_size"], s1["architecture"]) == (1, 2, "transformer")
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=0, atol=1e-5, msg=name)

@@ -6,6 +6,7 @@ import torch
 
 from attnlab.models import GPT, GPTConfig
 from attnlab.training import configure_optimizer, lr_at
+from attnlab.training.optim import inverse_sqrt_lr
 
 
 @pytest.mark.parametrize(("step", "expected"), [
@@ -48,3 +49,21 @@ def test_decay_shrinks_only_matrices():
     for n, p in model.named_parameters():
         factor = (1 - 0.5 * 0.1) if p.dim() >= 2 else 1.0
         torch.testing.assert_close(p.detach(), before[n] * factor, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("step", [0, 1, 399, 3999, 4000, 4001, 10_000, 100_000])
+def test_inverse_sqrt_schedule_is_the_papers_formula(step):
+    # "Attention Is All You Need" §5.3: lrate = d_model^-0.5 · min(n^-0.5, n · warmup^-1.5), n = step + 1
+    d_model, warmup = 512, 4000
+    n = step + 1
+    paper = d_model**-0.5 * min(n**-0.5, n * warmup**-1.5)
+    assert inverse_sqrt_lr(step, (d_model * warmup) ** -0.5, warmup) == pytest.approx(paper, rel=1e-12)
+
+
+def test_inverse_sqrt_schedule_peaks_at_the_end_of_warmup():
+    lrs = [inverse_sqrt_lr(s, 1e-3, 10) for s in range(40)]
+    assert max(lrs) == lrs[9] == pytest.approx(1e-3, rel=1e-12)
+    assert all(a < b for a, b in itertools.pairwise(lrs[:10])) and all(a > b for a, b in itertools.pairwise(lrs[9:]))
+    assert lrs[39] == pytest.approx(1e-3 * math.sqrt(10 / 40), rel=1e-12)  # 1/√n after the peak
+    with pytest.raises(ValueError, match=r"warmup_iters: .* at least 1 warm-up step, got 0"):
+        inverse_sqrt_lr(5, 1e-3, 0)

@@ -22,6 +22,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "view": ("view", N_("Write an interactive, self-contained HTML viewer of attention.")),
     "train": ("train", N_("Train a GPT on a text corpus (resumable; distributed under torchrun).")),
     "sample": ("sample", N_("Generate text from a trained checkpoint, streamed as it comes.")),
+    "train-seq2seq": ("train_seq2seq",
+                      N_("Train an encoder-decoder Transformer to translate (dates, numbers, a TSV).")),
+    "translate": ("translate", N_("Translate with a train-seq2seq checkpoint (greedy or beam search), one line each.")),
 }
 
 

@@ -22,6 +22,15 @@ def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
 
 
 def _inputs_table(e, digits: int) -> Table:
+    if e.query_tokens is not None:  # cross-attention: the keys' side is the source, read through the encoder
+        t = Table(title=tr("1. Source tokens and the encoder's output (keys and values are made from it)"),
+                  title_justify="left")
+        t.add_column("#", justify="right")
+        t.add_column(tr("source token"), style="bold")
+        t.add_column(tr("encoder output (memory)"))
+        for j, tok in enumerate(e.tokens):
+            t.add_row(str(j), escape(tok), fmt_vec(e.inputs[j].tolist(), digits))
+        return t
     t = Table(title=tr("1. Tokens and what the layer reads"), title_justify="left")
     t.add_column("#", justify="right")
     t.add_column(tr("token"), style="bold")
@@ -71,6 +80,11 @@ def render(console: Console, e, digits: int = 4) -> None:
     where = tr("{model_name} (layer {layer}, head {head})", model_name=escape(e.model_name), layer=e.layer, head=e.head)
     console.rule(tr("[bold]Attention of {query_token} in {where}", query_token=escape(repr(e.query_token)),
                     where=where))
+    if e.query_tokens is not None:
+        console.print(tr("Decoding step {step} wrote {token}; the decoder had written {written} so far. Its query "
+                         "comes from the decoder, the keys and values from the source.", step=e.query_index,
+                         token=escape(repr(e.query_token)),
+                         written=escape(repr("".join(e.query_tokens[: e.query_index])))))
     console.print(_inputs_table(e, digits))
     console.print(_kv_table(e, digits))
     console.print(_scores_table(e, digits))
@@ -81,19 +95,48 @@ def render(console: Console, e, digits: int = 4) -> None:
                      max_abs_diff_weights=e.max_abs_diff_weights, max_abs_diff_context=e.max_abs_diff_context))
 
 
+def explain_translation(checkpoint: str, source: str, query: str | None, layer: int, head: int):
+    """The cross-attention explanation for one decoding step of a ``train-seq2seq`` checkpoint's translation."""
+    from attnlab.cli.translate import load_translator
+    from attnlab.generation.translation import translate
+    from attnlab.inspect.encoder_decoder import explain_cross
+
+    model, vocab = load_translator(checkpoint)
+    written = translate(model, vocab, [source])[0]
+    step: str | int = 0 if query is None else (int(query) if query.isdigit() else query)
+    try:
+        return explain_cross(model, vocab, source, written.ids, step, layer, head, name=model.name)
+    except ValueError as err:
+        raise click.UsageError(tr("{error} (the translation is {target!r})", error=err, target=written.target)) from err
+
+
 @click.command(name="explain", cls=Command,
-               help=N_("Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V."))
+               help=N_("Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V.\n\n"
+                       "With --checkpoint (a translation model), TEXT is the source and the query one step of its "
+                       "translation: the arithmetic of cross-attention."))
 @click.argument("text")
-@click.option("--query", "query", default=None, help=N_("The query token (its text, or its index). Default: the last."))
+@click.option("--query", "query", default=None,
+              help=N_("The query token (its text, or its index). Default: the last; with --checkpoint, the first "
+                      "decoding step."))
+@click.option("--checkpoint", type=click.Path(exists=True, file_okay=False),
+              help=N_("A train-seq2seq checkpoint: explain its cross-attention while it translates TEXT (the query "
+                      "is a decoding step, the keys are the source's tokens)."))
 @model_options(default_mechanism="scaled")
 @click.option("--layer", default=0, show_default=True, help=N_("Layer to explain."))
 @click.option("--head", default=0, show_default=True, help=N_("Head to explain."))
 @click.option("--digits", default=4, show_default=True, type=click.IntRange(1, 12), help=N_("Decimals shown."))
 @click.option("--json", "as_json", is_flag=True, help=N_("Print every number as JSON instead of tables."))
-def command(text: str, query: str | None, mechanism: str, model_name: str, layer: int, head: int, seed: int,
-            digits: int, as_json: bool) -> None:
+def command(text: str, query: str | None, checkpoint: str | None, mechanism: str, model_name: str, layer: int,
+            head: int, seed: int, digits: int, as_json: bool) -> None:
     from attnlab.inspect import explain
 
+    if checkpoint is not None:
+        e = explain_translation(checkpoint, text, query, layer, head)
+        if as_json:
+            click.echo(json.dumps(e.to_dict(), ensure_ascii=False, indent=1))
+        else:
+            render(Console(), e, digits)
+        return
     cap = capture_text(text, model_name, mechanism, seed)
     try:
         q: str | int = len(cap.tokens) - 1 if query is None else (int(query) if query.lstrip("-").isdigit()

@@ -59,7 +59,7 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
         return load_causal_lm(path, device=device)
     from attnlab.models import load_trained
 
-    net, tokenizer = load_trained(path, device)
+    net, tokenizer = load_trained(path, device, kind="decoder")
     kind = "GPT" if type(net).__name__ == "GPT" else "modern decoder"
     net.name = f"trained {kind} ({path.name})"
     return net, tokenizer

@@ -56,7 +56,8 @@ def draw_loss_curve(trainer) -> None:
     from attnlab.viz.figures import save_figure
     from attnlab.viz.loss_curve import loss_figure
 
-    title = f"{trainer.config.data}: {trainer.model.num_parameters():,} parameters"
+    what = getattr(trainer.config, "source", trainer.config.data)  # a translation run names its task or file
+    title = f"{what}: {sum(p.numel() for p in trainer.model.parameters()):,} parameters"
     save_figure(loss_figure(trainer.train_losses, trainer.evals, title), trainer.out / "loss.png", dpi=110)
 
 

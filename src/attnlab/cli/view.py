@@ -17,10 +17,27 @@ from attnlab.i18n import N_, tr
 @model_options(default_mechanism="multihead")
 @click.option("--embed-font/--no-embed-font", default=True, show_default=True,
               help=N_("Embed a subset of the CJK font, so CJK tokens render on any machine."))
-def command(text: str, output: str, model_name: str, mechanism: str, seed: int, embed_font: bool) -> None:
+@click.option("--checkpoint", type=click.Path(exists=True, file_okay=False),
+              help=N_("A train-seq2seq checkpoint: TEXT is a source; the page shows the encoder's self-attention, "
+                      "the decoder's and the cross-attention while the model translates it."))
+@click.option("--mode", type=click.Choice(["encoder", "decoder", "cross"]), default="cross", show_default=True,
+              help=N_("With --checkpoint: the attention shown first (the page switches between all three)."))
+def command(text: str, output: str, model_name: str, mechanism: str, seed: int, embed_font: bool,
+            checkpoint: str | None, mode: str) -> None:
     from attnlab.viz.viewer import write_html
 
     if not output.lower().endswith((".html", ".htm")):
         raise click.UsageError(tr("output file must end in .html, got {output!r}", output=output))
+    if checkpoint is not None:
+        from attnlab.cli.translate import load_translator
+        from attnlab.generation.translation import translate
+        from attnlab.inspect.encoder_decoder import capture_translation
+
+        model, vocab = load_translator(checkpoint)
+        written = translate(model, vocab, [text])[0]
+        cap = capture_translation(model, vocab, text, written.ids, name=model.name)
+        title = f"{text} → {written.target}"
+        click.echo(tr("wrote {path}", path=write_html(cap, output, title=title, embed_font=embed_font, mode=mode)))
+        return
     cap = capture_text(text, model_name, mechanism, seed, qkv=False)
     click.echo(tr("wrote {path}", path=write_html(cap, output, embed_font=embed_font)))

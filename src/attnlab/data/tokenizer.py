@@ -142,6 +142,10 @@ def tokenizer_from_json(data: str) -> Tokenizer:
     obj = json.loads(data)
     if obj.get("kind") == "char":
         return CharTokenizer(obj["chars"])
+    if obj.get("kind") == "char-pairs":  # a translation model's vocabulary (attnlab train-seq2seq)
+        from attnlab.data.pairs import CharVocab
+
+        return CharVocab.from_json(data)
     from tokenizers import Tokenizer as HFTokenizer
 
     return BPETokenizer(HFTokenizer.from_str(data))

@@ -1,6 +1,7 @@
 """``out/report.html``: one page a learner can open and read — the four mechanisms on the example
 sentence (with the arithmetic for one token), a pretrained BERT's heads, the positional encoding, and,
-when a trained model is in the output folder, its loss curve and a sample of its text.
+when trained models are in the output folder, a GPT's loss curve and a sample of its text, and the dates
+translation model's translations and cross-attention alignment.
 
 Images are embedded as base64 PNG and all text is escaped, so the page is one self-contained file.
 """
@@ -25,7 +26,7 @@ from attnlab.generation import stream_text
 from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect import Explanation, capture, explain
 from attnlab.models import load_trained
-from attnlab.models.trained import read_state, resolve_checkpoint
+from attnlab.models.trained import checkpoint_kind, read_state, resolve_checkpoint
 from attnlab.pretrained import load_bert
 from attnlab.viz.heatmap import head_figure, heads_figure
 from attnlab.viz.loss_curve import loss_figure
@@ -133,7 +134,7 @@ def pe_section() -> Section:
 
 def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Section | None:
     """The loss curve and a sample of the first trained model found under ``out_dir`` (None if there is none)."""
-    runs = sorted(d.parent for d in out_dir.rglob("checkpoint.json"))
+    runs = sorted(d.parent for d in out_dir.rglob("checkpoint.json") if checkpoint_kind(d.parent) == "decoder")
     if not runs:
         return None
     run = runs[0]
@@ -146,6 +147,39 @@ def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Sec
     parts += [p(tr("A sample ({tokens} tokens, temperature 0.8, seed 1337):",
                    tokens=tokens)), f"<pre>{html.escape(text)}</pre>"]
     return Section(tr("4. A model we trained: loss and sample"), "".join(parts))
+
+
+def translation_section(out_dir: Path) -> Section | None:
+    """The dates model the demo trained: its loss, a held-out day in seven languages, and one alignment (None if
+    the demo trained none)."""
+    from attnlab.demo.dates import ALIGNMENT, draw_alignment, example_pairs
+    from attnlab.generation.translation import translate
+
+    runs = sorted(d.parent for d in out_dir.rglob("checkpoint.json") if checkpoint_kind(d.parent) == "seq2seq")
+    if not runs:
+        return None
+    run = runs[0]
+    history = read_state(resolve_checkpoint(run))["history"]
+    model, vocab = load_trained(run, kind="seq2seq")
+    pairs = example_pairs()
+    results = translate(model, vocab, [pair.source for pair in pairs], beam=4)
+    rows = "".join(f"<tr><td>{html.escape(pair.source)}</td><td>{html.escape(got.target)}</td><td>"
+                   + ("✓" if got.target == pair.target else html.escape(tr("✗ expected {target}", target=pair.target)))
+                   + "</td></tr>" for pair, got in zip(pairs, results, strict=True))
+    alignment = draw_alignment(model, vocab, results[2], run / ALIGNMENT)
+    data = base64.b64encode(alignment.read_bytes()).decode("ascii")
+    parts = [p(tr("An encoder-decoder Transformer (the paper's architecture, {count:,} parameters) trained in {run} "
+                  "to read dates in seven languages and write them as ISO 8601. The day below was held out: the "
+                  "model never saw it, in any language.", count=model.num_parameters(), run=run)),
+             png_img(loss_figure([tuple(x) for x in history["train"]], [tuple(x) for x in history["eval"]]),
+                     "loss curve"),
+             "<table><tr><th>" + html.escape(_("source")) + "</th><th>" + html.escape(_("translation (beam 4)"))
+             + "</th><th></th></tr>" + rows + "</table>",
+             p(_("Cross-attention while it translated the French date: each row is one step of the decoder (the "
+                 "character it wrote), each column a source character. Once trained, the steps that write the year "
+                 "look at the year, the month's digits at the month's name, the day's at the day.")),
+             f'<img alt="alignment" src="data:image/png;base64,{data}">']
+    return Section(tr("5. Translation: the original encoder-decoder Transformer"), "".join(parts))
 
 
 def render(sections: list[Section], title: str | None = None) -> str:
@@ -168,6 +202,8 @@ def write_report(out_dir: str | Path, tokens: list[str], embeddings: Tensor, see
     if trained is None and console is not None:
         console.print(tr("[dim]No trained model under the output folder: the report skips that section.[/dim]"))
     sections += [trained] if trained is not None else []
+    translation = translation_section(out)
+    sections += [translation] if translation is not None else []
     page = render(sections)
     return atomic_write(out / "report.html", lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
 

@@ -42,10 +42,11 @@ class Explanation:
     context: Tensor                # (d,)
     max_abs_diff_weights: float    # against the model's own weights
     max_abs_diff_context: float    # against the model's own context vector
+    query_tokens: list[str] | None = None  # cross-attention: the queries' own tokens (``tokens`` are the keys')
 
     @property
     def query_token(self) -> str:
-        return self.tokens[self.query_index]
+        return (self.tokens if self.query_tokens is None else self.query_tokens)[self.query_index]
 
     def to_dict(self) -> dict:
         """Plain JSON-able numbers and labels."""
@@ -54,6 +55,7 @@ class Explanation:
         return {
             "model": self.model_name, "layer": self.layer, "head": self.head, "tokens": self.tokens,
             "query": {"index": self.query_index, "token": self.query_token},
+            **({} if self.query_tokens is None else {"query_tokens": self.query_tokens}),
             "inputs": v(self.inputs), "token_embeddings": v(self.token_embeddings), "positions": v(self.positions),
             "q": v(self.query), "keys": v(self.keys), "values": v(self.values),
             "raw_scores": v(self.raw_scores), "scale": self.scale, "d_k": self.keys.shape[-1],
@@ -93,16 +95,12 @@ def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Ex
     i = find_query(cap.tokens, query)
     q = cap.queries[layer][head, i].double()
     keys, values = cap.keys[layer][head].double(), cap.values[layer][head].double()
-    raw = keys @ q                                             # s_j = q · k_j
     scale = float(cap.scale if cap.scale is not None else keys.shape[-1] ** -0.5)
     allowed = [not (cap.is_causal and j > i) and not (cap.window is not None and i - j >= cap.window)
                for j in range(len(cap.tokens))]
-    scaled = torch.where(torch.tensor(allowed), raw * scale, torch.tensor(float("-inf"), dtype=torch.float64))
-    exp = torch.exp(scaled - scaled.max())                     # minus the max: the same softmax, no overflow
-    weights = exp / exp.sum()
-    contributions = weights.unsqueeze(1) * values              # a_j v_j
-    context = contributions.sum(0)
+    steps = attention_arithmetic(q, keys, values, scale, allowed)
     model_w = cap.attentions[layer][head, i].double()
+    context = steps["context"]
     diff_c = float("nan") if cap.contexts is None else float((cap.contexts[layer][head, i].double() - context)
                                                              .abs().max())
     return Explanation(
@@ -110,7 +108,18 @@ def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Ex
         inputs=cap.inputs[layer].double(),
         token_embeddings=None if cap.token_embeddings is None else cap.token_embeddings.double(),
         positions=None if cap.positions is None else cap.positions.double(),
-        query=q, keys=keys, values=values, raw_scores=raw, scale=scale, scaled_scores=scaled, allowed=allowed,
-        exp_scores=exp, weights=weights, contributions=contributions, context=context,
-        max_abs_diff_weights=float((model_w - weights).abs().max()), max_abs_diff_context=diff_c,
+        query=q, keys=keys, values=values, scale=scale, allowed=allowed, **steps,
+        max_abs_diff_weights=float((model_w - steps["weights"]).abs().max()), max_abs_diff_context=diff_c,
     )
+
+
+def attention_arithmetic(q: Tensor, keys: Tensor, values: Tensor, scale: float, allowed: list[bool]) -> dict:
+    """The steps for one query ``q (d,)`` over ``keys``/``values (T, d)`` (float64), as :class:`Explanation`'s
+    fields: ``raw_scores``, ``scaled_scores``, ``exp_scores``, ``weights``, ``contributions``, ``context``."""
+    raw = keys @ q                                             # s_j = q · k_j
+    scaled = torch.where(torch.tensor(allowed), raw * scale, torch.tensor(float("-inf"), dtype=torch.float64))
+    exp = torch.exp(scaled - scaled.max())                     # minus the max: the same softmax, no overflow
+    weights = exp / exp.sum()
+    contributions = weights.unsqueeze(1) * values              # a_j v_j
+    return {"raw_scores": raw, "scaled_scores": scaled, "exp_scores": exp, "weights": weights,
+            "contributions": contributions, "context": contributions.sum(0)}

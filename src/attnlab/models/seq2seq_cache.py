@@ -63,7 +63,12 @@ class Seq2SeqCache:
         """
         for layer in self.layers:
             kv = layer.self_attn
-            kv.keys, kv.values = kv.keys.index_select(0, index), kv.values.index_select(0, index)
+            if index.numel() == kv.keys.shape[0]:  # a beam step: same rows, copy only the positions filled so far
+                n = kv.length
+                kv.keys[:, :, :n] = kv.keys[:, :, :n].index_select(0, index)
+                kv.values[:, :, :n] = kv.values[:, :, :n].index_select(0, index)
+            else:
+                kv.keys, kv.values = kv.keys.index_select(0, index), kv.values.index_select(0, index)
             if memory and layer.memory_kv is not None:
                 layer.memory_kv = tuple(t.index_select(0, index) for t in layer.memory_kv)
         if memory and self.memory_mask is not None:

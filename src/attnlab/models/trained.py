@@ -1,4 +1,5 @@
-"""A model that ``attnlab train`` wrote: find its checkpoint, read its configuration, load it with its tokenizer.
+"""A model that ``attnlab train`` (or ``attnlab train-seq2seq``) wrote: find its checkpoint, read its configuration,
+load it with its tokenizer.
 
 An output directory holds ``checkpoint.json`` (``{"latest": "checkpoints/step_000500"}``), which points at a
 checkpoint directory with ``model.safetensors``, ``state.json`` (step, configs, history) and
@@ -21,15 +22,20 @@ from attnlab.i18n import tr
 from attnlab.models.config import GPTConfig, ModernDecoderConfig
 from attnlab.models.gpt import GPT
 from attnlab.models.modern import ModernDecoder
+from attnlab.models.transformer import Transformer, TransformerConfig
 
 POINTER = "checkpoint.json"
 FORMAT = 2
 #: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
 _RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
-#: what ``attnlab train --arch`` builds: name -> (model class, config class); a checkpoint's state.json names it
-#: under "architecture" (checkpoints from before the field are GPTs)
+#: what ``attnlab train --arch`` (and ``train-seq2seq``) builds: name -> (model class, config class); a
+#: checkpoint's state.json names it under "architecture" (checkpoints from before the field are GPTs)
 ARCHITECTURES: dict[str, tuple[type[nn.Module], type]] = {"gpt": (GPT, GPTConfig),
-                                                          "modern": (ModernDecoder, ModernDecoderConfig)}
+                                                          "modern": (ModernDecoder, ModernDecoderConfig),
+                                                          "transformer": (Transformer, TransformerConfig)}
+#: what a model of each architecture does: "decoder" continues text (``attnlab sample``), "seq2seq" translates
+#: a source into a target (``attnlab translate``)
+KINDS = {"gpt": "decoder", "modern": "decoder", "transformer": "seq2seq"}
 
 
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
@@ -103,12 +109,37 @@ def build_model(architecture: str, model_config: dict[str, Any]) -> nn.Module:
     return model_cls(config_cls(**model_config))
 
 
-def load_trained(path: str | Path, device: str | torch.device = "cpu") -> tuple[GPT | ModernDecoder, Tokenizer]:
+def checkpoint_kind(path: str | Path) -> str:
+    """``"decoder"`` (a GPT or modern decoder) or ``"seq2seq"`` (an encoder-decoder) for the checkpoint at ``path``."""
+    architecture = read_state(resolve_checkpoint(path)).get("architecture", "gpt")
+    if architecture not in KINDS:
+        raise ValueError(tr("architecture: expected one of {choices}, got {architecture!r}",
+                            choices=sorted(ARCHITECTURES), architecture=architecture))
+    return KINDS[architecture]
+
+
+def load_trained(path: str | Path, device: str | torch.device = "cpu",
+                 kind: str | None = None) -> tuple[GPT | ModernDecoder | Transformer, Tokenizer]:
     """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory); the
-    architecture is the one ``state.json`` records (GPT for checkpoints from before it was recorded)."""
+    architecture is the one ``state.json`` records (GPT for checkpoints from before it was recorded).
+
+    ``kind`` (``"decoder"`` or ``"seq2seq"``, see :data:`KINDS`): the kind of model the caller can use; a
+    checkpoint of the other kind is a ValueError that says which command reads it.
+    """
+    if kind not in (None, "decoder", "seq2seq"):
+        raise ValueError(tr("kind: expected 'decoder', 'seq2seq' or None, got {kind!r}", kind=kind))
     checkpoint = resolve_checkpoint(path)
     state = read_state(checkpoint)
-    model = build_model(state.get("architecture", "gpt"), state["model_config"])
+    architecture = state.get("architecture", "gpt")
+    if kind == "decoder" and KINDS.get(architecture) == "seq2seq":
+        raise ValueError(tr("checkpoint {path!r} holds an encoder-decoder (translation) model, not a language model; "
+                            "translate with it: attnlab translate --checkpoint {path}", path=str(path)))
+    if kind == "seq2seq" and KINDS.get(architecture) == "decoder":
+        raise ValueError(tr("checkpoint {path!r} holds a decoder-only language model ({architecture}), not an "
+                            "encoder-decoder translation model; sample from it with attnlab sample --checkpoint "
+                            "{path}, or train a translation model with attnlab train-seq2seq",
+                            path=str(path), architecture=architecture))
+    model = build_model(architecture, state["model_config"])
     load_weights(checkpoint, model)
     if not (checkpoint / "tokenizer.json").is_file():
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",

@@ -1,12 +1,16 @@
-"""Training: a GPT on real text, resumable bit for bit, data-parallel under torchrun."""
+"""Training: a GPT on real text, or an encoder-decoder on translation pairs; resumable bit for bit, data-parallel
+under torchrun."""
 
 from attnlab.training.checkpoint import Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
-from attnlab.training.config import TrainConfig, load_toml
+from attnlab.training.config import Seq2SeqTrainConfig, TrainConfig, load_toml
 from attnlab.training.optim import configure_optimizer, lr_at
+from attnlab.training.seq2seq_trainer import Seq2SeqTrainer, train_seq2seq
 from attnlab.training.trainer import Trainer, TrainResult, build_model_config, train
 
 __all__ = [
     "Checkpoint",
+    "Seq2SeqTrainConfig",
+    "Seq2SeqTrainer",
     "TrainConfig",
     "TrainResult",
     "Trainer",
@@ -18,4 +22,5 @@ __all__ = [
     "lr_at",
     "save_checkpoint",
     "train",
+    "train_seq2seq",
 ]

@@ -1,4 +1,5 @@
-"""AdamW with weight decay where it belongs, and the warm-up + cosine learning-rate schedule."""
+"""AdamW with weight decay where it belongs; the warm-up + cosine learning-rate schedule, and the paper's
+warm-up + inverse-square-root one."""
 
 from __future__ import annotations
 
@@ -37,3 +38,18 @@ def lr_at(step: int, learning_rate: float, min_lr: float, warmup_iters: int, dec
         return min_lr
     progress = (step - warmup_iters) / max(1, decay_iters - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
+
+
+def inverse_sqrt_lr(step: int, learning_rate: float, warmup_iters: int) -> float:
+    """The schedule of "Attention Is All You Need" (§5.3), peaking at ``learning_rate`` when warm-up ends.
+
+    The paper: ``lrate = d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)`` for step ``n = step + 1``: a
+    linear rise for ``warmup`` steps, then a fall as ``1/√n``. Its peak, at ``n = warmup``, is
+    ``(d_model · warmup)^-0.5``; so ``learning_rate = (d_model · warmup_iters) ** -0.5`` gives the paper's
+    numbers exactly, and any other ``learning_rate`` scales the same shape.
+    """
+    if warmup_iters < 1:
+        raise ValueError(f"warmup_iters: the inverse-square-root schedule needs at least 1 warm-up step, "
+                         f"got {warmup_iters!r}")
+    n = step + 1
+    return learning_rate * warmup_iters**0.5 * min(n**-0.5, n * warmup_iters**-1.5)

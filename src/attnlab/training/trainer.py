@@ -84,7 +84,7 @@ def build_model_config(config: TrainConfig, vocab_size: int) -> GPTConfig | Mode
     config_cls = ARCHITECTURES[config.arch][1]
     check_keys(config.model, [f.name for f in dataclasses.fields(config_cls) if f.name != "vocab_size"], "model")
     if config.preset not in config_cls.PRESETS:
-        other = [a for a, (_, c) in ARCHITECTURES.items() if config.preset in c.PRESETS]
+        other = [a for a, (_, c) in ARCHITECTURES.items() if config.preset in getattr(c, "PRESETS", ())]
         hint = f" (it is a preset of --arch {other[0]})" if other else ""
         raise ValueError(tr("preset: unknown preset {preset!r}{hint}; choose from {presets}", preset=config.preset,
                             hint=hint, presets=sorted(config_cls.PRESETS)))
@@ -106,8 +106,8 @@ class Trainer:
 
     What is specific to next-token prediction sits in a few methods that a trainer for another objective
     overrides: :meth:`_prepare_data`, :meth:`_build_model_config`, :meth:`_build_model`, :meth:`draw_batch`,
-    :meth:`compute_loss` and :attr:`tokens_per_step`. The loop, evaluation, checkpoints, exact resume, the time
-    budget, Ctrl-C and data parallelism are shared.
+    :meth:`compute_loss`, :meth:`learning_rate_at` and :attr:`tokens_per_step`. The loop, evaluation, checkpoints,
+    exact resume, the time budget, Ctrl-C and data parallelism are shared.
     """
 
     def __init__(self, config: TrainConfig, resume: bool = False, console: Console | None = None,
@@ -214,11 +214,16 @@ class Trainer:
         inputs, targets = batch
         return model(inputs, targets=targets).loss
 
+    def learning_rate_at(self, step: int) -> float:
+        """The learning rate of optimizer step ``step``: warm-up, then the cosine (see :func:`lr_at`)."""
+        c = self.config
+        return lr_at(step, c.learning_rate, c.min_lr, c.warmup_iters, c.decay_iters)
+
     def train_step(self) -> float:
         """One optimizer step; returns this process' mean micro-batch loss."""
         c, d = self.config, self.dist
         local = c.grad_accum // d.world_size
-        lr = lr_at(self.step, c.learning_rate, c.min_lr, c.warmup_iters, c.decay_iters)
+        lr = self.learning_rate_at(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.train_model.train()

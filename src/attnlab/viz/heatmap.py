@@ -17,22 +17,26 @@ from attnlab.viz.fonts import require_glyphs
 CMAP = "viridis"
 
 
-def draw_weights(ax, weights, tokens: list[str], families: list[str], annotate: bool, labels: bool = True):
-    """One head's ``(T, T)`` weights on the axes ``ax``; returns the image for a colour bar."""
+def draw_weights(ax, weights, tokens: list[str], families: list[str], annotate: bool, labels: bool = True,
+                 row_tokens: list[str] | None = None):
+    """One head's ``(T, T)`` weights on the axes ``ax``; returns the image for a colour bar.
+
+    ``row_tokens``: the queries' tokens when they are not the keys' (cross-attention, ``(T, S)`` weights).
+    """
     w = weights.detach().cpu().numpy()
     image = ax.imshow(w, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="equal")
-    t = len(tokens)
+    rows = tokens if row_tokens is None else row_tokens
     if labels:
-        ax.set_xticks(range(t), tokens, rotation=90, fontfamily=families)
-        ax.set_yticks(range(t), tokens, fontfamily=families)
+        ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontfamily=families)
+        ax.set_yticks(range(len(rows)), rows, fontfamily=families)
         ax.set_xlabel("key (attended to)")
         ax.set_ylabel("query (attending)")
     else:
         ax.set_xticks([])
         ax.set_yticks([])
     if annotate:
-        for i in range(t):
-            for j in range(t):
+        for i in range(len(rows)):
+            for j in range(len(tokens)):
                 ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if w[i, j] < 0.6 else "black")
     return image

@@ -28,14 +28,16 @@ import numpy as np
 import torch
 
 from attnlab.files import atomic_write
+from attnlab.i18n import tr
 from attnlab.inspect import Capture
+from attnlab.inspect.encoder_decoder import MODE_TITLES, MODES, Seq2SeqCapture
 
 #: the largest quantisation error of a weight, as a fraction of its row's maximum
 QUANT_ERROR = 1 / 510
 
 
 def quantise(attentions: list[torch.Tensor]) -> tuple[bytes, bytes]:
-    """Per-layer ``(H, T, T)`` weights -> (uint8 bytes ``(L, H, T, T)``, float32 row maxima ``(L, H, T)``)."""
+    """Per-layer ``(H, Tq, Tk)`` weights -> (uint8 bytes ``(L, H, Tq, Tk)``, float32 row maxima ``(L, H, Tq)``)."""
     w = torch.stack([a.float() for a in attentions]).clamp(min=0).numpy()  # (L, H, T, T)
     rowmax = w.max(axis=-1, keepdims=True)
     safe = np.where(rowmax > 0, rowmax, 1.0)
@@ -44,30 +46,60 @@ def quantise(attentions: list[torch.Tensor]) -> tuple[bytes, bytes]:
 
 
 def dequantise(q: bytes, rowmax: bytes, shape: tuple[int, int, int, int]) -> np.ndarray:
-    """Inverse of :func:`quantise` (what the page computes): ``(L, H, T, T)`` float32."""
+    """Inverse of :func:`quantise` (what the page computes): ``(L, H, Tq, Tk)`` float32."""
     qa = np.frombuffer(q, dtype=np.uint8).reshape(shape).astype(np.float32)
     return qa / 255 * np.frombuffer(rowmax, dtype="<f4").reshape(shape[:3])[..., None]
 
 
-def payload(cap: Capture, title: str | None = None, layer: int = 0, head: int = 0, embed_font: bool = True,
-            level: int = 6) -> dict:
-    """The JSON the page reads (``level``: deflate level, 1 fast … 9 small)."""
+def _font(text: str, embed_font: bool) -> str | None:
+    if not embed_font:
+        return None
+    from attnlab.viz.fonts import cjk_subset
+
+    try:
+        font = cjk_subset(text)
+    except ImportError:
+        font = None  # no font package: the browser's own fonts draw the tokens
+    return None if font is None else base64.b64encode(font).decode("ascii")
+
+
+def seq2seq_payload(cap: Seq2SeqCapture, title: str | None = None, mode: str = "cross", embed_font: bool = True,
+                    level: int = 6) -> dict:
+    """The JSON for an encoder-decoder: one mode per attention (encoder self-attention, decoder self-attention,
+    cross-attention), each with its query tokens (rows) and key tokens (columns); ``mode`` is shown first."""
+    if mode not in MODES:
+        raise ValueError(tr("mode: expected one of {choices}, got {mode!r}", choices=", ".join(MODES), mode=mode))
+    sides = {"encoder": (cap.source_tokens, cap.source_tokens), "decoder": (cap.target_tokens, cap.target_tokens),
+             "cross": (cap.target_tokens, cap.source_tokens)}
+    modes = []
+    for name in MODES:
+        maps = cap.weights(name)
+        q, rowmax = quantise(maps)
+        rows, cols = sides[name]
+        modes.append({"name": name, "label": MODE_TITLES[name], "title": f"{cap.model_name}: {MODE_TITLES[name]}",
+                      "qtokens": list(rows), "ktokens": list(cols), "layers": len(maps), "heads": maps[0].shape[0],
+                      "causal": name == "decoder", "compressed": True,
+                      "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
+                      "rowmax": base64.b64encode(rowmax).decode("ascii")})
+    return {"title": title or f"{cap.model_name}: attention", "modes": modes, "mode": MODES.index(mode),
+            "layer": 0, "head": 0,
+            "font": _font("".join(cap.source_tokens + cap.target_tokens), embed_font)}
+
+
+def payload(cap: Capture | Seq2SeqCapture, title: str | None = None, layer: int = 0, head: int = 0,
+            embed_font: bool = True, level: int = 6, mode: str = "cross") -> dict:
+    """The JSON the page reads (``level``: deflate level, 1 fast … 9 small); an encoder-decoder's capture gives
+    :func:`seq2seq_payload`'s three modes (``mode`` first)."""
+    if isinstance(cap, Seq2SeqCapture):
+        return seq2seq_payload(cap, title, mode, embed_font=embed_font, level=level)
     cap.check_layer_head(layer, head)
     q, rowmax = quantise(cap.attentions)
-    font = None
-    if embed_font:
-        from attnlab.viz.fonts import cjk_subset
-
-        try:
-            font = cjk_subset("".join(cap.tokens))
-        except ImportError:
-            font = None  # no font package: the browser's own fonts draw the tokens
     return {
         "title": title or f"{cap.model_name}: attention", "tokens": list(cap.tokens), "T": cap.seq_len,
         "layers": cap.num_layers, "heads": cap.num_heads, "layer": layer, "head": head, "causal": cap.is_causal,
         "compressed": True, "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
         "rowmax": base64.b64encode(rowmax).decode("ascii"),
-        "font": None if font is None else base64.b64encode(font).decode("ascii"),
+        "font": _font("".join(cap.tokens), embed_font),
     }
 
 
@@ -82,17 +114,17 @@ def _asset(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
 
 
-def build_html(cap: Capture, title: str | None = None, layer: int = 0, head: int = 0, embed_font: bool = True,
-               level: int = 6) -> str:
+def build_html(cap: Capture | Seq2SeqCapture, title: str | None = None, layer: int = 0, head: int = 0,
+               embed_font: bool = True, level: int = 6, mode: str = "cross") -> str:
     """The whole page as one string."""
-    data = payload(cap, title, layer, head, embed_font, level)
+    data = payload(cap, title, layer, head, embed_font, level, mode)
     parts = {"TITLE": html.escape(data["title"]), "CSS": _asset("viewer.css"), "JS": _asset("viewer.js"),
              "DATA": _json_for_script(data)}
     # one pass, so nothing inserted is itself searched for placeholders
     return re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _asset("template.html"))
 
 
-def write_html(cap: Capture, path: str | Path, **kwargs) -> Path:
+def write_html(cap: Capture | Seq2SeqCapture, path: str | Path, **kwargs) -> Path:
     """Write :func:`build_html` to ``path`` atomically (UTF-8)."""
     page = build_html(cap, **kwargs)
     return atomic_write(path, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))

@@ -1,13 +1,17 @@
 // attnlab attention viewer. Reads the JSON block #attnlab-data; writes tokens with textContent only
 // (never innerHTML), so a token is always shown as text. Weights arrive quantised: one uint8 per
 // weight, relative to the maximum of its row (stored as float32), deflate-compressed, base64-encoded.
+// A page may hold several modes (an encoder-decoder's encoder, decoder and cross-attention): each has
+// its own query tokens (rows, Tq) and key tokens (columns, Tk), which differ for cross-attention.
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
   const data = JSON.parse($("attnlab-data").textContent);
-  const T = data.T, L = data.layers, H = data.heads, tokens = data.tokens;
-  const state = { layer: data.layer || 0, head: data.head || 0, view: "head", locked: null, hover: null };
-  let q = null, rowmax = null;          // Uint8Array (L*H*T*T), Float32Array (L*H*T)
+  const modes = data.modes || [{ title: data.title, qtokens: data.tokens, ktokens: data.tokens, layers: data.layers,
+    heads: data.heads, weights: data.weights, rowmax: data.rowmax, compressed: data.compressed }];
+  let Tq = 0, Tk = 0, L = 0, H = 0, qtok = [], ktok = [], title = data.title;
+  const state = { layer: data.layer || 0, head: data.head || 0, view: "head", locked: null, hover: null, mode: 0 };
+  let q = null, rowmax = null;          // Uint8Array (L*H*Tq*Tk), Float32Array (L*H*Tq)
   const ROW = 20;                       // px per token row in the head view
 
   function bytes(b64) {
@@ -22,11 +26,12 @@
   }
   // weight of query i on key j, dequantised: q / 255 * rowmax
   function weight(l, h, i, j) {
-    const r = (l * H + h) * T + i;
-    return q[r * T + j] / 255 * rowmax[r];
+    const r = (l * H + h) * Tq + i;
+    return q[r * Tk + j] / 255 * rowmax[r];
   }
-  function row(l, h, i) { const w = new Float32Array(T); for (let j = 0; j < T; j++) w[j] = weight(l, h, i, j); return w; }
-  function column(l, h, j) { const w = new Float32Array(T); for (let i = 0; i < T; i++) w[i] = weight(l, h, i, j); return w; }
+  function row(l, h, i) { const w = new Float32Array(Tk); for (let j = 0; j < Tk; j++) w[j] = weight(l, h, i, j); return w; }
+  function column(l, h, j) { const w = new Float32Array(Tq); for (let i = 0; i < Tq; i++) w[i] = weight(l, h, i, j); return w; }
+  const longest = () => Math.max(Tq, Tk);
 
   // viridis-like ramp, 256 entries, for the matrix and thumbnails
   const RAMP = (() => {
@@ -38,12 +43,12 @@
     }
     return out;
   })();
-  function headImage(l, h) {             // (T x T) ImageData of one head, absolute weights
-    const img = new ImageData(T, T), px = img.data;
-    for (let i = 0; i < T; i++) {
-      const r = (l * H + h) * T + i, scale = rowmax[r], base = r * T;
-      for (let j = 0; j < T; j++) {
-        const k = Math.min(255, Math.round(q[base + j] * scale)) * 3, p = (i * T + j) * 4;
+  function headImage(l, h) {             // (Tk wide x Tq high) ImageData of one head, absolute weights
+    const img = new ImageData(Tk, Tq), px = img.data;
+    for (let i = 0; i < Tq; i++) {
+      const r = (l * H + h) * Tq + i, scale = rowmax[r], base = r * Tk;
+      for (let j = 0; j < Tk; j++) {
+        const k = Math.min(255, Math.round(q[base + j] * scale)) * 3, p = (i * Tk + j) * 4;
         px[p] = RAMP[k]; px[p + 1] = RAMP[k + 1]; px[p + 2] = RAMP[k + 2]; px[p + 3] = 255;
       }
     }
@@ -55,7 +60,7 @@
     for (const side of ["left", "right"]) {
       const col = $(side);
       col.textContent = "";
-      tokens.forEach((t, i) => {
+      (side === "left" ? qtok : ktok).forEach((t, i) => {
         const d = document.createElement("div");
         d.className = "tok"; d.textContent = t; d.dataset.i = String(i); d.title = t;
         d.addEventListener("mouseenter", () => { state.hover = { side, i }; drawHead(); });
@@ -67,7 +72,7 @@
         col.appendChild(d);
       });
     }
-    const c = $("lines"); c.height = T * ROW; c.width = 300;
+    const c = $("lines"); c.height = longest() * ROW; c.width = 300;
   }
   function focus() { return state.hover || state.locked; }
   function drawHead() {
@@ -85,9 +90,9 @@
       shown = column(l, h, f.i); rights[f.i].classList.add("selected");
       shown.forEach((w, i) => { add(i, f.i, w); paint(lefts[i], w); });
     } else {
-      for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) add(i, j, weight(l, h, i, j));
+      for (let i = 0; i < Tq; i++) for (let j = 0; j < Tk; j++) add(i, j, weight(l, h, i, j));
     }
-    ctx.lineWidth = T > 64 ? 1 : 2;
+    ctx.lineWidth = longest() > 64 ? 1 : 2;
     buckets.forEach((pairs, b) => {
       if (!pairs.length) return;
       ctx.strokeStyle = `rgba(37, 99, 235, ${(b + 0.5) / 16})`;
@@ -106,47 +111,47 @@
   function showWeights(f, shown) {
     const box = $("weights"); box.textContent = "";
     if (!f) { $("info").textContent = "Hover a token to see where it looks; click it to keep it selected."; return; }
-    const who = tokens[f.i];
+    const who = (f.side === "left" ? qtok : ktok)[f.i], other = f.side === "left" ? ktok : qtok;
     $("info").textContent = f.side === "left"
       ? `Query ${f.i} "${who}" attends to (layer ${state.layer}, head ${state.head}):`
       : `Key ${f.i} "${who}" is attended to by (layer ${state.layer}, head ${state.head}):`;
     const order = Array.from(shown.keys()).sort((a, b) => shown[b] - shown[a]).slice(0, 20);
     for (const k of order) {
       const r = document.createElement("div"); r.className = "row";
-      r.textContent = `${shown[k].toFixed(4)}  ${tokens[k]}`; box.appendChild(r);
+      r.textContent = `${shown[k].toFixed(4)}  ${other[k]}`; box.appendChild(r);
     }
   }
 
   // ---- matrix view -------------------------------------------------------------------------------
   function matrixGeometry() {
-    const cell = Math.max(1, Math.min(36, Math.floor(900 / T))), label = T <= 64 ? 110 : 0;
+    const cell = Math.max(1, Math.min(36, Math.floor(900 / longest()))), label = longest() <= 64 ? 110 : 0;
     return { cell, label };
   }
   function drawMatrix(ctx, withLabels) {
     const { cell, label } = matrixGeometry(), off = document.createElement("canvas");
-    off.width = T; off.height = T; off.getContext("2d").putImageData(headImage(state.layer, state.head), 0, 0);
+    off.width = Tk; off.height = Tq; off.getContext("2d").putImageData(headImage(state.layer, state.head), 0, 0);
     ctx.imageSmoothingEnabled = false;
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, ctx.canvas.width, ctx.canvas.height);
-    ctx.drawImage(off, label, label, T * cell, T * cell);
+    ctx.drawImage(off, label, label, Tk * cell, Tq * cell);
     if (withLabels && label) {
       ctx.fillStyle = "#1d2330"; ctx.font = "12px attnlab-tokens, system-ui, sans-serif"; ctx.textBaseline = "middle";
-      tokens.forEach((t, i) => {
-        ctx.textAlign = "right"; ctx.fillText(t, label - 4, label + i * cell + cell / 2, label - 6);
-        ctx.save(); ctx.translate(label + i * cell + cell / 2, label - 4); ctx.rotate(-Math.PI / 2);
+      qtok.forEach((t, i) => { ctx.textAlign = "right"; ctx.fillText(t, label - 4, label + i * cell + cell / 2, label - 6); });
+      ktok.forEach((t, j) => {
+        ctx.save(); ctx.translate(label + j * cell + cell / 2, label - 4); ctx.rotate(-Math.PI / 2);
         ctx.textAlign = "left"; ctx.fillText(t, 0, 0, label - 6); ctx.restore();
       });
     }
   }
   function renderMatrix() {
     const c = $("matrix"), { cell, label } = matrixGeometry();
-    c.width = label + T * cell + 4; c.height = label + T * cell + 4;
+    c.width = label + Tk * cell + 4; c.height = label + Tq * cell + 4;
     drawMatrix(c.getContext("2d"), true);
   }
   $("matrix").addEventListener("mousemove", (ev) => {
     const { cell, label } = matrixGeometry(), r = $("matrix").getBoundingClientRect();
     const i = Math.floor((ev.clientY - r.top - label) / cell), j = Math.floor((ev.clientX - r.left - label) / cell);
-    if (i < 0 || j < 0 || i >= T || j >= T) return;
-    $("info").textContent = `query ${i} "${tokens[i]}" → key ${j} "${tokens[j]}": ${weight(state.layer, state.head, i, j).toFixed(4)}`;
+    if (i < 0 || j < 0 || i >= Tq || j >= Tk) return;
+    $("info").textContent = `query ${i} "${qtok[i]}" → key ${j} "${ktok[j]}": ${weight(state.layer, state.head, i, j).toFixed(4)}`;
   });
 
   // ---- all heads: L x H thumbnails, drawn a few per frame so the page never freezes --------------
@@ -171,8 +176,8 @@
       const t0 = performance.now();
       while (todo.length && performance.now() - t0 < 30) {
         const [c, l, h] = todo.shift(), off = document.createElement("canvas");
-        off.width = T; off.height = T; off.getContext("2d").putImageData(headImage(l, h), 0, 0);
-        const ctx = c.getContext("2d"); ctx.imageSmoothingEnabled = T > THUMB; ctx.drawImage(off, 0, 0, THUMB, THUMB);
+        off.width = Tk; off.height = Tq; off.getContext("2d").putImageData(headImage(l, h), 0, 0);
+        const ctx = c.getContext("2d"); ctx.imageSmoothingEnabled = longest() > THUMB; ctx.drawImage(off, 0, 0, THUMB, THUMB);
       }
       if (todo.length) requestAnimationFrame(step); else grid.dataset.done = "1";
     };
@@ -182,16 +187,14 @@
   // ---- export: the current view as PNG (canvas) or SVG (elements, text via textContent) ----------
   function headCanvas() {
     const c = document.createElement("canvas"), w = 180, lines = $("lines");
-    c.width = 2 * w + lines.width; c.height = T * ROW + 30;
+    c.width = 2 * w + lines.width; c.height = longest() * ROW + 30;
     const ctx = c.getContext("2d");
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, c.width, c.height);
     ctx.font = "14px attnlab-tokens, system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = "#1d2330";
-    ctx.fillText(`${data.title} · layer ${state.layer} · head ${state.head}`, 4, 12);
+    ctx.fillText(`${title} · layer ${state.layer} · head ${state.head}`, 4, 12);
     ctx.drawImage(lines, w, 24);
-    tokens.forEach((t, i) => {
-      ctx.textAlign = "right"; ctx.fillText(t, w - 6, 24 + i * ROW + ROW / 2, w - 10);
-      ctx.textAlign = "left"; ctx.fillText(t, w + lines.width + 6, 24 + i * ROW + ROW / 2, w - 10);
-    });
+    qtok.forEach((t, i) => { ctx.textAlign = "right"; ctx.fillText(t, w - 6, 24 + i * ROW + ROW / 2, w - 10); });
+    ktok.forEach((t, j) => { ctx.textAlign = "left"; ctx.fillText(t, w + lines.width + 6, 24 + j * ROW + ROW / 2, w - 10); });
     return c;
   }
   function viewCanvas() {
@@ -216,42 +219,42 @@
     const l = state.layer, h = state.head;
     if (state.view === "head") {
       const w = 180, mid = 300, f = focus();
-      svg.setAttribute("width", 2 * w + mid); svg.setAttribute("height", T * ROW + 30);
-      el("text", { x: 4, y: 16, "font-size": 14 }, `${data.title} · layer ${l} · head ${h}`);
-      for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) {
+      svg.setAttribute("width", 2 * w + mid); svg.setAttribute("height", longest() * ROW + 30);
+      el("text", { x: 4, y: 16, "font-size": 14 }, `${title} · layer ${l} · head ${h}`);
+      for (let i = 0; i < Tq; i++) for (let j = 0; j < Tk; j++) {
         if (f && ((f.side === "left" && f.i !== i) || (f.side === "right" && f.i !== j))) continue;
         const x = weight(l, h, i, j);
         if (x > 0.004) el("line", { x1: w, y1: 24 + i * ROW + ROW / 2, x2: w + mid, y2: 24 + j * ROW + ROW / 2,
           stroke: "#2563eb", "stroke-opacity": x.toFixed(3), "stroke-width": 2 });
       }
-      tokens.forEach((t, i) => {
-        el("text", { x: w - 6, y: 24 + i * ROW + 15, "text-anchor": "end", "font-size": 14 }, t);
-        el("text", { x: w + mid + 6, y: 24 + i * ROW + 15, "font-size": 14 }, t);
-      });
+      qtok.forEach((t, i) => el("text", { x: w - 6, y: 24 + i * ROW + 15, "text-anchor": "end", "font-size": 14 }, t));
+      ktok.forEach((t, j) => el("text", { x: w + mid + 6, y: 24 + j * ROW + 15, "font-size": 14 }, t));
     } else {
       const { cell, label } = matrixGeometry(), ls = state.view === "grid" ? [] : [[l, h]];
       if (state.view === "grid") for (let a = 0; a < L; a++) for (let b = 0; b < H; b++) ls.push([a, b]);
-      const size = label + T * cell, cols = state.view === "grid" ? H : 1;
-      svg.setAttribute("width", cols * (size + 10)); svg.setAttribute("height", Math.ceil(ls.length / cols) * (size + 10));
+      const width = label + Tk * cell, height = label + Tq * cell, cols = state.view === "grid" ? H : 1;
+      svg.setAttribute("width", cols * (width + 10)); svg.setAttribute("height", Math.ceil(ls.length / cols) * (height + 10));
       ls.forEach(([a, b], k) => {
-        const ox = (k % cols) * (size + 10), oy = Math.floor(k / cols) * (size + 10);
-        for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) {
+        const ox = (k % cols) * (width + 10), oy = Math.floor(k / cols) * (height + 10);
+        for (let i = 0; i < Tq; i++) for (let j = 0; j < Tk; j++) {
           const v = Math.min(255, Math.round(weight(a, b, i, j) * 255)) * 3;
           el("rect", { x: ox + label + j * cell, y: oy + label + i * cell, width: cell, height: cell,
             fill: `rgb(${RAMP[v]},${RAMP[v + 1]},${RAMP[v + 2]})` });
         }
-        if (label) tokens.forEach((t, i) => {
-          el("text", { x: ox + label - 4, y: oy + label + i * cell + cell / 2 + 4, "text-anchor": "end", "font-size": 12 }, t);
-          el("text", { x: 0, y: 0, "font-size": 12,
-            transform: `translate(${ox + label + i * cell + cell / 2 + 4},${oy + label - 4}) rotate(-90)` }, t);
-        });
+        if (label) {
+          qtok.forEach((t, i) => el("text", { x: ox + label - 4, y: oy + label + i * cell + cell / 2 + 4,
+            "text-anchor": "end", "font-size": 12 }, t));
+          ktok.forEach((t, j) => el("text", { x: 0, y: 0, "font-size": 12,
+            transform: `translate(${ox + label + j * cell + cell / 2 + 4},${oy + label - 4}) rotate(-90)` }, t));
+        }
       });
     }
     return new XMLSerializer().serializeToString(svg);
   }
   function download(blob, ext) {
     const a = document.createElement("a");
-    a.href = URL.createObjectURL(blob); a.download = `attention-${state.view}-L${state.layer}-H${state.head}.${ext}`;
+    const mode = modes.length > 1 ? `${modes[state.mode].name}-` : "";
+    a.href = URL.createObjectURL(blob); a.download = `attention-${mode}${state.view}-L${state.layer}-H${state.head}.${ext}`;
     document.body.appendChild(a); a.click(); a.remove();
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   }
@@ -278,24 +281,46 @@
     else if (state.view === "matrix") renderMatrix();
     else renderGrid();
     document.body.dataset.layer = String(state.layer); document.body.dataset.head = String(state.head);
+    document.body.dataset.mode = String(state.mode);
   }
   $("layer").addEventListener("change", (e) => select(Number(e.target.value), state.head));
   $("head").addEventListener("change", (e) => select(state.layer, Number(e.target.value)));
   for (const b of document.querySelectorAll("[data-view]")) b.addEventListener("click", () => setView(b.dataset.view));
 
-  async function start() {
-    $("title").textContent = data.title;
+  // ---- modes: an encoder-decoder's three attentions, each with its own tokens and weights -----------
+  async function loadMode(k) {
+    const m = modes[k];
+    let raw = bytes(m.weights);
+    if (m.compressed) raw = await inflate(raw);
+    q = raw; rowmax = new Float32Array(bytes(m.rowmax).buffer);
+    qtok = m.qtokens; ktok = m.ktokens; Tq = qtok.length; Tk = ktok.length; L = m.layers; H = m.heads;
+    title = m.title || data.title; state.mode = k; state.locked = null; state.hover = null;
+    $("title").textContent = title;
     options($("layer"), L, "layer"); options($("head"), H, "head");
+    buildTokens();
+  }
+  const modeSelect = $("mode");
+  if (modes.length > 1) {
+    modes.forEach((m, k) => { const o = document.createElement("option"); o.value = String(k); o.textContent = m.label; modeSelect.appendChild(o); });
+    modeSelect.addEventListener("change", async (e) => {
+      await loadMode(Number(e.target.value));
+      select(Math.min(state.layer, L - 1), Math.min(state.head, H - 1));
+    });
+  } else {
+    modeSelect.parentElement.hidden = true;
+  }
+
+  async function start() {
     if (data.font) {   // the packaged CJK font, cut down to the glyphs of these tokens
       try { const face = new FontFace("attnlab-tokens", bytes(data.font).buffer); document.fonts.add(await face.load()); }
       catch (e) { /* the browser's own fonts will do */ }
     }
-    let raw = bytes(data.weights);
-    if (data.compressed) raw = await inflate(raw);
-    q = raw; rowmax = new Float32Array(bytes(data.rowmax).buffer);
-    buildTokens(); select(state.layer, state.head);
+    await loadMode(data.mode || 0);
+    modeSelect.value = String(state.mode);
+    select(state.layer, state.head);
     document.body.dataset.ready = "1";
   }
-  window.attnlab = { weight, row, state, select, setView, tokens, data };
+  window.attnlab = { weight, row, state, select, setView, loadMode, data, get tokens() { return qtok; },
+    get keyTokens() { return ktok; } };
   start().catch((e) => { $("status").textContent = `Could not load the weights: ${e.message}`; });
 })();
