@@ -85,8 +85,10 @@ class _Stepper:
         memory = model.encode(src, src_mask)  # the model's door checks the ids and the mask's values
         self.decoder = model.incremental_decoder(memory, mask, beams, max_new_tokens) if use_cache else None
         if not use_cache:
-            rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(beams)
-            self.memory, self.mask = memory.index_select(0, rows), mask.index_select(0, rows)
+            self.memory, self.mask = memory, mask
+            if beams > 1:  # each source's memory repeated for its beams
+                rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(beams)
+                self.memory, self.mask = memory.index_select(0, rows), mask.index_select(0, rows)
         c = model.config
         self.banned = torch.tensor([c.pad_id, c.bos_id], device=src.device)
 

@@ -168,8 +168,9 @@ class Transformer(nn.Module):
         """A lean decoder fed one token per row per call, for searches: ``memory (B, S, D)`` with its padding mask
         ``src_mask (B, S)`` (1 = real; None: all real), ``beams`` rows per source, up to ``length`` tokens in all
         (default: the model's context_length). Each call ``step(tokens (B·beams,))`` returns the next-token logits
-        ``(B·beams, vocab_size)``; ``step.reorder(rows)`` follows the beams. Eval mode; see
-        :class:`~attnlab.models.seq2seq_step.IncrementalDecoder`."""
+        ``(B·beams, vocab_size)``; ``step.reorder(rows)`` follows the beams. For inference: eval mode, under
+        ``torch.inference_mode()`` or ``torch.no_grad()``; see :class:`~attnlab.models.seq2seq_step.IncrementalDecoder`.
+        """
         c = self.config
         src_keys, _ = self._door(memory=memory, src_mask=src_mask)  # None: no padding
         length = c.context_length if length is None else length
