@@ -198,12 +198,12 @@ def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor,
             finished_row[c.pad_id] = 0.0
         step_logp = torch.where(done[..., None], finished_row, step_logp)
         cand_logp = logp[..., None] + step_logp  # (B, k, V)
-        cand_len = torch.where(done, lengths, torch.full_like(lengths, t))[..., None].expand_as(cand_logp)
-        score = cand_logp / length_penalty(cand_len, alpha)
+        cand_len = torch.where(done, lengths, torch.full_like(lengths, t))  # (B, k): each candidate's, by parent
+        score = cand_logp / length_penalty(cand_len, alpha)[..., None]
         index = score.view(b, -1).topk(k, dim=-1).indices  # (B, k) among k·V candidates
         parent, token = index // vocab, index % vocab
         logp = cand_logp.view(b, -1).gather(1, index)
-        lengths = cand_len.reshape(b, -1).gather(1, index)
+        lengths = cand_len.gather(1, parent)
         rows = (offsets + parent).flatten()  # the surviving parents' rows
         # a beam with probability 0 (more beams than tokens to choose) can never win: it stops too
         done = done.gather(1, parent) | (token == c.eos_id) | torch.isneginf(logp)

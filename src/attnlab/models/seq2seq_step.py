@@ -85,8 +85,9 @@ class IncrementalDecoder:
         c = model.config
         self.num_heads, self.head_dim, self.beams = c.num_heads, c.head_dim, beams
         self.norm_first, self.activation = c.norm_first, c.activation
-        self.embedding, self.embed_scale = model.embedding.weight, math.sqrt(c.d_model)
-        self.positions = model.positions.pe
+        # the token embeddings already times √d_model (§3.4), the positions in the compute dtype: one add per step
+        self.embedding = model.embedding.weight * math.sqrt(c.d_model)
+        self.positions = model.positions.pe[:length].to(memory.dtype)
         self.final_norm = None if model.decoder_norm is None else _norm(model.decoder_norm)
         self.head = model.head.weight
         b, s, _ = memory.shape
@@ -113,8 +114,7 @@ class IncrementalDecoder:
 
     def __call__(self, tokens: Tensor) -> Tensor:
         """Feed ``tokens (N,)`` at :attr:`position`; return the logits of the token after them ``(N, vocab)``."""
-        x = F.embedding(tokens, self.embedding) * self.embed_scale + self.positions[self.position].to(
-            self.embedding.dtype)
+        x = F.embedding(tokens, self.embedding) + self.positions[self.position]
         for layer in self.layers:
             x = self._residual(x, self._self_attention, layer, 0)
             x = self._residual(x, self._cross_attention, layer, 1)
