@@ -167,6 +167,14 @@ def test_bad_input_is_named(model, sources, call, msg):
         call(model, sources)
 
 
+def test_the_results_are_plain_tensors(model, sources):
+    """Decoding runs in inference mode, but hands back tensors the caller may write to and use with autograd."""
+    tokens = greedy_decode(model, sources, max_new_tokens=3)
+    beam_tokens, scores = beam_search(model, sources, max_new_tokens=3)
+    assert not any(t.is_inference() for t in (tokens, beam_tokens, scores))
+    tokens[0, 0] = PAD
+
+
 def test_decoding_leaves_the_model_in_its_mode(model, sources):
     model.train()
     try:

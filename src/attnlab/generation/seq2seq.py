@@ -3,8 +3,9 @@
 The source is encoded once. The decoder then starts from ``bos_id`` and adds one token per step until every
 sequence has produced ``eos_id`` (or ``max_new_tokens`` are reached). With ``use_cache=True`` each step feeds only
 the newest token: the decoder's self-attention keeps the keys and values of the earlier ones, and the
-cross-attention's keys and values of the memory are computed once per source (:class:`attnlab.models.Seq2SeqCache`).
-Without the cache each step runs the decoder over the whole prefix; the two give the same tokens (tested).
+cross-attention's keys and values of the memory are computed once per source, shared by its beams
+(:meth:`attnlab.models.Transformer.incremental_decoder`). Without the cache each step runs the decoder over the
+whole prefix, the memory's keys and values projected again; the two give the same tokens (tested).
 
 Beam search keeps the ``beam_size`` best partial translations per source, ranked by their log-probability divided
 by the length penalty of GNMT (Wu et al., 2016), which the Transformer paper uses with α = 0.6 (§6.1):
@@ -19,6 +20,8 @@ Neither search ever emits ``pad_id`` or ``bos_id``. Both return ``(B, L)`` token
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -66,28 +69,37 @@ def _check_max_new_tokens(model: Any, max_new_tokens: int | None) -> int:
 
 
 class _Stepper:
-    """The decoder's next-token log-probabilities ``(B, V)`` for a growing ``tokens (B, t)`` (bos first), with or
-    without the cache; pad and bos are never chosen."""
+    """The decoder's next-token log-probabilities ``(N, V)`` for a growing ``tokens (N, t)`` (bos first), ``N = B ·
+    beams`` rows grouped by source, with or without the cache; pad and bos are never chosen.
+
+    With the cache, each call feeds the newest token to the model's
+    :meth:`~attnlab.models.Transformer.incremental_decoder`, which keeps every layer's keys and values (and the
+    memory's, projected once per source). Without it, each call runs :meth:`~attnlab.models.Transformer.decode`
+    over the whole prefix, the memory repeated for the beams: the cross-attention's keys and values are projected
+    again at every step.
+    """
 
     def __init__(self, model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor, use_cache: bool,
-                 max_new_tokens: int) -> None:
-        self.model, self.mask, self.use_cache = model, mask, use_cache
-        self.memory = model.encode(src, src_mask)  # the model's door checks the ids and the mask's values
-        self.cache = model.new_cache(self.memory, mask, context_length=max_new_tokens) if use_cache else None
+                 max_new_tokens: int, beams: int = 1) -> None:
+        self.model = model
+        memory = model.encode(src, src_mask)  # the model's door checks the ids and the mask's values
+        self.decoder = model.incremental_decoder(memory, mask, beams, max_new_tokens) if use_cache else None
+        if not use_cache:
+            self.memory, self.mask = memory, mask
+            if beams > 1:  # each source's memory repeated for its beams
+                rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(beams)
+                self.memory, self.mask = memory.index_select(0, rows), mask.index_select(0, rows)
         c = model.config
         self.banned = torch.tensor([c.pad_id, c.bos_id], device=src.device)
 
-    def expand(self, index: Tensor, memory: bool = True) -> None:
-        """Keep rows ``index``: each source repeated for its beams, then (``memory=False``: within each source, so
-        the memory rows stay as they are) the surviving parents."""
-        if self.cache is not None:
-            self.cache.reorder(index, memory)
-        elif memory:
-            self.memory, self.mask = self.memory.index_select(0, index), self.mask.index_select(0, index)
+    def reorder(self, rows: Tensor) -> None:
+        """Rows ``rows (N,)`` (parents within each source) become rows ``0 .. N - 1``."""
+        if self.decoder is not None:
+            self.decoder.reorder(rows)
 
     def log_probs(self, tokens: Tensor) -> Tensor:
-        if self.cache is not None:
-            logits = self.model.decode(tokens[:, self.cache.length:], cache=self.cache)[:, -1]
+        if self.decoder is not None:
+            logits = self.decoder(tokens[:, -1])
         else:
             logits = self.model.decode(tokens, self.memory, src_mask=self.mask,
                                        tgt_mask=torch.ones_like(tokens))[:, -1]
@@ -95,11 +107,25 @@ class _Stepper:
         return logits.log_softmax(dim=-1)
 
 
+@contextmanager
+def _decoding(model: Any) -> Iterator[None]:
+    """Eval mode, without autograd, for the duration; the modules that were training train again after. Only the
+    modules in training mode are switched: walking them all twice would cost as much as a decoding step."""
+    training = [m for m in model.modules() if m.training]
+    for m in training:
+        m.training = False
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        for m in training:
+            m.training = True
+
+
 def _start(model: Any, rows: int, device: torch.device) -> Tensor:
     return torch.full((rows, 1), model.config.bos_id, dtype=torch.long, device=device)
 
 
-@torch.no_grad()
 def greedy_decode(model: Any, src: Tensor, src_mask: Tensor | None = None, max_new_tokens: int | None = None,
                   use_cache: bool = True) -> Tensor:
     """The most probable next token at every step: ``src (B, S)`` -> ``(B, L)`` ids, ``L <= max_new_tokens``.
@@ -113,9 +139,7 @@ def greedy_decode(model: Any, src: Tensor, src_mask: Tensor | None = None, max_n
     mask = _check_source(model, src, src_mask)
     limit = _check_max_new_tokens(model, max_new_tokens)
     c = model.config
-    was_training = model.training
-    model.eval()
-    try:
+    with _decoding(model):
         step = _Stepper(model, src, src_mask, mask, use_cache, limit)
         tokens = _start(model, src.shape[0], src.device)
         done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
@@ -126,12 +150,9 @@ def greedy_decode(model: Any, src: Tensor, src_mask: Tensor | None = None, max_n
             done |= nxt == c.eos_id
             if bool(done.all()):
                 break
-        return tokens[:, 1:]
-    finally:
-        model.train(was_training)
+    return tokens[:, 1:].clone()  # a plain tensor, not an inference-mode one: the caller may write to it
 
 
-@torch.no_grad()
 def beam_search(model: Any, src: Tensor, src_mask: Tensor | None = None, beam_size: int = 4, alpha: float = 0.6,
                 max_new_tokens: int | None = None, use_cache: bool = True) -> tuple[Tensor, Tensor]:
     """The best of ``beam_size`` hypotheses per source: ``src (B, S)`` -> ``(tokens (B, L), scores (B,))``.
@@ -152,19 +173,15 @@ def beam_search(model: Any, src: Tensor, src_mask: Tensor | None = None, beam_si
         raise ValueError(tr("alpha (the length penalty's exponent) must be a number >= 0, got {got!r}", got=alpha))
     mask = _check_source(model, src, src_mask)
     limit = _check_max_new_tokens(model, max_new_tokens)
-    was_training = model.training
-    model.eval()
-    try:
-        return _beam_search(model, src, src_mask, mask, beam_size, float(alpha), limit, use_cache)
-    finally:
-        model.train(was_training)
+    with _decoding(model):
+        tokens, scores = _beam_search(model, src, src_mask, mask, beam_size, float(alpha), limit, use_cache)
+    return tokens.clone(), scores.clone()  # plain tensors, not inference-mode ones: the caller may write to them
 
 
 def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor, k: int, alpha: float, limit: int,
                  use_cache: bool) -> tuple[Tensor, Tensor]:
     c, (b, _), device = model.config, src.shape, src.device
-    step = _Stepper(model, src, src_mask, mask, use_cache, limit)
-    step.expand(torch.arange(b, device=device).repeat_interleave(k))  # each source's k beams: rows b·k .. b·k + k-1
+    step = _Stepper(model, src, src_mask, mask, use_cache, limit, beams=k)  # source b's beams: rows b·k .. b·k + k-1
     tokens = _start(model, b * k, device)
     # log-probabilities so far (B, k); one live beam per source at first, so the first step does not pick k copies
     logp = torch.full((b, k), float("-inf"), device=device)
@@ -172,25 +189,26 @@ def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor,
     lengths = torch.zeros(b, k, device=device)  # generated tokens, eos included
     done = torch.zeros(b, k, dtype=torch.bool, device=device)
     offsets = (torch.arange(b, device=device) * k)[:, None]
+    finished_row = None
     for t in range(1, limit + 1):
         step_logp = step.log_probs(tokens).view(b, k, -1)  # (B, k, V)
         vocab = step_logp.shape[-1]
-        # a finished beam has one continuation, pad, which changes nothing
-        finished_row = torch.full((vocab,), float("-inf"), device=device)
-        finished_row[c.pad_id] = 0.0
+        if finished_row is None:  # a finished beam has one continuation, pad, which changes nothing
+            finished_row = torch.full((vocab,), float("-inf"), device=device)
+            finished_row[c.pad_id] = 0.0
         step_logp = torch.where(done[..., None], finished_row, step_logp)
         cand_logp = logp[..., None] + step_logp  # (B, k, V)
-        cand_len = torch.where(done, lengths, torch.full_like(lengths, t))[..., None].expand_as(cand_logp)
-        score = cand_logp / length_penalty(cand_len, alpha)
+        cand_len = torch.where(done, lengths, torch.full_like(lengths, t))  # (B, k): each candidate's, by parent
+        score = cand_logp / length_penalty(cand_len, alpha)[..., None]
         index = score.view(b, -1).topk(k, dim=-1).indices  # (B, k) among k·V candidates
         parent, token = index // vocab, index % vocab
         logp = cand_logp.view(b, -1).gather(1, index)
-        lengths = cand_len.reshape(b, -1).gather(1, index)
+        lengths = cand_len.gather(1, parent)
         rows = (offsets + parent).flatten()  # the surviving parents' rows
         # a beam with probability 0 (more beams than tokens to choose) can never win: it stops too
         done = done.gather(1, parent) | (token == c.eos_id) | torch.isneginf(logp)
         tokens = torch.cat([tokens.index_select(0, rows), token.view(-1, 1)], dim=1)
-        step.expand(rows, memory=False)  # parents are beams of the same source
+        step.reorder(rows)  # parents are beams of the same source
         if bool(done.all()):
             break
     # the beams are sorted by score: the first of each source is its best

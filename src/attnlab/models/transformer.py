@@ -30,6 +30,7 @@ from attnlab.models.outputs import Seq2SeqOutput
 from attnlab.models.seq2seq_cache import Seq2SeqCache
 from attnlab.models.seq2seq_checks import Door, check_inputs
 from attnlab.models.seq2seq_config import PRESETS, TransformerConfig
+from attnlab.models.seq2seq_step import IncrementalDecoder
 from attnlab.models.transformer_convert import config_from_torch, copy_torch_body
 
 __all__ = ["PRESETS", "Transformer", "TransformerConfig"]
@@ -161,6 +162,25 @@ class Transformer(nn.Module):
         for layer, block in zip(cache.layers, self.decoder_blocks, strict=True):
             layer.memory_kv = block.cross_attn.project_memory(memory)
         return cache
+
+    def incremental_decoder(self, memory: Tensor, src_mask: Tensor | None = None, beams: int = 1,
+                            length: int | None = None) -> IncrementalDecoder:
+        """A lean decoder fed one token per row per call, for searches: ``memory (B, S, D)`` with its padding mask
+        ``src_mask (B, S)`` (1 = real; None: all real), ``beams`` rows per source, up to ``length`` tokens in all
+        (default: the model's context_length). Each call ``step(tokens (B·beams,))`` returns the next-token logits
+        ``(B·beams, vocab_size)``; ``step.reorder(rows)`` follows the beams. For inference: eval mode, under
+        ``torch.inference_mode()`` or ``torch.no_grad()``; see :class:`~attnlab.models.seq2seq_step.IncrementalDecoder`.
+        """
+        c = self.config
+        src_keys, _ = self._door(memory=memory, src_mask=src_mask)  # None: no padding
+        length = c.context_length if length is None else length
+        if isinstance(beams, bool) or not isinstance(beams, int) or beams < 1:
+            raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}",
+                                owner="Transformer.incremental_decoder", name="beams", value=beams))
+        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= c.context_length:
+            raise ValueError(tr("Transformer.incremental_decoder: length must be an int in [1, context_length="
+                                "{most}], got {got!r}", most=c.context_length, got=length))
+        return IncrementalDecoder(self, memory, None if src_keys is None else src_mask.bool(), beams, length)
 
     def decode(self, tgt: Tensor, memory: Tensor | None = None, *, src_mask: Tensor | None = None,
                tgt_mask: Tensor | None = None, cache: Seq2SeqCache | None = None, return_weights: bool = False):
