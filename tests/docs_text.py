@@ -11,7 +11,7 @@ from pathlib import Path
 
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", flags=re.S | re.M)
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
-INLINE_CODE = re.compile(r"`([^`\n]+)`")
+INLINE_CODE = re.compile(r"`([^`]+)`")  # a span may wrap onto the next line
 ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 # Languages whose blocks are code to compare; plain ``` blocks (layouts, diagrams) may be translated.
 CODE_LANGUAGES = ("python", "bash", "toml")
@@ -46,8 +46,8 @@ def local_links(text: str) -> list[str]:
 
 
 def inline_code(text: str) -> set[str]:
-    """Every `inline code` span outside fenced blocks."""
-    return set(INLINE_CODE.findall(prose(text)))
+    """Every `inline code` span outside fenced blocks, its whitespace runs made single spaces."""
+    return {" ".join(span.split()) for span in INLINE_CODE.findall(prose(text))}
 
 
 def without_comments(body: str, language: str) -> list[str]:
