@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from docs_text import broken_links, comparable_code, headings, inline_code
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -40,7 +41,7 @@ def test_the_twin_has_the_same_code(name):
     """Same fenced blocks in the same order; Python, shell and TOML identical except for comments."""
     english, chinese = comparable_code(_text(DOCS / name)), comparable_code(_text(ZH / name))
     assert [lang for lang, _ in chinese] == [lang for lang, _ in english]
-    for index, (want, got) in enumerate(zip(english, chinese)):
+    for index, (want, got) in enumerate(zip(english, chinese, strict=True)):
         assert got == want, f"code block {index} of docs/zh/{name} differs from docs/{name}"
 
 

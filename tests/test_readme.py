@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from docs_text import broken_links, comparable_code, inline_code, python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ def test_the_translation_has_the_same_code_blocks():
     """Same blocks in the same order, the same code in each; only comments may differ."""
     english, chinese = (comparable_code(p.read_text(encoding="utf-8")) for p in READMES)
     assert [lang for lang, _ in chinese] == [lang for lang, _ in english]
-    for index, (want, got) in enumerate(zip(english, chinese)):
+    for index, (want, got) in enumerate(zip(english, chinese, strict=True)):
         assert got == want, f"code block {index} differs between README.md and README.zh-CN.md"
 
 
