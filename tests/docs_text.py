@@ -13,6 +13,7 @@ FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", flags=re.S | re.M)
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 INLINE_CODE = re.compile(r"`([^`]+)`")  # a span may wrap onto the next line
 ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 # Languages whose blocks are code to compare; plain ``` blocks (layouts, diagrams) may be translated.
 CODE_LANGUAGES = ("python", "bash", "toml")
 
@@ -48,6 +49,11 @@ def local_links(text: str) -> list[str]:
 def inline_code(text: str) -> set[str]:
     """Every `inline code` span outside fenced blocks, its whitespace runs made single spaces."""
     return {" ".join(span.split()) for span in INLINE_CODE.findall(prose(text))}
+
+
+def numbers(text: str) -> set[str]:
+    """Every figure written in the text (``1,235,814,400``, ``0.99``, ``2``), as written."""
+    return set(NUMBER.findall(text))
 
 
 def without_comments(body: str, language: str) -> list[str]:

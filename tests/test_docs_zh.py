@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from docs_text import broken_links, comparable_code, headings, inline_code
+from docs_text import broken_links, comparable_code, headings, inline_code, numbers
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 ZH = DOCS / "zh"
@@ -50,6 +50,13 @@ def test_the_twin_keeps_every_name(name):
     """Every `inline code` span of the English page (names, options, values, error texts) is in the twin."""
     missing = inline_code(_text(DOCS / name)) - inline_code(_text(ZH / name))
     assert not missing, f"missing from docs/zh/{name}: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_the_twin_cites_the_same_figures(name):
+    """Every number of the English page (measurements, tolerances, parameter counts) is written on the twin."""
+    missing = numbers(_text(DOCS / name)) - numbers(_text(ZH / name))
+    assert not missing, f"figures missing from docs/zh/{name}: {sorted(missing)}"
 
 
 @pytest.mark.parametrize("name", PAGES)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from docs_text import broken_links, comparable_code, inline_code, python_blocks
+from docs_text import broken_links, comparable_code, inline_code, numbers, python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 README, README_ZH = ROOT / "README.md", ROOT / "README.zh-CN.md"
@@ -35,6 +35,12 @@ def test_the_translation_keeps_every_name():
     """Every `inline code` span of the English README (names, options, figures' files) is in the Chinese one."""
     english, chinese = (inline_code(p.read_text(encoding="utf-8")) for p in READMES)
     assert english <= chinese, f"missing from README.zh-CN.md: {sorted(english - chinese)}"
+
+
+def test_the_translation_cites_the_same_figures():
+    """Every number of the English README (benchmark figures above all) is written in the Chinese one."""
+    english, chinese = (numbers(p.read_text(encoding="utf-8")) for p in READMES)
+    assert english <= chinese, f"figures missing from README.zh-CN.md: {sorted(english - chinese)}"
 
 
 def test_the_readmes_link_each_other():
