@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 TORCH  := torch==2.13.0
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test lint bench clean browser messages
 
 $(VENV)/.torch:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,18 @@ test: lint browser
 
 bench: $(VENV)/.dev
 	$(PY) benchmarks/bench_attention.py
+
+# The message catalogs: extract every marked message (tr, _, N_) from the source into the template, merge it into
+# each language's .po (new messages come in untranslated, changed ones fuzzy: tests/test_i18n.py lists them until
+# they are translated), and compile the .mo files that ship in the package.
+LOCALES := src/attnlab/locales
+BABEL   := $(VENV)/bin/pybabel -q
+
+messages: $(VENV)/.dev
+	$(BABEL) extract --no-location --no-wrap --sort-output -k tr --project attnlab --version 0.1.0 \
+		--msgid-bugs-address "" --copyright-holder "attnlab" -o $(LOCALES)/attnlab.pot src/attnlab
+	$(BABEL) update --no-wrap --ignore-obsolete -D attnlab -i $(LOCALES)/attnlab.pot -d $(LOCALES)
+	$(BABEL) compile --statistics -D attnlab -d $(LOCALES)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .hypothesis

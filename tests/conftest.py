@@ -17,6 +17,16 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "attnlab"))
 
 
 @pytest.fixture(autouse=True)
+def _english(monkeypatch):
+    """Messages in English whatever the machine's locale (tests of the Chinese ones ask for it)."""
+    from attnlab.i18n import set_language
+
+    monkeypatch.setenv("ATTNLAB_LANG", "en")
+    yield
+    set_language(None)
+
+
+@pytest.fixture(autouse=True)
 def _seed():
     import torch
 

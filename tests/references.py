@@ -31,3 +31,18 @@ def torch_block(ours: TransformerBlock, norm: str, activation) -> torch.nn.Trans
         ref.norm1.load_state_dict(ours.ln1.state_dict())
         ref.norm2.load_state_dict(ours.ln2.state_dict())
     return ref.eval()
+
+
+def torch_decoder_layer(ours, activation="relu") -> torch.nn.TransformerDecoderLayer:
+    """A torch.nn.TransformerDecoderLayer holding the weights of an attnlab DecoderBlock."""
+    d = ours.ln1.d_model
+    ref = torch.nn.TransformerDecoderLayer(d, ours.self_attn.num_heads, ours.ff.linear1.out_features, dropout=0.0,
+                                           activation=activation, batch_first=True, norm_first=ours.norm_first,
+                                           layer_norm_eps=ours.ln1.eps)
+    ref.self_attn = torch_mha_like(ours.self_attn)
+    ref.multihead_attn = torch_mha_like(ours.cross_attn)
+    with torch.no_grad():
+        for mine, theirs in ((ours.ff.linear1, ref.linear1), (ours.ff.linear2, ref.linear2), (ours.ln1, ref.norm1),
+                             (ours.ln2, ref.norm2), (ours.ln3, ref.norm3)):
+            theirs.load_state_dict(mine.state_dict())
+    return ref.eval()

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attnlab.i18n import tr
+
 
 def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
               enable_gqa: bool = False) -> tuple[int, ...]:
@@ -22,26 +24,31 @@ def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
     query, key, value = tuple(query), tuple(key), tuple(value)
     for name, shape in (("query", query), ("key", key), ("value", value)):
         if len(shape) < (3 if enable_gqa else 2):
-            raise ValueError(f"{name} must have shape ({'..., H' if enable_gqa else '...'}, T, D), got shape {shape}")
+            raise ValueError(tr("{name} must have shape ({value}, T, D), got shape {shape}", name=name,
+                                value='..., H' if enable_gqa else '...', shape=shape))
     if enable_gqa:
         return _gqa_batch(query, key, value)
     if query[-1] != key[-1]:
-        raise ValueError(f"query and key must have the same head dim (last dim), got query {query} and key {key}")
+        raise ValueError(tr("query and key must have the same head dim (last dim), got query {query} and key {key}",
+                            query=query, key=key))
     if key[-2] != value[-2]:
         raise ValueError(
-            f"key and value must have the same sequence length (dim -2), got key {key} and value {value}"
+            tr("key and value must have the same sequence length (dim -2), got key {key} and value {value}", key=key,
+               value=value)
         )
     try:
         return tuple(np.broadcast_shapes(query[:-2], key[:-2], value[:-2]))
     except ValueError:
-        raise ValueError(f"query, key and value batch dims must broadcast, got {query}, {key}, {value}") from None
+        raise ValueError(tr("query, key and value batch dims must broadcast, got {query}, {key}, {value}", query=query,
+                            key=key, value=value)) from None
 
 
 def _gqa_batch(query: tuple[int, ...], key: tuple[int, ...], value: tuple[int, ...]) -> tuple[int, ...]:
     h_q, h_k, h_v = query[-3], key[-3], value[-3]
     if h_k != h_v or h_q % h_k:
-        raise ValueError(f"enable_gqa=True needs key and value with the same number of heads (dim -3), dividing "
-                         f"the query's, got query {query}, key {key} and value {value}")
+        raise ValueError(tr("enable_gqa=True needs key and value with the same number of heads (dim -3), dividing the "
+                            "query's, got query {query}, key {key} and value {value}", query=query, key=key,
+                            value=value))
     # the heads dim aside, q, k and v follow the plain rules; the batch shape ends with the query's heads
     return (*qkv_batch((*query[:-3], *query[-2:]), (*key[:-3], *key[-2:]), (*value[:-3], *value[-2:])), h_q)
 
@@ -55,7 +62,8 @@ def check_mask_shape(mask: Sequence[int], batch: tuple[int, ...], t_q: int, t_k:
         ok = False
     if not ok:
         raise ValueError(
-            f"attn_mask of shape {mask} does not broadcast to the scores' shape {target} (batch..., Tq, Tk)"
+            tr("attn_mask of shape {mask} does not broadcast to the scores' shape {target} (batch..., Tq, Tk)",
+               mask=mask, target=target)
         )
 
 
@@ -63,17 +71,18 @@ def check_scale(scale: float | None) -> None:
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
     ):
-        raise ValueError(f"scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}")
+        raise ValueError(tr("scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}", scale=scale))
 
 
 def check_choice(name: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}, got {value!r}")
+        raise ValueError(tr("{name} must be one of {valid}, got {value!r}", name=name,
+                            valid=', '.join(map(repr, valid)), value=value))
 
 
 def resolve_backend(backend: str, auto_choice: str, return_weights: bool) -> str:
     """The backend to run: ``auto_choice`` for ``"auto"``; only ``"math"`` can return the weights."""
     chosen = auto_choice if backend == "auto" else backend
     if return_weights and chosen != "math":
-        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
+        raise ValueError(tr("backend={backend!r} cannot return weights; use backend='math' or 'auto'", backend=backend))
     return chosen

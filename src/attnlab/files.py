@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from attnlab.i18n import tr
+
 
 def current_umask() -> int:
     mask = os.umask(0)
@@ -34,7 +36,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
     except OSError as err:  # name the file asked for, not a temporary one
-        raise WriteError(f"cannot write {str(path)!r}: {err.strerror or err}") from None
+        raise WriteError(tr("cannot write {path!r}: {reason}", path=str(path), reason=err.strerror or err)) from None
     os.close(fd)
     try:
         write(Path(tmp))
@@ -42,7 +44,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
         os.replace(tmp, path)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)
-        raise WriteError(f"cannot write {str(path)!r}: {err.strerror or err}") from None
+        raise WriteError(tr("cannot write {path!r}: {reason}", path=str(path), reason=err.strerror or err)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -71,5 +73,5 @@ def check_writable_dir(path: str | Path, argument: str) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
-        raise ValueError(f"{argument}: cannot write to the output directory {str(path)!r}: "
-                         f"{err.strerror or err}") from None
+        raise ValueError(tr("{argument}: cannot write to the output directory {path!r}: {reason}", argument=argument,
+                            path=str(path), reason=err.strerror or err)) from None

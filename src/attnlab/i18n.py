@@ -52,7 +52,8 @@ def set_language(lang: str | None) -> str:
         return language()
     chosen = normalise(lang)
     if chosen is None:
-        raise ValueError(f"lang must be one of {', '.join(LANGUAGES)} (or a locale such as zh_CN), got {lang!r}")
+        raise ValueError(tr("lang must be one of {languages} (or a locale such as zh_CN), got {lang!r}",
+                            languages=', '.join(LANGUAGES), lang=lang))
     _chosen = chosen
     return chosen
 

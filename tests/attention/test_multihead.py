@@ -99,3 +99,36 @@ def test_bad_input_is_named(make, msg):
 def test_integer_input_is_a_type_error():
     with pytest.raises(TypeError, match="x must be a floating-point tensor"):
         MultiHeadAttention(4, 4, num_heads=2)(torch.ones(1, 3, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("padding", [False, True])
+@pytest.mark.parametrize("backend", ["auto", "math", "sdpa", "chunked"])
+def test_cross_attention_equals_torch_multihead_attention(padding, backend):
+    # mha(x, memory): queries from x (Tq = 5), keys and values from memory (Tk = 7), the memory's padding masked;
+    # torch's call is mha(query, key, value) with key = value = memory
+    mha = MultiHeadAttention(16, 16, num_heads=4, qkv_bias=True, is_causal=False, backend=backend).eval()
+    ref = torch_mha_like(mha)
+    x, memory = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
+    am = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] + [0] * 6]) if padding else None
+    kwargs = {"key_padding_mask": am == 0} if padding else {}
+    ref_out, ref_w = ref(x, memory, memory, need_weights=True, average_attn_weights=False, **kwargs)
+    torch.testing.assert_close(mha(x, memory, attention_mask=am), ref_out, atol=1e-5, rtol=0)
+    if backend in ("auto", "math"):
+        out, w = mha(x, memory, attention_mask=am, return_weights=True)
+        assert w.shape == (3, 4, 5, 7)
+        torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+        torch.testing.assert_close(w, ref_w, atol=1e-5, rtol=0)  # every head's weights
+
+
+def test_cross_attention_with_the_memory_projected_once():
+    mha = MultiHeadAttention(8, 8, num_heads=2, is_causal=False).eval()
+    x, memory = torch.randn(2, 3, 8), torch.randn(2, 6, 8)
+    am = torch.tensor([[1] * 6, [1] * 2 + [0] * 4])
+    memory_kv = mha.project_memory(memory)
+    assert memory_kv[0].shape == (2, 2, 6, 4)
+    torch.testing.assert_close(mha(x, memory_kv=memory_kv, attention_mask=am), mha(x, memory, attention_mask=am),
+                               atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="give it without memory and without kv_cache"):
+        mha(x, memory, memory_kv=memory_kv)
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(B, T\) = \(2, 6\)"):
+        mha(x, memory_kv=memory_kv, attention_mask=am[:, :3])

@@ -109,3 +109,28 @@ def test_decoders_with_a_padding_mask_read_once(padded):
             model(idx, attention_mask=mask, return_weights=padded)
             model(idx, targets=idx, attention_mask=mask)
         assert reads.calls == ["tolist", "tolist"]
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_the_encoder_decoder_reads_once_at_its_door(return_weights):
+    from attnlab.models import Transformer, TransformerConfig
+
+    model = Transformer(TransformerConfig.preset("transformer-tiny")).eval()
+    src = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 10, 11, 12, 2]])
+    tgt = torch.tensor([[1, 13, 14, 0], [1, 15, 16, 17]])
+    with torch.no_grad(), HostReads() as whole:
+        model(src, tgt, targets=tgt, label_smoothing=0.1, return_weights=return_weights)
+    assert whole.calls == ["tolist"]  # ids, targets, both masks' values and "all real?" in one read
+    memory = model.encode(src)
+    with torch.no_grad(), HostReads() as inside:  # the blocks trust the masks they are given
+        y = model.embedding(tgt)
+        for block in model.decoder_blocks:
+            y = block(y, memory, attn_mask=key_mask(tgt != 0), memory_attn_mask=key_mask(src != 0),
+                      return_weights=return_weights)
+            y = y[0] if return_weights else y
+    assert inside.calls == []
+    with torch.no_grad(), HostReads() as decoding:
+        cache = model.new_cache(memory, src != 0)
+        for i in range(3):
+            model.decode(tgt[:, i : i + 1], cache=cache)
+    assert decoding.calls == ["tolist"] * 4  # new_cache's mask, then each step's ids

@@ -53,3 +53,39 @@ def test_bad_input(kwargs, error, match):
     args = {"x": X, "params": PARAMS, "num_heads": 2, **kwargs}
     with pytest.raises(error, match=match):
         anp.multi_head_attention(**args)
+
+
+@given(st.integers(1, 3), st.integers(1, 6), st.integers(1, 8), st.booleans(), st.sampled_from(["math", "chunked"]),
+       st.integers(0, 2**16))
+def test_cross_attention_equals_torch(b, t_q, t_k, padded, backend, seed):
+    # queries from x, keys and values from memory (another length), the memory's padding masked: against attnlab's
+    # torch module mha(x, memory) and torch.nn.MultiheadAttention(query, key, value)
+    from references import torch_mha_like
+
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(8, 8, num_heads=2, is_causal=False, qkv_bias=True, backend="math").eval()
+    x, memory = torch.randn(b, t_q, 8), torch.randn(b, t_k, 8)
+    mask = (torch.rand(b, t_k) > 0.3).long() if padded else None
+    if mask is not None:
+        mask[:, 0] = 1  # every query has a key (torch's own module gives NaN for a row without one)
+    with torch.no_grad():
+        want, want_w = mha(x, memory, attention_mask=mask, return_weights=True)
+        ref, _ = torch_mha_like(mha)(x, memory, memory, key_padding_mask=None if mask is None else mask == 0)
+    np.testing.assert_allclose(want.numpy(), ref.numpy(), atol=1e-5, rtol=0)
+    params = anp.state_dict_to_arrays(mha.state_dict())
+    np_mask = None if mask is None else mask.numpy()
+    got = anp.multi_head_attention(x.numpy(), params, 2, np_mask, is_causal=False, backend=backend,
+                                   memory=memory.numpy())
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-5, rtol=0)
+    if backend == "math":
+        _, got_w = anp.multi_head_attention(x.numpy(), params, 2, np_mask, is_causal=False, return_weights=True,
+                                            memory=memory.numpy())
+        assert got_w.shape == (b, 2, t_q, t_k)
+        np.testing.assert_allclose(got_w, want_w.numpy(), atol=1e-5, rtol=0)
+
+
+def test_cross_attention_bad_memory_is_named():
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, Tk, D\) = \(1, Tk, 4\), got \(2, 5, 4\)"):
+        anp.multi_head_attention(X, PARAMS, 2, memory=np.zeros((2, 5, 4), np.float32))
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(B, T\) = \(1, 5\)"):
+        anp.multi_head_attention(X, PARAMS, 2, np.ones((1, 3), np.int64), memory=np.zeros((1, 5, 4), np.float32))

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend
+from attnlab.i18n import tr
 
 
 class KVCacheLike(Protocol):
@@ -54,7 +55,8 @@ class MultiHeadAttentionWrapper(nn.Module):
                  qkv_bias: bool = False, backend: Backend = "auto") -> None:
         super().__init__()
         if num_heads < 1:
-            raise ValueError(f"MultiHeadAttentionWrapper: num_heads must be >= 1, got {num_heads!r}")
+            raise ValueError(tr("MultiHeadAttentionWrapper: num_heads must be >= 1, got {num_heads!r}",
+                                num_heads=num_heads))
         self.heads = nn.ModuleList(
             CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, backend=backend)
             for _ in range(num_heads)
@@ -111,7 +113,8 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         owner = type(self).__name__
         if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
-            raise ValueError(f"{owner}: d_out must be divisible by num_heads, got d_out={d_out}, num_heads={num_heads}")
+            raise ValueError(tr("{owner}: d_out must be divisible by num_heads, got d_out={d_out}, "
+                                "num_heads={num_heads}", owner=owner, d_out=d_out, num_heads=num_heads))
         check_module_options(owner, backend, dropout)
         self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
         self.head_dim = d_out // num_heads
@@ -127,8 +130,20 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
+    def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """The keys and values of ``memory (B, Tk, d_in)``, split into heads: ``(B, H, Tk, head_dim)`` each.
+
+        A decoder's cross-attention attends to the same encoder output at every step, so it computes these once
+        per source and passes them back to :meth:`forward` as ``memory_kv``.
+        """
+        memory = as_batched(memory, self.d_in, type(self).__name__, "memory")[0]
+        # contiguous once here, rather than copied by the score and context matmuls at every step
+        return (self.split_heads(self.W_key(memory)).contiguous(),
+                self.split_heads(self.W_value(memory)).contiguous())
+
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
-                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None):
+                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None,
+                memory_kv: tuple[Tensor, Tensor] | None = None):
         """Attend from ``x`` to ``memory`` (default: ``x`` itself); see the class docstring for shapes.
 
         Args:
@@ -144,26 +159,32 @@ class MultiHeadAttention(nn.Module):
                 ``attn_mask(T, is_causal)`` says which of them the new queries may attend. The T new queries
                 sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i`` (bottom-right
                 aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
+            memory_kv: cross-attention with the memory's keys and values already projected and split
+                (:meth:`project_memory`), instead of ``memory``: what a decoding loop computes once per source.
         """
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
-        source = x if memory is None else as_batched(memory, self.d_in, owner, "memory")[0]
+        if memory_kv is not None and (memory is not None or kv_cache is not None):
+            raise ValueError(tr("{owner}: memory_kv holds the memory's keys and values already; give it without "
+                                "memory and without kv_cache", owner=owner))
         b, num_tokens, _ = x.shape
-        check_length(source.shape[1], self.context_length, owner)
-        mask = one_mask(attention_mask, attn_mask, source, owner)
 
         # 1. project: queries from x, keys and values from the sequence attended to      (B, T, d_out)
-        queries = self.W_query(x)
-        keys = self.W_key(source)
-        values = self.W_value(source)
-
         # 2. split d_out into heads, and put the heads before the tokens            (B, H, T, head_dim)
-        queries, keys, values = self.split_heads(queries), self.split_heads(keys), self.split_heads(values)
+        queries = self.split_heads(self.W_query(x))
+        if memory_kv is None:
+            source = x if memory is None else as_batched(memory, self.d_in, owner, "memory")[0]
+            keys, values = self.split_heads(self.W_key(source)), self.split_heads(self.W_value(source))
+        else:
+            keys, values = memory_kv
+            source = keys[:, 0]  # (B, Tk, head_dim): the keys' sequence, whose length the masks are checked on
+        check_length(source.shape[1], self.context_length, owner)
+        mask = one_mask(attention_mask, attn_mask, source, owner)
         is_causal = self.is_causal
         if kv_cache is not None:  # decoding: this step's keys and values join the cached ones
             if attention_mask is not None:
-                raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache; a model passes "
-                                 f"attn_mask over all the cached keys instead")
+                raise ValueError(tr("{owner}: a padding mask cannot be combined with kv_cache; a model passes "
+                                    "attn_mask over all the cached keys instead", owner=owner))
             keys, values = kv_cache.update(keys, values)
             check_length(keys.shape[-2], self.context_length, owner)
             cache_mask = kv_cache.attn_mask(num_tokens, is_causal)  # the cached keys the new queries may see

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from attnlab.bench.flops import attention_flops
+from attnlab.i18n import tr
 
 TORCH_BACKENDS = ("math", "chunked", "sdpa", "auto")  # attnlab.functional
 NUMPY_BACKENDS = ("numpy-math", "numpy-chunked")  # attnlab.numpy
@@ -94,23 +95,26 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         if not self.seq_lens or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in self.seq_lens):
-            raise ValueError(f"seq_lens must be positive integers, got {self.seq_lens!r}")
+            raise ValueError(tr("seq_lens must be positive integers, got {seq_lens!r}", seq_lens=self.seq_lens))
         unknown = [b for b in self.backends if b not in BACKENDS]
         if not self.backends or unknown:
-            raise ValueError(f"unknown backend(s) {unknown or '(none given)'}; valid: {', '.join(BACKENDS)}")
+            raise ValueError(tr("unknown backend(s) {names}; valid: {backends}", names=unknown or '(none given)',
+                                backends=', '.join(BACKENDS)))
         if not self.is_causal:
-            raise ValueError("is_causal must hold at least one of False, True")
+            raise ValueError(tr("is_causal must hold at least one of False, True"))
         for name in ("batch", "d_model", "num_heads", "min_repeats", "max_repeats", "matmul_n", "bandwidth_mib"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+                raise ValueError(tr("{name} must be a positive int, got {value!r}", name=name, value=value))
         if self.d_model % self.num_heads:
-            raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
+            raise ValueError(tr("num_heads={num_heads} must divide d_model={d_model}", num_heads=self.num_heads,
+                                d_model=self.d_model))
         if self.min_repeats > self.max_repeats:
-            raise ValueError(f"min_repeats={self.min_repeats} must not exceed max_repeats={self.max_repeats}")
+            raise ValueError(tr("min_repeats={min_repeats} must not exceed max_repeats={max_repeats}",
+                                min_repeats=self.min_repeats, max_repeats=self.max_repeats))
         for name in ("target_seconds", "long_call_seconds", "max_case_seconds", "max_total_seconds"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+                raise ValueError(tr("{name} must be > 0, got {value!r}", name=name, value=getattr(self, name)))
 
     @classmethod
     def quick(cls, **overrides) -> BenchConfig:

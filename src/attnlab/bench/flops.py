@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnlab.i18n import tr
+
 
 @dataclass(frozen=True)
 class AttentionFlops:
@@ -45,9 +47,10 @@ def attention_flops(batch: int, seq_len: int, d_model: int, num_heads: int, is_c
     """
     for name, n in (("batch", batch), ("seq_len", seq_len), ("d_model", d_model), ("num_heads", num_heads)):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"attention_flops: {name} must be a positive int, got {n!r}")
+            raise ValueError(tr("attention_flops: {name} must be a positive int, got {n!r}", name=name, n=n))
     if d_model % num_heads:
-        raise ValueError(f"attention_flops: num_heads={num_heads} must divide d_model={d_model}")
+        raise ValueError(tr("attention_flops: num_heads={num_heads} must divide d_model={d_model}",
+                            num_heads=num_heads, d_model=d_model))
     head_dim = d_model // num_heads
     pairs = seq_len * (seq_len + 1) // 2 if is_causal else seq_len * seq_len
     attention = 2 * batch * num_heads * pairs * head_dim

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from attnlab.bench.cases import NUMPY_BACKENDS, BenchConfig, Case, Plan, Planner
 from attnlab.bench.machine import machine_facts, matmul_gflops, memory_bandwidth, total_memory_bytes
+from attnlab.i18n import tr
 
 
 @dataclass
@@ -85,14 +86,14 @@ class Worker:
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ready = self.proc.stdout.readline()
         if not ready.strip():
-            raise RuntimeError(f"the benchmark worker did not start (exit code {self.proc.poll()})")
+            raise RuntimeError(tr("the benchmark worker did not start (exit code {code})", code=self.proc.poll()))
 
     def run(self, request: dict) -> dict:
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"the benchmark worker stopped (exit code {self.proc.poll()})")
+            raise RuntimeError(tr("the benchmark worker stopped (exit code {code})", code=self.proc.poll()))
         return json.loads(line)
 
     def close(self) -> None:
@@ -134,7 +135,7 @@ def run_bench(config: BenchConfig, progress: Callable[[Case, str], None] = lambd
     """Measure the machine's limits, then every case of ``config``."""
     start = time.perf_counter()
     memory_limit = config.max_memory_bytes or total_memory_bytes() // 2
-    status("machine limits: matrix multiply and memory bandwidth")
+    status(tr("machine limits: matrix multiply and memory bandwidth"))
     matmul = matmul_gflops(config.matmul_n)
     bandwidth = memory_bandwidth(config.bandwidth_mib)
     facts = machine_facts()

@@ -11,6 +11,7 @@ from rich.table import Table
 from attnlab.bench.cases import QUICK_SEQ_LENS, BenchConfig
 from attnlab.bench.runner import BenchResult, CaseResult
 from attnlab.files import atomic_write_bytes, atomic_write_text
+from attnlab.i18n import N_, _, tr
 
 FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h + weighted sum 2·B·h·P·d_h + output "
              "projection 2·B·T·d² (a multiply-add is 2 FLOPs); P = T² query-key pairs, or T(T+1)/2 when causal "
@@ -39,16 +40,18 @@ def _row(r: CaseResult, matmul: float) -> list[str]:
             _num(r.peak_extra_bytes and r.peak_extra_bytes / 2**20, ".1f"), note]
 
 
-HEADERS = ["B×T", "backend", "causal", "median ms", "spread ms", "n", "GFLOP/s", "% matmul", "peak MiB", "note"]
+HEADERS = ["B×T", N_("backend"), N_("causal"), N_("median ms"), N_("spread ms"), "n", "GFLOP/s", N_("% matmul"),
+           N_("peak MiB"), N_("note")]
 
 
 def rich_table(result: BenchResult) -> Table:
     matmul = result.matmul["value"]
-    table = Table(title=f"Multi-head attention forward, d={result.config.d_model}, h={result.config.num_heads} "
-                        f"(matmul limit {matmul:.0f} GFLOP/s)", title_justify="left")
+    table = Table(title=tr("Multi-head attention forward, d={d_model}, h={num_heads} (matmul limit {matmul:.0f} "
+                           "GFLOP/s)", d_model=result.config.d_model, num_heads=result.config.num_heads,
+                           matmul=matmul), title_justify="left")
     for h in HEADERS:
         text = h in ("backend", "note")
-        table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold")
+        table.add_column(_(h), justify="left" if text else "right", no_wrap=not text, overflow="fold")
     cases = result.cases
     for i, r in enumerate(cases):
         key = (r.case.group, r.case.seq_len, r.case.is_causal)

@@ -9,17 +9,19 @@ import os
 import click
 
 from attnlab import __version__
+from attnlab.cli.lang import Translated
+from attnlab.i18n import N_, _, set_language, tr
 
 # name -> (module under attnlab.cli, one-line help). Each module defines a click command named ``command``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("bench", "Measure every attention backend: time, GFLOP/s vs the machine's limit, memory."),
-    "demo": ("demo", "Walk through attention step by step, end to end."),
-    "explain": ("explain", "Show the arithmetic of attention for one token, step by step."),
-    "heatmap": ("heatmap", "Draw attention weights as a heatmap (PNG or SVG), CJK text included."),
-    "pe-plot": ("pe_plot", "Plot the sinusoidal positional encoding."),
-    "view": ("view", "Write an interactive, self-contained HTML viewer of attention."),
-    "train": ("train", "Train a GPT on a text corpus (resumable; distributed under torchrun)."),
-    "sample": ("sample", "Generate text from a trained checkpoint, streamed as it comes."),
+    "bench": ("bench", N_("Measure every attention backend: time, GFLOP/s vs the machine's limit, memory.")),
+    "demo": ("demo", N_("Walk through attention step by step, end to end.")),
+    "explain": ("explain", N_("Show the arithmetic of attention for one token, step by step.")),
+    "heatmap": ("heatmap", N_("Draw attention weights as a heatmap (PNG or SVG), CJK text included.")),
+    "pe-plot": ("pe_plot", N_("Plot the sinusoidal positional encoding.")),
+    "view": ("view", N_("Write an interactive, self-contained HTML viewer of attention.")),
+    "train": ("train", N_("Train a GPT on a text corpus (resumable; distributed under torchrun).")),
+    "sample": ("sample", N_("Generate text from a trained checkpoint, streamed as it comes.")),
 }
 
 
@@ -29,8 +31,16 @@ class OneLineUsageError(click.ClickException):
     exit_code = 2
 
 
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on first use."""
+class LazyGroup(Translated, click.Group):
+    """A click group whose subcommands are imported on first use; help and messages in the reader's language."""
+
+    def main(self, *args, **kwargs):
+        """Run once, in the language this run asks for (``--lang``, else the environment); forget it after."""
+        set_language(None)
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            set_language(None)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -42,8 +52,8 @@ class LazyGroup(click.Group):
         return module.command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+        with formatter.section(_("Commands")):
+            formatter.write_dl([(name, _(COMMANDS[name][1])) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx: click.Context):
         """Run the command; whatever escapes it becomes one line on stderr and an exit code, never a traceback.
@@ -55,25 +65,26 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as err:  # one line: what was wrong, and where to read more
             command = f"attnlab {ctx.invoked_subcommand} --help" if ctx.invoked_subcommand else "attnlab --help"
-            raise OneLineUsageError(f"{err.format_message()} (see {command})") from None
+            raise OneLineUsageError(tr("{problem} (see {command})", problem=err.format_message(),
+                                       command=command)) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
+            click.echo(tr("Interrupted."), err=True)
             raise click.exceptions.Exit(130) from None
         except (ValueError, TypeError, OSError, ImportError) as err:
             raise click.ClickException(str(err)) from None
         except Exception as err:
             if os.environ.get("ATTNLAB_DEBUG"):
                 raise
-            raise click.ClickException(f"internal error ({type(err).__name__}: {err}); rerun with ATTNLAB_DEBUG=1 "
-                                       "for the details, and please report it") from None
+            raise click.ClickException(tr("internal error ({err_type}: {err}); rerun with ATTNLAB_DEBUG=1 for the "
+                                          "details, and please report it", err_type=type(err).__name__,
+                                          err=err)) from None
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             help=N_("attnlab: attention, the mechanism at the heart of every Transformer.\n\n"
+                     "Every number can be seen; every fast path is proven equal to the readable one."))
 @click.version_option(__version__, prog_name="attnlab")
 def main() -> None:
-    """attnlab: attention, the mechanism at the heart of every Transformer.
-
-    Every number can be seen; every fast path is proven equal to the readable one.
-    """
+    """The ``attnlab`` command (its help text is the group's ``help``, translated when shown)."""

@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from attnlab.bench.cases import BACKENDS, BenchConfig
+from attnlab.cli.lang import Command
+from attnlab.i18n import N_, tr
 
 
 def _seq_lens(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
@@ -15,11 +17,12 @@ def _seq_lens(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         return None
     parts = [p.strip() for p in value.split(",") if p.strip()]
     if not parts:
-        raise click.BadParameter(f"expected positive integers separated by commas, e.g. 256,1024; got {value!r}")
+        raise click.BadParameter(tr("expected positive integers separated by commas, e.g. 256,1024; got {value!r}",
+                                    value=value))
     lens = []
     for p in parts:
         if not p.isdigit() or int(p) < 1:
-            raise click.BadParameter(f"{p!r} is not a positive integer (expected e.g. 256,1024,4096)")
+            raise click.BadParameter(tr("{p!r} is not a positive integer (expected e.g. 256,1024,4096)", p=p))
         lens.append(int(p))
     return tuple(lens)
 
@@ -30,34 +33,35 @@ def _backends(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     names = tuple(p.strip() for p in value.split(",") if p.strip())
     unknown = [n for n in names if n not in BACKENDS]
     if unknown or not names:
-        raise click.BadParameter(f"unknown backend {', '.join(map(repr, unknown)) or repr(value)}; "
-                                 f"valid backends: {', '.join(BACKENDS)}")
+        raise click.BadParameter(tr("unknown backend {names}; valid backends: {backends}",
+                                    names=', '.join(map(repr, unknown)) or repr(value), backends=', '.join(BACKENDS)))
     return names
 
 
-@click.command(name="bench")
-@click.option("--quick", is_flag=True, help="A small run (T = 256, 1024; few repeats): well under a minute.")
+@click.command(name="bench", cls=Command,
+               help=N_("Measure every attention backend: median time, achieved GFLOP/s as a percent of this machine's "
+                       "measured matrix-multiply rate, and peak extra memory, for the texts' shape and a sweep of T."))
+@click.option("--quick", is_flag=True, help=N_("A small run (T = 256, 1024; few repeats): well under a minute."))
 @click.option("--seq-lens", callback=_seq_lens, metavar="T,T,...",
-              help="Sequence lengths of the sweep, comma-separated [default: 256,1024,4096,16384,65536].")
+              help=N_("Sequence lengths of the sweep, comma-separated [default: 256,1024,4096,16384,65536]."))
 @click.option("--backends", callback=_backends, metavar="NAME,...",
-              help=f"Backends to measure, comma-separated [default: all: {', '.join(BACKENDS)}].")
-@click.option("--causal/--no-causal", default=None, help="Only causal, or only non-causal [default: both].")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
+              help=N_("Backends to measure, comma-separated [default: all: math, chunked, sdpa, auto, "
+                      "numpy-math, numpy-chunked]."))
+@click.option("--causal/--no-causal", default=None, help=N_("Only causal, or only non-causal [default: both]."))
+@click.option("--json", "as_json", is_flag=True, help=N_("Print the results as JSON instead of a table."))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Write bench.md, bench.json and the plots (bench_time_vs_T.png, bench_memory_vs_T.png) here.")
-@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="The sweep's batch size.")
-@click.option("--d-model", type=click.IntRange(min=1), default=512, show_default=True, help="The sweep's width d.")
-@click.option("--heads", type=click.IntRange(min=1), default=8, show_default=True, help="The sweep's heads.")
+              help=N_("Write bench.md, bench.json and the plots (bench_time_vs_T.png, bench_memory_vs_T.png) here."))
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help=N_("The sweep's batch size."))
+@click.option("--d-model", type=click.IntRange(min=1), default=512, show_default=True, help=N_("The sweep's width d."))
+@click.option("--heads", type=click.IntRange(min=1), default=8, show_default=True, help=N_("The sweep's heads."))
 @click.option("--texts-shape/--no-texts-shape", default=True, show_default=True,
-              help="Also measure the texts' shape (B=8, T=256, d=512, 8 heads).")
+              help=N_("Also measure the texts' shape (B=8, T=256, d=512, 8 heads)."))
 @click.option("--max-case-seconds", type=click.FloatRange(min=0, min_open=True),
-              help="Skip a case predicted to take longer [default: 60, or 5 with --quick].")
+              help=N_("Skip a case predicted to take longer [default: 60, or 5 with --quick]."))
 @click.option("--max-memory-gib", type=click.FloatRange(min=0, min_open=True),
-              help="Skip a case predicted to need more memory [default: half the machine's RAM].")
+              help=N_("Skip a case predicted to need more memory [default: half the machine's RAM]."))
 def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Path | None, batch: int, d_model: int,
             heads: int, texts_shape: bool, max_case_seconds: float | None, max_memory_gib: float | None) -> None:
-    """Measure every attention backend: median time, achieved GFLOP/s as a percent of this machine's
-    measured matrix-multiply rate, and peak extra memory, for the texts' shape and a sweep of T."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -67,7 +71,8 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
     from attnlab.files import check_writable_dir
 
     if d_model % heads:
-        raise click.BadParameter(f"--heads {heads} must divide --d-model {d_model}", param_hint="--heads")
+        raise click.BadParameter(tr("--heads {heads} must divide --d-model {d_model}", heads=heads,
+                                    d_model=d_model), param_hint="--heads")
     if out_dir is not None:
         check_writable_dir(out_dir, "--out")  # before minutes of measuring, not after
     overrides = {"batch": batch, "d_model": d_model, "num_heads": heads, "texts_shape": texts_shape}
@@ -83,7 +88,7 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
     err = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
-        task = bar.add_task("machine limits", total=len(config.cases()))
+        task = bar.add_task(tr("machine limits"), total=len(config.cases()))
 
         def progress(case, status: str) -> None:
             bar.update(task, advance=1, description=f"{case.backend} T={case.seq_len} {status}")
@@ -101,4 +106,5 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
         plots = write_plots(result, out_dir)
         write_atomic(out_dir / "bench.json", json.dumps(data, indent=2) + "\n")
         write_atomic(out_dir / "bench.md", markdown(result, plots))
-        err.print(f"wrote {out_dir / 'bench.md'}, bench.json and {', '.join(plots) or 'no plots'}")
+        err.print(tr("wrote {report}, bench.json and {plots}", report=out_dir / "bench.md",
+                     plots=", ".join(plots) or tr("no plots")))

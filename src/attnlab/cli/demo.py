@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import click
 
+from attnlab.cli.lang import Command
 from attnlab.demo import Demo, run_demo
 from attnlab.demo.toy import toy_step
+from attnlab.i18n import N_
 
 
-@click.command(name="demo")
-@click.option("--seed", default=123, show_default=True, help="Seed for the trainable weights.")
+@click.command(name="demo", cls=Command,
+               help=N_("Walk through attention: simplified, scaled, causal and multi-head, step by step.\n\n"
+                       "PART runs one part alone: `toy` is the tutorial's one-layer toy (training, heatmaps)."))
+@click.option("--seed", default=123, show_default=True, help=N_("Seed for the trainable weights."))
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(file_okay=False),
-              help="Where later steps write their files.")
+              help=N_("Where later steps write their files."))
 @click.argument("part", required=False, type=click.Choice(["toy"]), metavar="[PART]")
 def command(seed: int, out_dir: str, part: str | None) -> None:
-    """Walk through attention: simplified, scaled, causal and multi-head, step by step.
-
-    PART runs one part alone: `toy` is the tutorial's one-layer toy (training, heatmaps).
-    """
     if part == "toy":
         toy_step(Demo(seed=seed, out_dir=out_dir))
         return

@@ -9,7 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
+from attnlab.i18n import N_, tr
 
 
 def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
@@ -20,13 +22,13 @@ def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
 
 
 def _inputs_table(e, digits: int) -> Table:
-    t = Table(title="1. Tokens and what the layer reads", title_justify="left")
+    t = Table(title=tr("1. Tokens and what the layer reads"), title_justify="left")
     t.add_column("#", justify="right")
-    t.add_column("token", style="bold")
+    t.add_column(tr("token"), style="bold")
     if e.token_embeddings is not None and e.positions is not None:
-        t.add_column("embedding")
-        t.add_column("+ position")
-    t.add_column("= input x" if e.positions is not None else "input x (hidden state)")
+        t.add_column(tr("embedding"))
+        t.add_column(tr("+ position"))
+    t.add_column(tr("= input x") if e.positions is not None else tr("input x (hidden state)"))
     for j, tok in enumerate(e.tokens):
         cells = [str(j), escape(tok)]
         if e.token_embeddings is not None and e.positions is not None:
@@ -37,9 +39,10 @@ def _inputs_table(e, digits: int) -> Table:
 
 
 def _kv_table(e, digits: int) -> Table:
-    title = f"2. Query q of {escape(repr(e.query_token))} = {fmt_vec(e.query.tolist(), digits)};  keys and values"
+    title = tr("2. Query q of {query_token} = {q};  keys and values", query_token=escape(repr(e.query_token)),
+               q=fmt_vec(e.query.tolist(), digits))
     t = Table(title=title, title_justify="left")
-    t.add_column("key token", style="bold")
+    t.add_column(tr("key token"), style="bold")
     t.add_column("k_j")
     t.add_column("v_j")
     for j, tok in enumerate(e.tokens):
@@ -49,43 +52,46 @@ def _kv_table(e, digits: int) -> Table:
 
 def _scores_table(e, digits: int) -> Table:
     d_k = e.keys.shape[-1]
-    scale_label = "× 1 (no scaling)" if e.scale == 1.0 else f"÷ √{d_k} = {e.scale ** -1:.{digits}f}"
-    t = Table(title="3. Scores, scaling, softmax, and each value's contribution", title_justify="left")
-    for name in ("key token", "q · k_j", scale_label, "exp(s - max)", "softmax a_j", "a_j · v_j"):
-        t.add_column(name, justify="left" if name in ("key token", "a_j · v_j") else "right")
+    scale_label = tr("× 1 (no scaling)") if e.scale == 1.0 else f"÷ √{d_k} = {e.scale ** -1:.{digits}f}"
+    t = Table(title=tr("3. Scores, scaling, softmax, and each value's contribution"), title_justify="left")
+    for name in (tr("key token"), "q · k_j", scale_label, "exp(s - max)", "softmax a_j", "a_j · v_j"):
+        t.add_column(name, justify="left" if name in (tr("key token"), "a_j · v_j") else "right")
     for j, tok in enumerate(e.tokens):
-        scaled = f"{e.scaled_scores[j]:.{digits}f}" if e.allowed[j] else "-inf (masked)"
+        scaled = f"{e.scaled_scores[j]:.{digits}f}" if e.allowed[j] else tr("-inf (masked)")
         t.add_row(escape(tok), f"{e.raw_scores[j]:.{digits}f}", scaled, f"{e.exp_scores[j]:.{digits}f}",
                   f"{e.weights[j]:.{digits}f}", fmt_vec(e.contributions[j].tolist(), digits))
     t.add_section()
-    t.add_row("sum", "", "", f"{e.exp_scores.sum():.{digits}f}", f"{e.weights.sum():.{digits}f}",
+    t.add_row(tr("sum"), "", "", f"{e.exp_scores.sum():.{digits}f}", f"{e.weights.sum():.{digits}f}",
               fmt_vec(e.context.tolist(), digits), style="bold")
     return t
 
 
 def render(console: Console, e, digits: int = 4) -> None:
     """Print an :class:`~attnlab.inspect.Explanation` as rich tables."""
-    where = f"{escape(e.model_name)} (layer {e.layer}, head {e.head})"
-    console.rule(f"[bold]Attention of {escape(repr(e.query_token))} in {where}")
+    where = tr("{model_name} (layer {layer}, head {head})", model_name=escape(e.model_name), layer=e.layer, head=e.head)
+    console.rule(tr("[bold]Attention of {query_token} in {where}", query_token=escape(repr(e.query_token)),
+                    where=where))
     console.print(_inputs_table(e, digits))
     console.print(_kv_table(e, digits))
     console.print(_scores_table(e, digits))
-    console.print(f"[bold]4. Context vector[/bold] z = Σ a_j v_j = {fmt_vec(e.context.tolist(), digits, 16)}")
-    console.print(f"The weights sum to {e.weights.sum():.6f}. Checked against the model's own forward pass: "
-                  f"max |Δ| weights {e.max_abs_diff_weights:.1e}, context {e.max_abs_diff_context:.1e}.")
+    console.print(tr("[bold]4. Context vector[/bold] z = Σ a_j v_j = {context}",
+                     context=fmt_vec(e.context.tolist(), digits, 16)))
+    console.print(tr("The weights sum to {sum:.6f}. Checked against the model's own forward pass: max |Δ| weights "
+                     "{max_abs_diff_weights:.1e}, context {max_abs_diff_context:.1e}.", sum=e.weights.sum(),
+                     max_abs_diff_weights=e.max_abs_diff_weights, max_abs_diff_context=e.max_abs_diff_context))
 
 
-@click.command(name="explain")
+@click.command(name="explain", cls=Command,
+               help=N_("Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V."))
 @click.argument("text")
-@click.option("--query", "query", default=None, help="The query token (its text, or its index). Default: the last.")
+@click.option("--query", "query", default=None, help=N_("The query token (its text, or its index). Default: the last."))
 @model_options(default_mechanism="scaled")
-@click.option("--layer", default=0, show_default=True, help="Layer to explain.")
-@click.option("--head", default=0, show_default=True, help="Head to explain.")
-@click.option("--digits", default=4, show_default=True, type=click.IntRange(1, 12), help="Decimals shown.")
-@click.option("--json", "as_json", is_flag=True, help="Print every number as JSON instead of tables.")
+@click.option("--layer", default=0, show_default=True, help=N_("Layer to explain."))
+@click.option("--head", default=0, show_default=True, help=N_("Head to explain."))
+@click.option("--digits", default=4, show_default=True, type=click.IntRange(1, 12), help=N_("Decimals shown."))
+@click.option("--json", "as_json", is_flag=True, help=N_("Print every number as JSON instead of tables."))
 def command(text: str, query: str | None, mechanism: str, model_name: str, layer: int, head: int, seed: int,
             digits: int, as_json: bool) -> None:
-    """Show the arithmetic of attention for one token of TEXT: Q·K, ÷√d_k, softmax, Σ weights·V."""
     from attnlab.inspect import explain
 
     cap = capture_text(text, model_name, mechanism, seed)

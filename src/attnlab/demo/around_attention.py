@@ -6,6 +6,7 @@ import torch
 from rich.table import Table
 
 from attnlab.demo.context import Demo
+from attnlab.i18n import N_, _, tr
 from attnlab.models import GPT, EncoderConfig, GPTConfig, TransformerEncoder
 
 SENTENCES = [
@@ -18,9 +19,9 @@ SENTENCES = [
 
 def sizes_table() -> Table:
     """Parameter counts of the presets, counted on the meta device (nothing allocated)."""
-    table = Table(title="Presets: parameters counted on the meta device")
-    for col in ("model", "layers × width", "heads", "parameters"):
-        table.add_column(col, justify="right" if col == "parameters" else "left")
+    table = Table(title=tr("Presets: parameters counted on the meta device"))
+    for col in (N_("model"), N_("layers × width"), N_("heads"), N_("parameters")):
+        table.add_column(_(col), justify="right" if col == "parameters" else "left")
     presets = [(TransformerEncoder, EncoderConfig, "bert-base"), (TransformerEncoder, EncoderConfig, "minilm-l6"),
                (GPT, GPTConfig, "gpt2-small"), (GPT, GPTConfig, "gpt2-xl")]
     for model_cls, cfg_cls, name in presets:
@@ -34,20 +35,20 @@ def sizes_table() -> Table:
 def around_attention_step(demo: Demo) -> None:
     """Print the presets' sizes, then embed and compare a few sentences with all-MiniLM-L6-v2."""
     console = demo.console
-    console.rule("[bold]The Transformer around attention: blocks, models, a real pretrained BERT")
-    console.print("A block = attention + feed-forward, each with a residual and a LayerNorm: post-LN "
-                  "(BERT) normalises after the addition, pre-LN (GPT-2) before the sublayer.")
+    console.rule(tr("[bold]The Transformer around attention: blocks, models, a real pretrained BERT"))
+    console.print(tr("A block = attention + feed-forward, each with a residual and a LayerNorm: post-LN (BERT) "
+                     "normalises after the addition, pre-LN (GPT-2) before the sublayer."))
     console.print(sizes_table())
     try:
         from attnlab.pretrained import load_bert
 
         bert = load_bert()
     except ImportError as e:
-        console.print(f"[yellow]Skipped the pretrained BERT: {e}[/]")
+        console.print(tr("[yellow]Skipped the pretrained BERT: {e}[/]", e=e))
         return
     emb = bert.encode(SENTENCES)
     sims = emb @ emb.T
-    table = Table(title="all-MiniLM-L6-v2 (our encoder, its weights): cosine similarity of sentence embeddings")
+    table = Table(title=tr("all-MiniLM-L6-v2 (our encoder, its weights): cosine similarity of sentence embeddings"))
     table.add_column("")
     for i in range(len(SENTENCES)):
         table.add_column(str(i), justify="right")
@@ -61,5 +62,5 @@ def around_attention_step(demo: Demo) -> None:
     special = (w[1:last, 0] + w[1:last, last]).mean().item()
     words = w[:, 1:last]  # what is left once [CLS] and [SEP] are set aside
     pairs = ", ".join(f"{tokens[i]}→{tokens[1 + int(words[i].argmax())]}" for i in range(1, last))
-    console.print(f"Last layer, heads averaged: {special:.0%} of each word's attention goes to [CLS]/[SEP]; "
-                  f"of the words, each attends most to: {pairs}")
+    console.print(tr("Last layer, heads averaged: {special:.0%} of each word's attention goes to [CLS]/[SEP]; of the "
+                     "words, each attends most to: {pairs}", special=special, pairs=pairs))

@@ -13,6 +13,7 @@ from torch import Tensor
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV1, SimpleSelfAttention
 from attnlab.demo.context import Demo
 from attnlab.functional import attention_scores, attention_weights, causal_mask
+from attnlab.i18n import tr
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 EMBEDDINGS = torch.tensor(
@@ -39,56 +40,56 @@ def matrix_table(title: str, m: Tensor, rows: list[str], cols: list[str] | None 
 
 
 def simplified(console: Console, x: Tensor) -> None:
-    console.rule("[bold]1. Simplified self-attention: softmax(X Xᵀ) X, no weights")
-    console.print(matrix_table("Inputs X (one 3-d embedding per token)", x, TOKENS))
-    console.print(matrix_table("Scores X Xᵀ (query rows, key columns)", x @ x.T, TOKENS, TOKENS))
+    console.rule(tr("[bold]1. Simplified self-attention: softmax(X Xᵀ) X, no weights"))
+    console.print(matrix_table(tr("Inputs X (one 3-d embedding per token)"), x, TOKENS))
+    console.print(matrix_table(tr("Scores X Xᵀ (query rows, key columns)"), x @ x.T, TOKENS, TOKENS))
     context, weights = SimpleSelfAttention()(x, return_weights=True)
-    console.print(matrix_table("Weights softmax(X Xᵀ): each row sums to 1", weights, TOKENS, TOKENS))
-    console.print(matrix_table("Context vectors Z = weights · X", context, TOKENS))
+    console.print(matrix_table(tr("Weights softmax(X Xᵀ): each row sums to 1"), weights, TOKENS, TOKENS))
+    console.print(matrix_table(tr("Context vectors Z = weights · X"), context, TOKENS))
 
 
 def scaled(console: Console, x: Tensor, seed: int) -> None:
-    console.rule("[bold]2. Scaled dot-product attention with trainable W_q, W_k, W_v")
+    console.rule(tr("[bold]2. Scaled dot-product attention with trainable W_q, W_k, W_v"))
     torch.manual_seed(seed)
     sa = SelfAttentionV1(d_in=3, d_out=2)
     q, k, v = sa.project(x)
-    for name, t in (("Queries Q = X W_q", q), ("Keys K = X W_k", k), ("Values V = X W_v", v)):
+    for name, t in ((tr("Queries Q = X W_q"), q), (tr("Keys K = X W_k"), k), (tr("Values V = X W_v"), v)):
         console.print(matrix_table(name, t, TOKENS))
     d_k = k.shape[-1]
-    console.print(matrix_table("Scores Q Kᵀ", q @ k.T, TOKENS, TOKENS))
+    console.print(matrix_table(tr("Scores Q Kᵀ"), q @ k.T, TOKENS, TOKENS))
     scores = attention_scores(q, k, d_k**-0.5, None)
-    console.print(matrix_table(f"Scaled scores Q Kᵀ / √d_k  (d_k = {d_k})", scores, TOKENS, TOKENS))
+    console.print(matrix_table(tr("Scaled scores Q Kᵀ / √d_k  (d_k = {d_k})", d_k=d_k), scores, TOKENS, TOKENS))
     context, weights = sa(x, return_weights=True)
-    console.print(matrix_table("Weights softmax(scaled scores)", weights, TOKENS, TOKENS))
-    console.print(matrix_table("Context vectors Z = weights · V", context, TOKENS))
+    console.print(matrix_table(tr("Weights softmax(scaled scores)"), weights, TOKENS, TOKENS))
+    console.print(matrix_table(tr("Context vectors Z = weights · V"), context, TOKENS))
 
 
 def causal(console: Console, x: Tensor, seed: int) -> None:
-    console.rule("[bold]3. Causal attention: no peeking at later tokens")
+    console.rule(tr("[bold]3. Causal attention: no peeking at later tokens"))
     torch.manual_seed(seed)
     ca = CausalAttention(d_in=3, d_out=2, context_length=6, dropout=0.5).eval()
     q, k, _ = ca.project(x)
     mask = causal_mask(len(TOKENS))
     scores = attention_scores(q, k, k.shape[-1] ** -0.5, mask)
-    console.print(matrix_table("Masked scores: -inf above the diagonal", scores, TOKENS, TOKENS))
-    console.print(matrix_table("Weights: each row renormalised over the allowed keys",
+    console.print(matrix_table(tr("Masked scores: -inf above the diagonal"), scores, TOKENS, TOKENS))
+    console.print(matrix_table(tr("Weights: each row renormalised over the allowed keys"),
                                attention_weights(scores, mask), TOKENS, TOKENS))
     torch.manual_seed(seed)
     _, dropped = ca.train()(x, return_weights=True)
-    console.print(matrix_table("In training, dropout p=0.5 zeroes weights and doubles the rest",
+    console.print(matrix_table(tr("In training, dropout p=0.5 zeroes weights and doubles the rest"),
                                dropped, TOKENS, TOKENS))
     context = ca.eval()(x)
-    console.print(matrix_table("Context vectors (eval: no dropout)", context, TOKENS))
+    console.print(matrix_table(tr("Context vectors (eval: no dropout)"), context, TOKENS))
 
 
 def multihead(console: Console, x: Tensor, seed: int) -> None:
-    console.rule("[bold]4. Multi-head attention: two heads, split weights, out_proj")
+    console.rule(tr("[bold]4. Multi-head attention: two heads, split weights, out_proj"))
     torch.manual_seed(seed)
     mha = MultiHeadAttention(3, 4, context_length=6, dropout=0.0, num_heads=2).eval()  # the book's call
     context, weights = mha(x, return_weights=True)
     for h in range(mha.num_heads):
-        console.print(matrix_table(f"Head {h} weights", weights[h], TOKENS, TOKENS))
-    console.print(matrix_table("Output: heads concatenated, then out_proj", context, TOKENS))
+        console.print(matrix_table(tr("Head {h} weights", h=h), weights[h], TOKENS, TOKENS))
+    console.print(matrix_table(tr("Output: heads concatenated, then out_proj"), context, TOKENS))
 
 
 def mechanisms_step(demo: Demo) -> None:

@@ -22,6 +22,7 @@ from attnlab.demo.context import Demo
 from attnlab.demo.mechanisms import EMBEDDINGS, TOKENS
 from attnlab.files import atomic_write
 from attnlab.generation import stream_text
+from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect import Explanation, capture, explain
 from attnlab.models import load_trained
 from attnlab.models.trained import read_state, resolve_checkpoint
@@ -62,17 +63,20 @@ def explain_table(e: Explanation, digits: int = 4) -> str:
     def vec(t: Tensor) -> str:
         return "[" + ", ".join(f"{x:.{digits}f}" for x in t.tolist()) + "]"
 
-    head = "<tr><th>key</th><th>q · k</th><th>× scale</th><th>softmax</th><th>weight × value</th></tr>"
+    head = "".join(f"<th>{html.escape(_(h))}</th>" for h in (N_("key"), "q · k", N_("× scale"), "softmax",
+                                                            N_("weight × value")))
+    head, masked = f"<tr>{head}</tr>", html.escape(tr("−∞ (masked)"))
     rows = [
         f"<tr><td>{html.escape(tok)}</td><td>{e.raw_scores[j]:.{digits}f}</td>"
-        f"<td>{f'{e.scaled_scores[j]:.{digits}f}' if e.allowed[j] else '−∞ (masked)'}</td>"
+        f"<td>{f'{e.scaled_scores[j]:.{digits}f}' if e.allowed[j] else masked}</td>"
         f"<td>{e.weights[j]:.{digits}f}</td><td>{vec(e.contributions[j])}</td></tr>"
         for j, tok in enumerate(e.tokens)
     ]
-    rows.append(f"<tr><th>sum</th><th></th><th></th><th>{e.weights.sum():.{digits}f}</th>"
-                f"<th>{vec(e.context)} = context</th></tr>")
-    intro = p(f"Query {e.query_token!r}: q = {vec(e.query)}, scale = {e.scale:.{digits}f}. "
-              f"Checked against the model's forward pass: max |Δ| {e.max_abs_diff_weights:.1e}.")
+    rows.append(f"<tr><th>{html.escape(tr('sum'))}</th><th></th><th></th><th>{e.weights.sum():.{digits}f}</th>"
+                f"<th>{html.escape(tr('{context} = context', context=vec(e.context)))}</th></tr>")
+    intro = p(tr("Query {query_token!r}: q = {q}, scale = {scale:.{digits}f}. Checked against the model's forward "
+                 "pass: max |Δ| {max_abs_diff_weights:.1e}.", query_token=e.query_token, q=vec(e.query),
+                 scale=e.scale, digits=digits, max_abs_diff_weights=e.max_abs_diff_weights))
     return intro + "<table>" + head + "".join(rows) + "</table>"
 
 
@@ -84,20 +88,22 @@ def mechanisms_section(tokens: list[str], x: Tensor, seed: int) -> Section:
     causal = CausalAttention(x.shape[-1], 2, context_length=len(tokens), dropout=0.0)
     torch.manual_seed(seed)
     multi = MultiHeadAttention(x.shape[-1], 4, len(tokens), 0.0, 2)
-    parts = [p("Each row is a query token, each column a key; a row's weights sum to 1. Same sentence, "
-               f"same embeddings (seed {seed}), four mechanisms.")]
+    parts = [p(tr("Each row is a query token, each column a key; a row's weights sum to 1. Same sentence, same "
+                  "embeddings (seed {seed}), four mechanisms.", seed=seed))]
     for label, module, text in (
-        ("Simplified: softmax(X Xᵀ) X", SimpleSelfAttention(), "No trainable weights: similar embeddings attend."),
-        ("Scaled dot-product: softmax(Q Kᵀ/√d_k) V", scaled, "Trainable W_q, W_k, W_v; scores divided by √d_k."),
-        ("Causal", causal, "The same, with every key after the query masked: the upper triangle is 0."),
-        ("Multi-head (2 heads)", multi, "Each head has its own projections and its own pattern."),
+        (N_("Simplified: softmax(X Xᵀ) X"), SimpleSelfAttention(),
+         N_("No trainable weights: similar embeddings attend.")),
+        (N_("Scaled dot-product: softmax(Q Kᵀ/√d_k) V"), scaled,
+         N_("Trainable W_q, W_k, W_v; scores divided by √d_k.")),
+        (N_("Causal"), causal, N_("The same, with every key after the query masked: the upper triangle is 0.")),
+        (N_("Multi-head (2 heads)"), multi, N_("Each head has its own projections and its own pattern.")),
     ):
         cap = capture(module, x, tokens=tokens, name=label)
         fig = heads_figure(cap, 0) if cap.num_heads > 1 else head_figure(cap, 0, 0)
-        parts += [f"<h3>{html.escape(label)}</h3>", p(text), png_img(fig, label)]
+        parts += [f"<h3>{html.escape(_(label))}</h3>", p(_(text)), png_img(fig, label)]
         if module is scaled:
-            parts += [p("The arithmetic for one token, every number:"), explain_table(explain(cap, 1))]
-    return Section("1. The four mechanisms on one sentence", "".join(parts))
+            parts += [p(tr("The arithmetic for one token, every number:")), explain_table(explain(cap, 1))]
+    return Section(tr("1. The four mechanisms on one sentence"), "".join(parts))
 
 
 def bert_section(out_dir: Path, sentence: str = BERT_SENTENCE) -> Section:
@@ -105,22 +111,24 @@ def bert_section(out_dir: Path, sentence: str = BERT_SENTENCE) -> Section:
     try:
         model = load_bert()
     except ImportError as err:
-        return Section("2. A pretrained BERT's heads", p(f"Skipped: {err}. Install attnlab[pretrained].", "note"))
+        return Section(tr("2. A pretrained BERT's heads"), p(tr("Skipped: {err}. Install attnlab[pretrained].",
+                                                            err=err), "note"))
     cap = capture(model, sentence, tokenizer=model.tokenizer, qkv=False, name="all-MiniLM-L6-v2")
     viewer = write_html(cap, out_dir / "attention.html")
-    parts = [p(f"all-MiniLM-L6-v2 ({cap.num_layers} layers × {cap.num_heads} heads) reading {sentence!r}. "
-               "Early heads look at neighbours or at [CLS]/[SEP]; later ones at related words."),
+    parts = [p(tr("all-MiniLM-L6-v2 ({num_layers} layers × {num_heads} heads) reading {sentence!r}. Early heads look "
+                  "at neighbours or at [CLS]/[SEP]; later ones at related words.", num_layers=cap.num_layers,
+                  num_heads=cap.num_heads, sentence=sentence)),
              f'<p>Explore every layer and head: <a href="{html.escape(viewer.name)}">{html.escape(viewer.name)}</a> '
              "(works offline).</p>"]
     for layer in (0, cap.num_layers - 1):
         parts.append(png_img(heads_figure(cap, layer), f"BERT layer {layer}", dpi=70))
-    return Section("2. A pretrained BERT's heads", "".join(parts))
+    return Section(tr("2. A pretrained BERT's heads"), "".join(parts))
 
 
 def pe_section() -> Section:
-    return Section("3. Where is each token? The sinusoidal positional encoding",
-                   p("Attention alone is blind to order, so each position adds its own pattern of sines and "
-                     "cosines: fast in the first dimensions, slow in the last.") + png_img(pe_figure(), "PE"))
+    return Section(tr("3. Where is each token? The sinusoidal positional encoding"),
+                   p(tr("Attention alone is blind to order, so each position adds its own pattern of sines and "
+                        "cosines: fast in the first dimensions, slow in the last.")) + png_img(pe_figure(), "PE"))
 
 
 def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Section | None:
@@ -130,18 +138,21 @@ def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Sec
         return None
     run = runs[0]
     history = read_state(resolve_checkpoint(run))["history"]  # the losses the checkpoint recorded
-    parts = [p(f"The model trained in {run}."),
+    parts = [p(tr("The model trained in {run}.", run=run)),
              png_img(loss_figure([tuple(x) for x in history["train"]], [tuple(x) for x in history["eval"]]),
                      "loss curve")]
     model, tokenizer = load_trained(run)
     text = "".join(stream_text(model, tokenizer, prompt, tokens, temperature=0.8, seed=1337))
-    parts += [p(f"A sample ({tokens} tokens, temperature 0.8, seed 1337):"), f"<pre>{html.escape(text)}</pre>"]
-    return Section("4. A model we trained: loss and sample", "".join(parts))
+    parts += [p(tr("A sample ({tokens} tokens, temperature 0.8, seed 1337):",
+                   tokens=tokens)), f"<pre>{html.escape(text)}</pre>"]
+    return Section(tr("4. A model we trained: loss and sample"), "".join(parts))
 
 
-def render(sections: list[Section], title: str = "attnlab: attention, seen") -> str:
+def render(sections: list[Section], title: str | None = None) -> str:
+    title = title or tr("attnlab: attention, seen")
     body = "".join(f"<h2>{html.escape(s.title)}</h2>{s.body}" for s in sections)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
+    return (f'<!DOCTYPE html><html lang="{language()}"><head><meta charset="utf-8">'
+            '<meta http-equiv="Content-Security-Policy" '
             f"content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\"><title>{html.escape(title)}"
             f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
 
@@ -155,7 +166,7 @@ def write_report(out_dir: str | Path, tokens: list[str], embeddings: Tensor, see
     sections = [mechanisms_section(tokens, embeddings, seed), bert_section(out), pe_section()]
     trained = trained_section(out, tokens=sample_tokens)
     if trained is None and console is not None:
-        console.print("[dim]No trained model under the output folder: the report skips that section.[/dim]")
+        console.print(tr("[dim]No trained model under the output folder: the report skips that section.[/dim]"))
     sections += [trained] if trained is not None else []
     page = render(sections)
     return atomic_write(out / "report.html", lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
@@ -163,6 +174,6 @@ def write_report(out_dir: str | Path, tokens: list[str], embeddings: Tensor, see
 
 def report_step(demo: Demo) -> None:
     """The demo's last step: write the report."""
-    demo.console.rule("[bold]Report: everything above, in one page")
+    demo.console.rule(tr("[bold]Report: everything above, in one page"))
     path = write_report(demo.out_dir, TOKENS, EMBEDDINGS, demo.seed, demo.console)
-    demo.console.print(f"Wrote {path}: open it in a browser (it needs no network).")
+    demo.console.print(tr("Wrote {path}: open it in a browser (it needs no network).", path=path))

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.demo.context import Demo
+from attnlab.i18n import tr
 from attnlab.inspect import Capture
 from attnlab.viz.figures import save_figure
 from attnlab.viz.fonts import require_glyphs, setup_fonts
@@ -150,19 +151,19 @@ def save_gloss_grid(results: Sequence[ToyResult], path: str | Path) -> Path:
 def toy_step(demo: Demo) -> None:
     """One self-attention layer learns to reconstruct two Chinese sentences (MSE); heatmaps saved."""
     console = demo.console
-    console.rule("[bold]The toy: one self-attention layer taught to copy its input")
+    console.rule(tr("[bold]The toy: one self-attention layer taught to copy its input"))
     for words in SENTENCES:
-        console.print("  sentence: " + " ".join(words))
-    console.print("Embed 16, W_q W_k W_v + out, MSE to its own embeddings, Adam 1e-3, 200 epochs.")
+        console.print(tr("  sentence: {words}", words=" ".join(words)))
+    console.print(tr("Embed 16, W_q W_k W_v + out, MSE to its own embeddings, Adam 1e-3, 200 epochs."))
     results = []
     for masked in (False, True):
-        label = "<PAD> masked as a key" if masked else "as the tutorial: <PAD> attended like a word"
+        label = tr("<PAD> masked as a key") if masked else tr("as the tutorial: <PAD> attended like a word")
         console.print(f"[bold]{label}")
         results.append(train_toy(masked, seed=demo.seed,
-                                 log=lambda e, v: console.print(f"  epoch {e:>3}  loss {v:.6f}")))
+                                 log=lambda e, v: console.print(tr("  epoch {e:>3}  loss {v:.6f}", e=e, v=v))))
     pad = SENTENCES[1].index("<PAD>")
     plain, masked = (r.weights[1, :, pad].tolist() for r in results)
-    console.print("Weight on the <PAD> key, per query of sentence 2: attended "
-                  + ", ".join(f"{w:.3f}" for w in plain) + "; masked " + ", ".join(f"{w:.3f}" for w in masked))
+    console.print(tr("Weight on the <PAD> key, per query of sentence 2: attended {plain}; masked {masked}",
+                     plain=", ".join(f"{w:.3f}" for w in plain), masked=", ".join(f"{w:.3f}" for w in masked)))
     paths = save_toy_heatmaps(results, demo.out_dir / "toy")
-    console.print("Heatmaps: " + ", ".join(str(p) for p in paths))
+    console.print(tr("Heatmaps: {paths}", paths=", ".join(str(p) for p in paths)))

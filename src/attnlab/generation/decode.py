@@ -21,23 +21,27 @@ from torch import Tensor
 
 from attnlab.generation.compiled_decode import decode_compiled
 from attnlab.generation.sampling import check_sampling, sample
+from attnlab.i18n import tr
 
 
 def _check(idx: Tensor, max_new_tokens: int, temperature: float, top_k, top_p, eos_token_id,
            attention_mask: Tensor | None = None) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+        raise ValueError(tr("max_new_tokens must be an int >= 0, got {max_new_tokens!r}",
+                            max_new_tokens=max_new_tokens))
     check_sampling(temperature, top_k, top_p)
     if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.shape[1] == 0:
         got = tuple(idx.shape) if isinstance(idx, Tensor) else type(idx).__name__
-        raise ValueError(f"idx must be a (B, T) tensor of token ids with T >= 1 (the prompt), got {got}")
+        raise ValueError(tr("idx must be a (B, T) tensor of token ids with T >= 1 (the prompt), got {got}", got=got))
     if eos_token_id is not None and (isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int)
                                      or eos_token_id < 0):
-        raise ValueError(f"eos_token_id must be None or a token id >= 0, got {eos_token_id!r}")
+        raise ValueError(tr("eos_token_id must be None or a token id >= 0, got {eos_token_id!r}",
+                            eos_token_id=eos_token_id))
     if attention_mask is not None and (not isinstance(attention_mask, Tensor)
                                        or tuple(attention_mask.shape) != tuple(idx.shape)):
         got = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__
-        raise ValueError(f"attention_mask must have the prompt's shape (B, T) = {tuple(idx.shape)}, got {got}")
+        raise ValueError(tr("attention_mask must have the prompt's shape (B, T) = {shape}, got {got}",
+                            shape=tuple(idx.shape), got=got))
 
 
 def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0,
@@ -51,15 +55,15 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     """
     _check(idx, max_new_tokens, temperature, top_k, top_p, eos_token_id, attention_mask)
     if not isinstance(compile, bool):
-        raise ValueError(f"compile must be True or False, got {compile!r}")
+        raise ValueError(tr("compile must be True or False, got {compile!r}", compile=compile))
     if compile and not use_cache:
-        raise ValueError("compile=True decodes with a static KV cache; it cannot be combined with use_cache=False")
+        raise ValueError(tr("compile=True decodes with a static KV cache; it cannot be combined with use_cache=False"))
     if compile and attention_mask is not None:
-        raise ValueError("compile=True decodes prompts of one length; left-padded prompts (attention_mask) need "
-                         "compile=False")
+        raise ValueError(tr("compile=True decodes prompts of one length; left-padded prompts (attention_mask) need "
+                            "compile=False"))
     if compile and not all(hasattr(model, name) for name in ("decode_step", "new_static_kv_cache")):
-        raise ValueError(f"compile=True needs a model with a static KV cache and a decode_step (GPT has them), "
-                         f"got {type(model).__name__}; decode it with compile=False")
+        raise ValueError(tr("compile=True needs a model with a static KV cache and a decode_step (GPT has them), got "
+                            "{model_type}; decode it with compile=False", model_type=type(model).__name__))
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     return _decode(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id,

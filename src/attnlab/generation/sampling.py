@@ -14,25 +14,28 @@ import math
 import torch
 from torch import Tensor
 
+from attnlab.i18n import tr
+
 
 def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
     """Clear errors for bad sampling options."""
     if isinstance(temperature, bool) or not isinstance(temperature, int | float) \
             or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite float >= 0 (0 = greedy), got {temperature!r}")
+        raise ValueError(tr("temperature must be a finite float >= 0 (0 = greedy), got {temperature!r}",
+                            temperature=temperature))
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}")
+        raise ValueError(tr("top_k must be None or an int >= 1, got {top_k!r}", top_k=top_k))
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, int | float)
                               or not 0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must be None or a float in (0, 1], got {top_p!r}")
+        raise ValueError(tr("top_p must be None or a float in (0, 1], got {top_p!r}", top_p=top_p))
 
 
 def _check_logits(logits: Tensor) -> None:
     if not isinstance(logits, Tensor) or not torch.is_floating_point(logits) or logits.dim() != 2:
         got = f"shape {tuple(logits.shape)}, dtype {logits.dtype}" if isinstance(logits, Tensor) else type(logits)
-        raise ValueError(f"logits must be a floating-point tensor of shape (B, vocab_size), got {got}")
+        raise ValueError(tr("logits must be a floating-point tensor of shape (B, vocab_size), got {got}", got=got))
     if bool(torch.isnan(logits).any()):
-        raise ValueError("logits contain NaN")
+        raise ValueError(tr("logits contain NaN"))
 
 
 def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:

@@ -8,16 +8,17 @@ from typing import Any
 import torch
 
 from attnlab.generation.decode import generate_stream
+from attnlab.i18n import tr
 
 
 def encode_prompt(tokenizer: Any, prompt: str) -> torch.Tensor:
     """``prompt`` -> ids ``(1, T)``; an empty prompt or one the tokenizer cannot encode is a ValueError."""
     if not prompt:
-        raise ValueError("prompt: expected at least one character, got an empty prompt")
+        raise ValueError(tr("prompt: expected at least one character, got an empty prompt"))
     try:
         ids = tokenizer.encode(prompt)
     except ValueError as err:
-        raise ValueError(f"prompt: {err}") from None
+        raise ValueError(tr("prompt: {err}", err=err)) from None
     return torch.as_tensor(ids, dtype=torch.long)[None]
 
 

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention import GroupedQueryAttention, SimpleSelfAttention
+from attnlab.i18n import tr
 from attnlab.inspect.random_model import RandomModel
 
 
@@ -67,9 +68,11 @@ class Capture:
     def check_layer_head(self, layer: int, head: int | None = None) -> None:
         """Raise a ValueError naming the valid range if ``layer``/``head`` is out of it."""
         if not isinstance(layer, int) or not 0 <= layer < self.num_layers:
-            raise ValueError(f"layer must be in 0..{self.num_layers - 1} ({self.num_layers} layers), got {layer!r}")
+            raise ValueError(tr("layer must be in 0..{value} ({num_layers} layers), got {layer!r}",
+                                value=self.num_layers - 1, num_layers=self.num_layers, layer=layer))
         if head is not None and (not isinstance(head, int) or not 0 <= head < self.num_heads):
-            raise ValueError(f"head must be in 0..{self.num_heads - 1} ({self.num_heads} heads), got {head!r}")
+            raise ValueError(tr("head must be in 0..{value} ({num_heads} heads), got {head!r}",
+                                value=self.num_heads - 1, num_heads=self.num_heads, head=head))
 
     def weights(self, layer: int = 0, head: int = 0) -> Tensor:
         """``(T, T)`` weights of one head (query rows, key columns)."""
@@ -80,7 +83,8 @@ class Capture:
         """``(H, T, T)`` raw scores Q Kᵀ of a layer, before scaling and masking."""
         self.check_layer_head(layer)
         if self.queries is None or self.keys is None:
-            raise ValueError(f"{self.model_name}: this capture has no queries/keys (capture with qkv=True)")
+            raise ValueError(tr("{model_name}: this capture has no queries/keys (capture with qkv=True)",
+                                model_name=self.model_name))
         return self.queries[layer] @ self.keys[layer].transpose(-1, -2)
 
 
@@ -185,28 +189,32 @@ def _run(model: nn.Module, inputs: Any, tokenizer: Any, tokens: Sequence[str] | 
         return tokens, [w[0] if w.dim() == 4 else w], extra
     if isinstance(inputs, Tensor) and torch.is_floating_point(inputs):  # a bare attention module on embeddings
         if tokens is None or len(tokens) != inputs.shape[-2]:
-            raise ValueError(f"tokens must name each of the {inputs.shape[-2]} embeddings, got {tokens!r}")
+            raise ValueError(tr("tokens must name each of the {shape} embeddings, got {tokens!r}",
+                                shape=inputs.shape[-2], tokens=tokens))
         _, w = model(inputs.unsqueeze(0) if inputs.dim() == 2 else inputs, return_weights=True)
         return list(tokens), [w[0] if w.dim() == 4 else w], extra
     if isinstance(inputs, str):
         if not inputs.strip():
-            raise ValueError("text must not be empty, got an empty text")
+            raise ValueError(tr("text must not be empty, got an empty text"))
         if tokenizer is None:
-            raise TypeError(f"a tokenizer is needed to capture {type(model).__name__} on text, got tokenizer=None")
+            raise TypeError(tr("a tokenizer is needed to capture {model_type} on text, got tokenizer=None",
+                               model_type=type(model).__name__))
         ids, tokens = _tokenize(tokenizer, inputs)
     else:
         ids = [int(i) for i in (inputs.tolist() if isinstance(inputs, Tensor) else inputs)]
         tokens = list(tokens) if tokens is not None else [_token_text(tokenizer, i) for i in ids]
     if not ids:
-        raise ValueError("text gave no tokens; expected at least one")
+        raise ValueError(tr("text gave no tokens; expected at least one"))
     limit = max_length(model)
     if limit is not None and len(ids) > limit:
-        raise ValueError(f"the sentence has {len(ids)} tokens; {type(model).__name__} accepts at most {limit}")
+        raise ValueError(tr("the sentence has {n_ids} tokens; {model_type} accepts at most {limit}", n_ids=len(ids),
+                            model_type=type(model).__name__, limit=limit))
     device = next(model.parameters()).device
     out = model(torch.tensor([ids], device=device), return_weights=True)
     attentions = getattr(out, "attentions", None)
     if not attentions:
-        raise ValueError(f"{type(model).__name__} returned no attentions with return_weights=True")
+        raise ValueError(tr("{model_type} returned no attentions with return_weights=True",
+                            model_type=type(model).__name__))
     return tokens, [a[0] for a in attentions], extra
 
 
@@ -234,7 +242,7 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
         torch.Size([2, 4, 4])
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        raise TypeError(tr("model must be a torch.nn.Module, got {model_type}", model_type=type(model).__name__))
     was_training = model.training
     model.eval()
     modules = _attention_modules(model)

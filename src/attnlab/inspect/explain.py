@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnlab.i18n import tr
 from attnlab.inspect.capture import Capture
 
 
@@ -69,23 +70,26 @@ class Explanation:
 def find_query(tokens: list[str], query: str | int) -> int:
     """Index of ``query`` (a token's text, or an index) in ``tokens``; a ValueError names the choices."""
     if isinstance(query, bool) or not isinstance(query, (int, str)):
-        raise TypeError(f"query must be a token (str) or an index (int), got {type(query).__name__}")
+        raise TypeError(tr("query must be a token (str) or an index (int), got {query_type}",
+                           query_type=type(query).__name__))
     if isinstance(query, int):
         if not 0 <= query < len(tokens):
-            raise ValueError(f"query index must be in 0..{len(tokens) - 1}, got {query}")
+            raise ValueError(tr("query index must be in 0..{value}, got {query}", value=len(tokens) - 1, query=query))
         return query
     for candidates in ([query], [query.lower(), "##" + query, "Ġ" + query, "▁" + query]):
         for i, t in enumerate(tokens):
             if t in candidates:
                 return i
-    raise ValueError(f"query {query!r} is not a token of the sentence; the tokens are: {', '.join(tokens)}")
+    raise ValueError(tr("query {query!r} is not a token of the sentence; the tokens are: {tokens}", query=query,
+                        tokens=', '.join(tokens)))
 
 
 def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Explanation:
     """Work through attention for the token ``query`` of ``cap`` (layer ``layer``, head ``head``)."""
     cap.check_layer_head(layer, head)
     if cap.queries is None or cap.keys is None or cap.values is None or cap.inputs is None:
-        raise ValueError(f"{cap.model_name}: the capture has no queries/keys/values; capture with qkv=True")
+        raise ValueError(tr("{model_name}: the capture has no queries/keys/values; capture with qkv=True",
+                            model_name=cap.model_name))
     i = find_query(cap.tokens, query)
     q = cap.queries[layer][head, i].double()
     keys, values = cap.keys[layer][head].double(), cap.values[layer][head].double()

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV2, SimpleSelfAttention
+from attnlab.i18n import tr
 from attnlab.layers.positional import sinusoidal_table
 
 Mechanism = Literal["simple", "scaled", "causal", "multihead"]
@@ -45,14 +46,16 @@ class RandomModelConfig:
 
     def __post_init__(self) -> None:
         if self.mechanism not in MECHANISMS:
-            raise ValueError(f"RandomModelConfig: mechanism must be one of {', '.join(MECHANISMS)}, "
-                             f"got {self.mechanism!r}")
+            raise ValueError(tr("RandomModelConfig: mechanism must be one of {mechanisms}, got {mechanism!r}",
+                                mechanisms=', '.join(MECHANISMS), mechanism=self.mechanism))
         for name in ("d_model", "d_k", "num_heads", "context_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"RandomModelConfig: {name} must be a positive integer, got {value!r}")
+                raise ValueError(tr("RandomModelConfig: {name} must be a positive integer, got {value!r}", name=name,
+                                    value=value))
         if self.d_model % 2:
-            raise ValueError(f"RandomModelConfig: d_model must be even (sin/cos pairs), got {self.d_model}")
+            raise ValueError(tr("RandomModelConfig: d_model must be even (sin/cos pairs), got {d_model}",
+                                d_model=self.d_model))
 
 
 def word_embedding(word: str, d_model: int, seed: int) -> Tensor:
@@ -89,13 +92,14 @@ class RandomModel(nn.Module):
     def tokenize(self, text: str) -> list[str]:
         """Words split on whitespace; an empty text or one longer than ``context_length`` is an error."""
         if not isinstance(text, str):
-            raise TypeError(f"RandomModel.tokenize: text must be a str, got {type(text).__name__}")
+            raise TypeError(tr("RandomModel.tokenize: text must be a str, got {text_type}",
+                               text_type=type(text).__name__))
         words = text.split()
         if not words:
-            raise ValueError("text must contain at least one word, got an empty text")
+            raise ValueError(tr("text must contain at least one word, got an empty text"))
         if len(words) > self.config.context_length:
-            raise ValueError(f"text has {len(words)} words; this model accepts at most "
-                             f"context_length={self.config.context_length}")
+            raise ValueError(tr("text has {n_words} words; this model accepts at most context_length={context_length}",
+                                n_words=len(words), context_length=self.config.context_length))
         return words
 
     def token_embeddings(self, tokens: list[str]) -> Tensor:

@@ -1,6 +1,7 @@
 """The layers around attention: positions, normalisation, the feed-forward network, the block."""
 
 from attnlab.layers.block import TransformerBlock
+from attnlab.layers.decoder_block import DecoderBlock
 from attnlab.layers.feedforward import FeedForward
 from attnlab.layers.layernorm import LayerNorm
 from attnlab.layers.modern_block import ModernBlock
@@ -11,6 +12,7 @@ from attnlab.layers.rotary import RopeScaling, RotaryEmbedding, apply_rotary
 from attnlab.layers.swiglu import SwiGLU
 
 __all__ = [
+    "DecoderBlock",
     "FeedForward",
     "LayerNorm",
     "LearnedPositionalEmbedding",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnlab.i18n import tr
+
 INTEGER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
 IGNORE_INDEX = -100  # a target position to leave out of the loss (torch's and Hugging Face's convention)
 
@@ -16,16 +18,20 @@ IGNORE_INDEX = -100  # a target position to leave out of the loss (torch's and H
 def check_ids_tensor(idx: Tensor, owner: str, name: str = "idx") -> None:
     """``idx`` must be an integer ``(B, T)`` tensor with ``T >= 1`` (shape and dtype only: no values read)."""
     if not isinstance(idx, Tensor):
-        raise TypeError(f"{owner}: {name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
+        raise TypeError(tr("{owner}: {name} must be a torch.Tensor of token ids, got {idx_type}", owner=owner,
+                           name=name, idx_type=type(idx).__name__))
     if idx.dtype not in INTEGER_DTYPES:
-        raise TypeError(f"{owner}: {name} must hold integer token ids, got dtype {idx.dtype}")
+        raise TypeError(tr("{owner}: {name} must hold integer token ids, got dtype {dtype}", owner=owner, name=name,
+                           dtype=idx.dtype))
     if idx.dim() != 2 or idx.shape[1] == 0:
-        raise ValueError(f"{owner}: {name} must have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
+        raise ValueError(tr("{owner}: {name} must have shape (B, T) with T >= 1, got {shape}", owner=owner, name=name,
+                            shape=tuple(idx.shape)))
 
 
 def check_same_shape(owner: str, name: str, t: Tensor | None, shape: tuple[int, ...], of: str = "input_ids") -> None:
     if t is not None and tuple(t.shape) != tuple(shape):
-        raise ValueError(f"{owner}: {name} must have the shape of {of} {tuple(shape)}, got {tuple(t.shape)}")
+        raise ValueError(tr("{owner}: {name} must have the shape of {of} {shape}, got {shape_2}", owner=owner,
+                            name=name, of=of, shape=tuple(shape), shape_2=tuple(t.shape)))
 
 
 def read_facts(*facts: Tensor) -> list[int]:
@@ -35,7 +41,8 @@ def read_facts(*facts: Tensor) -> list[int]:
 
 def id_range_error(owner: str, name: str, lo: int, hi: int, vocab_size: int) -> ValueError | None:
     if lo < 0 or hi >= vocab_size:
-        return ValueError(f"{owner}: {name} must be in [0, vocab_size={vocab_size}), got min {lo}, max {hi}")
+        return ValueError(tr("{owner}: {name} must be in [0, vocab_size={vocab_size}), got min {lo}, max {hi}",
+                             owner=owner, name=name, vocab_size=vocab_size, lo=lo, hi=hi))
     return None
 
 
@@ -50,12 +57,14 @@ def check_token_ids(idx: Tensor, vocab_size: int, owner: str) -> None:
 
 def mask_values_error(owner: str, attention_mask: Tensor) -> ValueError:
     bad = (attention_mask != 0) & (attention_mask != 1)
-    return ValueError(f"{owner}: attention_mask must contain only 0 and 1, got {attention_mask[bad].unique().tolist()}")
+    return ValueError(tr("{owner}: attention_mask must contain only 0 and 1, got {values}", owner=owner,
+                         values=attention_mask[bad].unique().tolist()))
 
 
 def check_attention_mask_dtype(owner: str, attention_mask: Tensor | None) -> None:
     if attention_mask is not None and (torch.is_floating_point(attention_mask) or torch.is_complex(attention_mask)):
-        raise TypeError(f"{owner}: attention_mask must be bool or integer 0/1, got dtype {attention_mask.dtype}")
+        raise TypeError(tr("{owner}: attention_mask must be bool or integer 0/1, got dtype {dtype}", owner=owner,
+                           dtype=attention_mask.dtype))
 
 
 def check_decoder_inputs(owner: str, idx: Tensor, targets: Tensor | None, attention_mask: Tensor | None,
@@ -70,8 +79,9 @@ def check_decoder_inputs(owner: str, idx: Tensor, targets: Tensor | None, attent
     check_ids_tensor(idx, owner)
     b, t = idx.shape
     if offset + t > context_length:
-        raise ValueError(f"{owner}: {offset} cached + {t} new tokens exceed context_length={context_length}; "
-                         f"crop idx to its last {context_length} tokens")
+        raise ValueError(tr("{owner}: {offset} cached + {t} new tokens exceed context_length={context_length}; crop "
+                            "idx to its last {context_length} tokens", owner=owner, offset=offset, t=t,
+                            context_length=context_length))
     facts = [idx.min(), idx.max()]
     if targets is not None:
         check_ids_tensor(targets, owner, "targets")
@@ -80,19 +90,21 @@ def check_decoder_inputs(owner: str, idx: Tensor, targets: Tensor | None, attent
         facts += [(kept & ((targets < 0) | (targets >= vocab_size))).any()]
     if attention_mask is not None:
         if not isinstance(attention_mask, Tensor):
-            raise TypeError(f"{owner}: attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+            raise TypeError(tr("{owner}: attention_mask must be a torch.Tensor, got {attention_mask_type}",
+                               owner=owner, attention_mask_type=type(attention_mask).__name__))
         check_attention_mask_dtype(owner, attention_mask)
         if tuple(attention_mask.shape) != (b, offset + t):
-            raise ValueError(f"{owner}: attention_mask must have shape (B, cached + T) = {(b, offset + t)} "
-                             f"({offset} cached, {t} new), got {tuple(attention_mask.shape)}")
+            raise ValueError(tr("{owner}: attention_mask must have shape (B, cached + T) = {value} ({offset} cached, "
+                                "{t} new), got {shape}", owner=owner, value=(b, offset + t), offset=offset, t=t,
+                                shape=tuple(attention_mask.shape)))
         facts += [((attention_mask != 0) & (attention_mask != 1)).any(), attention_mask.all()]
     values = read_facts(*facts)
     error = id_range_error(owner, "token ids", values[0], values[1], vocab_size)
     if error is not None:
         raise error
     if targets is not None and values[2]:
-        raise ValueError(f"{owner}: targets must be in [0, vocab_size={vocab_size}) or {IGNORE_INDEX} "
-                         f"(left out of the loss)")
+        raise ValueError(tr("{owner}: targets must be in [0, vocab_size={vocab_size}) or {ignore_index} (left out of "
+                            "the loss)", owner=owner, vocab_size=vocab_size, ignore_index=IGNORE_INDEX))
     if attention_mask is None:
         return None, None
     if values[-2]:

@@ -14,28 +14,35 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from attnlab.functional import BACKENDS
+from attnlab.i18n import tr
 from attnlab.layers.feedforward import ACTIVATIONS
 from attnlab.layers.rotary import RopeScaling
 
 
 def _positive_int(owner: str, name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
+        raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}", owner=owner, name=name,
+                            value=value))
 
 
 def _common_checks(cfg: Any, owner: str) -> None:
     for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff"):
         _positive_int(owner, name, getattr(cfg, name))
     if cfg.d_model % cfg.num_heads:
-        raise ValueError(f"{owner}: d_model={cfg.d_model} must be divisible by num_heads={cfg.num_heads}")
+        raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads}", owner=owner,
+                            d_model=cfg.d_model, num_heads=cfg.num_heads))
     if isinstance(cfg.dropout, bool) or not isinstance(cfg.dropout, int | float) or not 0.0 <= cfg.dropout < 1.0:
-        raise ValueError(f"{owner}: dropout must be a float in [0, 1), got {cfg.dropout!r}")
+        raise ValueError(tr("{owner}: dropout must be a float in [0, 1), got {dropout!r}", owner=owner,
+                            dropout=cfg.dropout))
     if cfg.activation not in ACTIVATIONS:
-        raise ValueError(f"{owner}: activation must be one of {ACTIVATIONS}, got {cfg.activation!r}")
+        raise ValueError(tr("{owner}: activation must be one of {activations}, got {activation!r}", owner=owner,
+                            activations=ACTIVATIONS, activation=cfg.activation))
     if not isinstance(cfg.layer_norm_eps, int | float) or not cfg.layer_norm_eps > 0:
-        raise ValueError(f"{owner}: layer_norm_eps must be a float > 0, got {cfg.layer_norm_eps!r}")
+        raise ValueError(tr("{owner}: layer_norm_eps must be a float > 0, got {layer_norm_eps!r}", owner=owner,
+                            layer_norm_eps=cfg.layer_norm_eps))
     if cfg.backend not in BACKENDS:
-        raise ValueError(f"{owner}: backend must be one of {BACKENDS}, got {cfg.backend!r}")
+        raise ValueError(tr("{owner}: backend must be one of {backends}, got {backend!r}", owner=owner,
+                            backends=BACKENDS, backend=cfg.backend))
 
 
 class _Presets:
@@ -45,11 +52,13 @@ class _Presets:
     def from_preset(cls, name: str, **overrides: Any) -> Self:
         """The named configuration, with any field overridden by keyword."""
         if name not in cls.PRESETS:
-            raise ValueError(f"{cls.__name__}: unknown preset {name!r}; choose from {sorted(cls.PRESETS)}")
+            raise ValueError(tr("{name}: unknown preset {name_2!r}; choose from {presets}", name=cls.__name__,
+                                name_2=name, presets=sorted(cls.PRESETS)))
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - fields)
         if unknown:
-            raise TypeError(f"{cls.__name__}.from_preset: unknown field(s) {unknown}; fields are {sorted(fields)}")
+            raise TypeError(tr("{name}.from_preset: unknown field(s) {unknown}; fields are {fields}",
+                               name=cls.__name__, unknown=unknown, fields=sorted(fields)))
         return cls(**{**cls.PRESETS[name], **overrides})
 
 
@@ -155,10 +164,12 @@ class EncoderConfig(_Presets):
         _common_checks(self, type(self).__name__)
         if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) \
                 or self.type_vocab_size < 0:
-            raise ValueError(f"EncoderConfig: type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
+            raise ValueError(tr("EncoderConfig: type_vocab_size must be an int >= 0, got {type_vocab_size!r}",
+                                type_vocab_size=self.type_vocab_size))
         if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
-                f"EncoderConfig: pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id!r}"
+                tr("EncoderConfig: pad_token_id must be in [0, vocab_size={vocab_size}), got {pad_token_id!r}",
+                   vocab_size=self.vocab_size, pad_token_id=self.pad_token_id)
             )
 
     @property
@@ -239,30 +250,36 @@ class ModernDecoderConfig(_Presets):
             self.num_kv_heads = self.num_heads
         _positive_int(owner, "num_kv_heads", self.num_kv_heads)
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"{owner}: num_heads must be divisible by num_kv_heads, got num_heads={self.num_heads}, "
-                             f"num_kv_heads={self.num_kv_heads}")
+            raise ValueError(tr("{owner}: num_heads must be divisible by num_kv_heads, got num_heads={num_heads}, "
+                                "num_kv_heads={num_kv_heads}", owner=owner, num_heads=self.num_heads,
+                                num_kv_heads=self.num_kv_heads))
         if self.head_dim is None:
             if self.d_model % self.num_heads:
-                raise ValueError(f"{owner}: d_model={self.d_model} must be divisible by num_heads={self.num_heads} "
-                                 f"(or give head_dim)")
+                raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads} (or give "
+                                    "head_dim)", owner=owner, d_model=self.d_model, num_heads=self.num_heads))
             self.head_dim = self.d_model // self.num_heads
         _positive_int(owner, "head_dim", self.head_dim)
         if self.head_dim % 2:
-            raise ValueError(f"{owner}: head_dim must be even (RoPE rotates pairs of features), got {self.head_dim}")
+            raise ValueError(tr("{owner}: head_dim must be even (RoPE rotates pairs of features), got {head_dim}",
+                                owner=owner, head_dim=self.head_dim))
         if self.d_ff is None:
             self.d_ff = math.ceil(8 * self.d_model / 3 / 8) * 8
         _positive_int(owner, "d_ff", self.d_ff)
         if self.sliding_window is not None:
             _positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window)
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0.0 <= self.dropout < 1:
-            raise ValueError(f"{owner}: dropout must be a float in [0, 1), got {self.dropout!r}")
+            raise ValueError(tr("{owner}: dropout must be a float in [0, 1), got {dropout!r}", owner=owner,
+                                dropout=self.dropout))
         for name in ("rope_base", "norm_eps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise ValueError(f"{owner}: {name} must be a number > 0, got {value!r}")
+                raise ValueError(tr("{owner}: {name} must be a number > 0, got {value!r}", owner=owner, name=name,
+                                    value=value))
         if self.rope_scaling is not None:
             if not isinstance(self.rope_scaling, dict):
-                raise TypeError(f"{owner}: rope_scaling must be None or a dict, got {type(self.rope_scaling).__name__}")
+                raise TypeError(tr("{owner}: rope_scaling must be None or a dict, got {rope_scaling_type}",
+                                   owner=owner, rope_scaling_type=type(self.rope_scaling).__name__))
             RopeScaling.from_dict(self.rope_scaling)  # every field checked now, not at the first forward
         if self.backend not in BACKENDS:
-            raise ValueError(f"{owner}: backend must be one of {BACKENDS}, got {self.backend!r}")
+            raise ValueError(tr("{owner}: backend must be one of {backends}, got {backend!r}", owner=owner,
+                                backends=BACKENDS, backend=self.backend))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnlab.i18n import tr
+
 #: the short names (``--dtype``, the ``dtype`` key of a training config) and what they mean
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -16,7 +18,8 @@ DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16,
 def check_dtype_name(dtype: str, name: str = "dtype") -> torch.dtype:
     """``"fp32"``, ``"bf16"`` or ``"fp16"`` -> the torch dtype; anything else is a ValueError naming the choices."""
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise ValueError(f"{name}: expected one of {', '.join(map(repr, DTYPES))}, got {dtype!r}")
+        raise ValueError(tr("{name}: expected one of {dtypes}, got {dtype!r}", name=name,
+                            dtypes=', '.join(map(repr, DTYPES)), dtype=dtype))
     return DTYPES[dtype]
 
 

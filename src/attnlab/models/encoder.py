@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.functional.masks import key_mask
+from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
 from attnlab.models.checks import (
     check_attention_mask_dtype,
@@ -61,7 +62,8 @@ class TransformerEncoder(nn.Module):
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         if not isinstance(config, EncoderConfig):
-            raise TypeError(f"TransformerEncoder: config must be an EncoderConfig, got {type(config).__name__}")
+            raise TypeError(tr("TransformerEncoder: config must be an EncoderConfig, got {config_type}",
+                               config_type=type(config).__name__))
         self.config = c = config
         self.embeddings = EncoderEmbeddings(c)
         self.blocks = nn.ModuleList(
@@ -81,8 +83,9 @@ class TransformerEncoder(nn.Module):
         check_ids_tensor(input_ids, owner)
         if input_ids.shape[1] > c.context_length:
             raise ValueError(
-                f"{owner}: {input_ids.shape[1]} tokens exceed the model's context_length={c.context_length}; "
-                f"truncate the input (e.g. tokenize(..., truncation=True))"
+                tr("{owner}: {shape} tokens exceed the model's context_length={context_length}; truncate the input "
+                   "(e.g. tokenize(..., truncation=True))", owner=owner, shape=input_ids.shape[1],
+                   context_length=c.context_length)
             )
         check_same_shape(owner, "attention_mask", attention_mask, input_ids.shape)
         check_same_shape(owner, "token_type_ids", token_type_ids, input_ids.shape)

@@ -11,6 +11,7 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.config import GPTConfig
@@ -33,7 +34,7 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         if not isinstance(config, GPTConfig):
-            raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__}")
+            raise TypeError(tr("GPT: config must be a GPTConfig, got {config_type}", config_type=type(config).__name__))
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_length)

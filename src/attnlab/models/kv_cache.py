@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from attnlab.attention.multihead import cached_causal_mask
+from attnlab.i18n import tr
 
 
 class LayerKVCache:
@@ -32,16 +33,18 @@ class LayerKVCache:
         t = key.shape[2]
         if key.shape != value.shape or key.shape[:2] != self.keys.shape[:2] or key.shape[3] != self.keys.shape[3]:
             raise ValueError(
-                f"LayerKVCache: key/value must have shape (B, H, T, head_dim) = "
-                f"({self.keys.shape[0]}, {self.keys.shape[1]}, T, {self.keys.shape[3]}), "
-                f"got {tuple(key.shape)} and {tuple(value.shape)}"
+                tr("LayerKVCache: key/value must have shape (B, H, T, head_dim) = ({shape}, {shape_2}, T, {shape_3}), "
+                   "got {shape_4} and {shape_5}", shape=self.keys.shape[0], shape_2=self.keys.shape[1],
+                   shape_3=self.keys.shape[3], shape_4=tuple(key.shape), shape_5=tuple(value.shape))
             )
         if self.length + t > self.context_length:
-            raise ValueError(f"LayerKVCache: {self.length} + {t} positions exceed context_length={self.context_length}")
+            raise ValueError(tr("LayerKVCache: {length} + {t} positions exceed context_length={context_length}",
+                                length=self.length, t=t, context_length=self.context_length))
         if key.dtype != self.keys.dtype:
             if self.length:
-                raise ValueError(f"LayerKVCache: holds {self.keys.dtype} keys, got {key.dtype}; a cache keeps the "
-                                 f"dtype it was filled in: start a new one (model.new_kv_cache) to switch")
+                raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
+                                    "filled in: start a new one (model.new_kv_cache) to switch", dtype=self.keys.dtype,
+                                    dtype_2=key.dtype))
             self.keys = torch.empty_like(self.keys, dtype=key.dtype)  # empty: take the compute dtype
             self.values = torch.empty_like(self.keys)
         self.keys[:, :, self.length : self.length + t] = key

@@ -24,6 +24,7 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, RMSNorm, RotaryEmbedding
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.config import ModernDecoderConfig
@@ -49,7 +50,8 @@ class ModernDecoder(nn.Module):
     def __init__(self, config: ModernDecoderConfig) -> None:
         super().__init__()
         if not isinstance(config, ModernDecoderConfig):
-            raise TypeError(f"ModernDecoder: config must be a ModernDecoderConfig, got {type(config).__name__}")
+            raise TypeError(tr("ModernDecoder: config must be a ModernDecoderConfig, got {config_type}",
+                               config_type=type(config).__name__))
         self.config = c = config
         # one rotary embedding for every block: it holds no weights, only the frequencies' recipe
         self.rotary = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base, c.rope_scaling)

@@ -60,3 +60,24 @@ class EncoderOutput:
     def sentence_embedding(self) -> Tensor:
         """Mean over real tokens, L2-normalised: ``(B, D)``."""
         return sentence_embedding(self.last_hidden_state, self.attention_mask)
+
+
+@dataclass
+class Seq2SeqOutput:
+    """What an encoder-decoder's forward returns (:class:`attnlab.models.Transformer`).
+
+    Attributes:
+        logits: ``(B, T, vocab_size)``: the scores of the next target token at every target position.
+        loss: the mean (label-smoothed) cross-entropy over the non-padding targets, when ``targets`` were given.
+        encoder_attentions: with ``return_weights``: one ``(B, H, S, S)`` per encoder layer.
+        decoder_attentions: with ``return_weights``: one ``(B, H, T, T)`` per decoder layer (masked self-attention;
+            ``(B, H, T, L)`` with a cache of ``L`` positions).
+        cross_attentions: with ``return_weights``: one ``(B, H, T, S)`` per decoder layer: target tokens (rows)
+            attending to source tokens (columns), the alignment.
+    """
+
+    logits: Tensor
+    loss: Tensor | None = None
+    encoder_attentions: tuple[Tensor, ...] | None = None
+    decoder_attentions: tuple[Tensor, ...] | None = None
+    cross_attentions: tuple[Tensor, ...] | None = None

@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnlab.i18n import tr
+
 
 def _static(t: Tensor) -> Tensor:
     """Tell torch.compile the tensor keeps its address: CUDA graphs may then write it in place, step after step."""
@@ -39,13 +41,14 @@ class StaticLayerKVCache:
         """
         if key.shape != value.shape or key.shape[:2] != self.keys.shape[:2] or key.shape[3] != self.keys.shape[3]:
             raise ValueError(
-                f"StaticLayerKVCache: key/value must have shape (B, H, T, head_dim) = "
-                f"({self.keys.shape[0]}, {self.keys.shape[1]}, T, {self.keys.shape[3]}), "
-                f"got {tuple(key.shape)} and {tuple(value.shape)}"
+                tr("StaticLayerKVCache: key/value must have shape (B, H, T, head_dim) = ({shape}, {shape_2}, T, "
+                   "{shape_3}), got {shape_4} and {shape_5}", shape=self.keys.shape[0], shape_2=self.keys.shape[1],
+                   shape_3=self.keys.shape[3], shape_4=tuple(key.shape), shape_5=tuple(value.shape))
             )
         if key.dtype != self.keys.dtype:
-            raise ValueError(f"StaticLayerKVCache: holds {self.keys.dtype}, got keys of {key.dtype}; make the cache "
-                             f"where the model computes (under the same autocast, or after casting the model)")
+            raise ValueError(tr("StaticLayerKVCache: holds {dtype}, got keys of {dtype_2}; make the cache where the "
+                                "model computes (under the same autocast, or after casting the model)",
+                                dtype=self.keys.dtype, dtype_2=key.dtype))
         where = self.position + self.slots[: key.shape[2]]  # (T,) slots to write
         self.keys.index_copy_(2, where, key)
         self.values.index_copy_(2, where, value)

@@ -17,6 +17,7 @@ from safetensors.torch import load_file, load_model
 from torch import nn
 
 from attnlab.data.tokenizer import Tokenizer, load_tokenizer
+from attnlab.i18n import tr
 from attnlab.models.config import GPTConfig, ModernDecoderConfig
 from attnlab.models.gpt import GPT
 from attnlab.models.modern import ModernDecoder
@@ -46,7 +47,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
         return path
     latest = latest_checkpoint(path)
     if latest is None or not (latest / "state.json").exists():
-        raise ValueError(f"checkpoint: no checkpoint found in {str(path)!r} (expected {POINTER} or state.json)")
+        raise ValueError(tr("checkpoint: no checkpoint found in {path!r} (expected {pointer} or state.json)",
+                            path=str(path), pointer=POINTER))
     return latest
 
 
@@ -59,14 +61,16 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
     try:
         state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"checkpoint {str(checkpoint)!r}: state.json is not valid JSON ({err}); the checkpoint is "
-                         f"damaged: use another one (an older one stays in checkpoints/) or train again") from None
+        raise ValueError(tr("checkpoint {checkpoint!r}: state.json is not valid JSON ({err}); the checkpoint is "
+                            "damaged: use another one (an older one stays in checkpoints/) or train again",
+                            checkpoint=str(checkpoint), err=err)) from None
     if state.get("format") == 1:
         state["model_config"] = _renamed(state["model_config"])
         state["train_config"]["model"] = _renamed(state["train_config"].get("model", {}))
         state["format"] = FORMAT
     if state.get("format") != FORMAT:
-        raise ValueError(f"checkpoint {str(checkpoint)!r}: unknown format {state.get('format')!r}, expected {FORMAT}")
+        raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
+                            checkpoint=str(checkpoint), found=state.get('format'), format=FORMAT))
     return state
 
 
@@ -75,23 +79,26 @@ def load_weights(checkpoint: Path, model: nn.Module) -> None:
     try:
         saved = load_file(checkpoint / "model.safetensors")
     except (SafetensorError, OSError) as err:
-        raise ValueError(f"checkpoint {str(checkpoint)!r}: model.safetensors cannot be read ({err}); the file is "
-                         f"missing, truncated or corrupt") from None
+        raise ValueError(tr("checkpoint {checkpoint!r}: model.safetensors cannot be read ({err}); the file is "
+                            "missing, truncated or corrupt", checkpoint=str(checkpoint), err=err)) from None
     own = model.state_dict()
     bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
            for k, v in saved.items() if k in own and own[k].shape != v.shape]
     if bad:
-        raise ValueError(f"checkpoint {str(checkpoint)!r} holds a model of a different shape: " + "; ".join(bad[:5]))
+        raise ValueError(tr("checkpoint {checkpoint!r} holds a model of a different shape: {differences}",
+                            checkpoint=str(checkpoint), differences="; ".join(bad[:5])))
     missing, unexpected = load_model(model, checkpoint / "model.safetensors", strict=False)
     if missing or unexpected:
-        raise ValueError(f"checkpoint {str(checkpoint)!r} does not match the model: "
-                         f"missing {sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
+        raise ValueError(tr("checkpoint {checkpoint!r} does not match the model: missing {missing}, unexpected "
+                            "{unexpected}", checkpoint=str(checkpoint), missing=sorted(missing)[:5],
+                            unexpected=sorted(unexpected)[:5]))
 
 
 def build_model(architecture: str, model_config: dict[str, Any]) -> nn.Module:
     """A fresh model of ``architecture`` (a key of :data:`ARCHITECTURES`) from its config's fields."""
     if architecture not in ARCHITECTURES:
-        raise ValueError(f"architecture: expected one of {sorted(ARCHITECTURES)}, got {architecture!r}")
+        raise ValueError(tr("architecture: expected one of {architectures}, got {architecture!r}",
+                            architectures=sorted(ARCHITECTURES), architecture=architecture))
     model_cls, config_cls = ARCHITECTURES[architecture]
     return model_cls(config_cls(**model_config))
 
@@ -104,5 +111,6 @@ def load_trained(path: str | Path, device: str | torch.device = "cpu") -> tuple[
     model = build_model(state.get("architecture", "gpt"), state["model_config"])
     load_weights(checkpoint, model)
     if not (checkpoint / "tokenizer.json").is_file():
-        raise ValueError(f"checkpoint {str(checkpoint)!r}: tokenizer.json is missing; the checkpoint is incomplete")
+        raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",
+                            checkpoint=str(checkpoint)))
     return model.to(device).eval(), load_tokenizer(checkpoint / "tokenizer.json")

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab.i18n import tr
 from attnlab.models import EncoderConfig, EncoderOutput, TransformerEncoder, sentence_embedding
 
 
@@ -26,7 +27,8 @@ def _check_texts(texts: Any) -> list[str]:
     if isinstance(texts, str):
         return [texts]
     if not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
-        raise TypeError(f"texts must be a str or a sequence of str, got {type(texts).__name__}")
+        raise TypeError(tr("texts must be a str or a sequence of str, got {texts_type}",
+                           texts_type=type(texts).__name__))
     return list(texts)
 
 
@@ -69,8 +71,9 @@ class PretrainedBert(nn.Module):
             self.tokenizer.no_truncation()
         for i, e in enumerate(encodings):
             if len(e.ids) > context_length:
-                raise ValueError(f"text {i} has {len(e.ids)} tokens, more than the model's {context_length} positions; "
-                                 f"pass truncation=True to keep the first {context_length}")
+                raise ValueError(tr("text {i} has {n_ids} tokens, more than the model's {context_length} positions; "
+                                    "pass truncation=True to keep the first {context_length}", i=i, n_ids=len(e.ids),
+                                    context_length=context_length))
         return encodings
 
     def tokenize(self, texts: str | Sequence[str], truncation: bool = False) -> TokenBatch:
@@ -78,7 +81,7 @@ class PretrainedBert(nn.Module):
         ``truncation=True`` (then it keeps its first ``context_length`` tokens, [SEP] last)."""
         texts = _check_texts(texts)
         if not texts:
-            raise ValueError("texts is empty: nothing to tokenize")
+            raise ValueError(tr("texts is empty: nothing to tokenize"))
         encodings = self._encodings(texts, truncation)
         ids, mask, types = pad(encodings, self.config.pad_token_id)
         return TokenBatch(ids, mask, types, [list(e.tokens) for e in encodings])
@@ -99,7 +102,7 @@ class PretrainedBert(nn.Module):
         """
         texts = _check_texts(texts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+            raise ValueError(tr("batch_size must be a positive int, got {batch_size!r}", batch_size=batch_size))
         d = self.config.d_model
         if not texts:
             return torch.empty(0, d)

@@ -12,6 +12,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor
 
+from attnlab.i18n import tr
 from attnlab.models import EncoderConfig
 
 SUPPORTED_MODEL_TYPES = ("bert",)
@@ -45,24 +46,27 @@ def read_config(model_dir: Path) -> EncoderConfig:
     """``config.json`` of a BERT-family model -> :class:`EncoderConfig` (clear errors for others)."""
     path = model_dir / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{model_dir}: missing config.json (a Hugging Face style model directory "
-                                f"needs config.json, model.safetensors and tokenizer.json or vocab.txt)")
+        raise FileNotFoundError(tr("{model_dir}: missing config.json (a Hugging Face style model directory needs "
+                                   "config.json, model.safetensors and tokenizer.json or vocab.txt)",
+                                   model_dir=model_dir))
     try:
         raw: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+        raise ValueError(tr("{path}: not valid JSON ({e})", path=path, e=e)) from None
     model_type = raw.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
-            f"{path}: unsupported architecture model_type={model_type!r} "
-            f"(architectures={raw.get('architectures')}); supported: {SUPPORTED_MODEL_TYPES}"
+            tr("{path}: unsupported architecture model_type={model_type!r} (architectures={architectures}); supported: "
+               "{supported_model_types}", path=path, model_type=model_type, architectures=raw.get('architectures'),
+               supported_model_types=SUPPORTED_MODEL_TYPES)
         )
     if raw.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"{path}: unsupported position_embedding_type={raw['position_embedding_type']!r}; "
-                         f"only 'absolute' is supported")
+        raise ValueError(tr("{path}: unsupported position_embedding_type={raw!r}; only 'absolute' is supported",
+                            path=path, raw=raw['position_embedding_type']))
     act = raw.get("hidden_act", "gelu")
     if act not in _ACTIVATIONS:
-        raise ValueError(f"{path}: unsupported hidden_act={act!r}; supported: {sorted(_ACTIVATIONS)}")
+        raise ValueError(tr("{path}: unsupported hidden_act={act!r}; supported: {activations}", path=path, act=act,
+                            activations=sorted(_ACTIVATIONS)))
     try:
         return EncoderConfig(
             vocab_size=raw["vocab_size"], context_length=raw["max_position_embeddings"], d_model=raw["hidden_size"],
@@ -71,7 +75,7 @@ def read_config(model_dir: Path) -> EncoderConfig:
             layer_norm_eps=raw.get("layer_norm_eps", 1e-12), pad_token_id=raw.get("pad_token_id") or 0,
         )
     except KeyError as e:
-        raise ValueError(f"{path}: missing field {e.args[0]!r}") from None
+        raise ValueError(tr("{path}: missing field {args!r}", path=path, args=e.args[0])) from None
 
 
 def our_name(hf_name: str) -> str | None:
@@ -87,13 +91,14 @@ def our_name(hf_name: str) -> str | None:
         return f"blocks.{m.group(1)}.{_LAYER[m.group(2)]}.{suffix}"
     if name.replace("gamma", "weight").replace("beta", "bias") in _EMBEDDINGS:
         return _EMBEDDINGS[name.replace("gamma", "weight").replace("beta", "bias")]
-    raise ValueError(f"unexpected tensor {hf_name!r} in the checkpoint: not part of a BERT encoder")
+    raise ValueError(tr("unexpected tensor {hf_name!r} in the checkpoint: not part of a BERT encoder", hf_name=hf_name))
 
 
 def read_weights(path: Path, expected: dict[str, torch.Size]) -> dict[str, Tensor]:
     """Read ``model.safetensors`` into our names, checking every shape against ``expected``."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path.parent}: missing {path.name} (the weights; only safetensors are read)")
+        raise FileNotFoundError(tr("{parent}: missing {name} (the weights; only safetensors are read)",
+                                   parent=path.parent, name=path.name))
     state: dict[str, Tensor] = {}
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -103,12 +108,15 @@ def read_weights(path: Path, expected: dict[str, torch.Size]) -> dict[str, Tenso
                     continue
                 shape = tuple(f.get_slice(hf_name).get_shape())
                 if name in expected and shape != tuple(expected[name]):
-                    raise ValueError(f"{path}: tensor {hf_name!r} has shape {shape}, but the model in config.json "
-                                     f"expects {tuple(expected[name])} (for {name})")
+                    raise ValueError(tr("{path}: tensor {hf_name!r} has shape {shape}, but the model in config.json "
+                                        "expects {expected} (for {name})", path=path, hf_name=hf_name, shape=shape,
+                                        expected=tuple(expected[name]), name=name))
                 state[name] = f.get_tensor(hf_name)
     except SafetensorError as e:
-        raise ValueError(f"{path}: not a valid safetensors file (truncated or corrupt?): {e}") from None
+        raise ValueError(tr("{path}: not a valid safetensors file (truncated or corrupt?): {e}", path=path,
+                            e=e)) from None
     missing = sorted(set(expected) - set(state))
     if missing:
-        raise ValueError(f"{path}: missing tensor(s) for {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        raise ValueError(tr("{path}: missing tensor(s) for {missing}{value}", path=path, missing=missing[:5],
+                            value=' ...' if len(missing) > 5 else ''))
     return state

@@ -19,6 +19,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
+from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
@@ -45,7 +46,8 @@ def _gpt2_prefix(model_dir: Path) -> str:
                 if any(name.startswith("transformer.") for name in f.keys()):  # noqa: SIM118
                     return "transformer."
         except SafetensorError as e:
-            raise ValueError(f"{path}: not a valid safetensors file (truncated or corrupt?): {e}") from None
+            raise ValueError(tr("{path}: not a valid safetensors file (truncated or corrupt?): {e}", path=path,
+                                e=e)) from None
     return ""
 
 
@@ -62,8 +64,9 @@ def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Pat
     tied = model.config.tie_weights
     head = state.pop("head.weight", None)
     if tied and head is not None and not torch.equal(head, state["tok_emb.weight"]):
-        raise ValueError(f"{model_dir}: config.json ties the output head to the token embedding "
-                         f"(tie_word_embeddings), but the checkpoint's lm_head.weight differs from it")
+        raise ValueError(tr("{model_dir}: config.json ties the output head to the token embedding "
+                            "(tie_word_embeddings), but the checkpoint's lm_head.weight differs from it",
+                            model_dir=model_dir))
     if not tied:
         state["head.weight"] = head
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
@@ -71,8 +74,8 @@ def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Pat
         model.head.weight = model.tok_emb.weight  # assign=True replaced the shared parameter: share it again
         missing = [m for m in missing if m != "head.weight"]
     if missing or unexpected:  # the layouts cover every parameter; this guards them
-        raise ValueError(f"{model_dir}: weights do not match the model: missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]}")
+        raise ValueError(tr("{model_dir}: weights do not match the model: missing {missing}, unexpected {unexpected}",
+                            model_dir=model_dir, missing=missing[:5], unexpected=unexpected[:5]))
 
 
 def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
@@ -102,8 +105,8 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     """
     model_dir = Path(path)
     if not model_dir.is_dir():
-        raise FileNotFoundError(f"{str(path)!r} is not a directory (expected a Hugging Face model directory with "
-                                f"config.json, model.safetensors and tokenizer.json)")
+        raise FileNotFoundError(tr("{path!r} is not a directory (expected a Hugging Face model directory with "
+                                   "config.json, model.safetensors and tokenizer.json)", path=str(path)))
     arch, config = read_decoder_config(model_dir)
     tokenizer = TextTokenizer.from_dir(model_dir)
     with torch.device("meta"):  # shapes only; the real tensors come from the files

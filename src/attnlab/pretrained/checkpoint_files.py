@@ -18,6 +18,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor
 
+from attnlab.i18n import tr
+
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
 
 
@@ -44,15 +46,18 @@ def shard_files(model_dir: Path) -> list[Path]:
     if not index.is_file():
         others = sorted(p.name for p in model_dir.glob("*.bin")) + sorted(p.name for p in model_dir.glob("*.pt"))
         hint = f" (found {others}: pickled weights are not read; save with safe_serialization)" if others else ""
-        raise FileNotFoundError(f"{model_dir}: missing {SINGLE} or {INDEX}, the weights{hint}")
+        raise FileNotFoundError(tr("{model_dir}: missing {single} or {index}, the weights{hint}", model_dir=model_dir,
+                                   single=SINGLE, index=INDEX, hint=hint))
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
     except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise ValueError(f"{index}: not a safetensors index (expected a 'weight_map' of tensor -> file): {e}") from None
+        raise ValueError(tr("{index}: not a safetensors index (expected a 'weight_map' of tensor -> file): {e}",
+                            index=index, e=e)) from None
     files = [model_dir / name for name in sorted(set(weight_map.values()))]
     missing = [f.name for f in files if not f.is_file()]
     if missing:
-        raise FileNotFoundError(f"{index}: names shard(s) {missing} that are not in {model_dir}")
+        raise FileNotFoundError(tr("{index}: names shard(s) {missing} that are not in {model_dir}", index=index,
+                                   missing=missing, model_dir=model_dir))
     return files
 
 
@@ -75,19 +80,22 @@ def read_tensors(model_dir: Path, expected: dict[str, Expected], ignored: re.Pat
                     if ignored.search(name):
                         continue
                     if name not in expected:
-                        raise ValueError(f"{path}: unexpected tensor {name!r}: not part of the model that config.json "
-                                         f"describes (a different architecture, or more layers?)")
+                        raise ValueError(tr("{path}: unexpected tensor {name!r}: not part of the model that "
+                                            "config.json describes (a different architecture, or more layers?)",
+                                            path=path, name=name))
                     shape, want = tuple(f.get_slice(name).get_shape()), expected[name].shape
                     if shape != want:
-                        raise ValueError(f"{path}: tensor {name!r} has shape {shape}, but the model in config.json "
-                                         f"expects {want}")
+                        raise ValueError(tr("{path}: tensor {name!r} has shape {shape}, but the model in config.json "
+                                            "expects {want}", path=path, name=name, shape=shape, want=want))
                     tensor = f.get_tensor(name)
                     state.update(expected[name].convert(tensor.to(dtype) if tensor.is_floating_point() else tensor))
                     seen.add(name)
         except SafetensorError as e:
-            raise ValueError(f"{path}: not a valid safetensors file (truncated or corrupt?): {e}") from None
+            raise ValueError(tr("{path}: not a valid safetensors file (truncated or corrupt?): {e}", path=path,
+                                e=e)) from None
     missing = [name for name, e in expected.items() if name not in seen and not e.optional]
     if missing:
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        raise ValueError(f"{model_dir}: missing tensor(s) {missing[:5]}{more} that the model in config.json needs")
+        raise ValueError(tr("{model_dir}: missing tensor(s) {missing}{more} that the model in config.json needs",
+                            model_dir=model_dir, missing=missing[:5], more=more))
     return state

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from attnlab.i18n import tr
 from attnlab.layers.rotary import SCALING_TYPES, RopeScaling
 from attnlab.models import GPTConfig, ModernDecoderConfig
 
@@ -26,14 +27,14 @@ _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", 
 def read_config_json(model_dir: Path) -> dict[str, Any]:
     path = model_dir / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{model_dir}: missing config.json (a Hugging Face model directory holds "
-                                f"config.json, model.safetensors and tokenizer.json)")
+        raise FileNotFoundError(tr("{model_dir}: missing config.json (a Hugging Face model directory holds "
+                                   "config.json, model.safetensors and tokenizer.json)", model_dir=model_dir))
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
+        raise ValueError(tr("{path}: not valid JSON ({e})", path=path, e=e)) from None
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+        raise ValueError(tr("{path}: expected a JSON object, got {raw_type}", path=path, raw_type=type(raw).__name__))
     return raw
 
 
@@ -41,19 +42,21 @@ def architecture_of(raw: dict[str, Any], path: Path) -> str:
     """The one supported entry of ``architectures``; anything else is a ValueError naming what was found."""
     found = raw.get("architectures")
     if not isinstance(found, list) or len(found) != 1 or found[0] not in SUPPORTED:
-        raise ValueError(f"{path}: unsupported architecture {found!r} (model_type={raw.get('model_type')!r}); "
-                         f"supported: {', '.join(sorted(SUPPORTED))}")
+        raise ValueError(tr("{path}: unsupported architecture {found!r} (model_type={model_type!r}); supported: "
+                            "{supported}", path=path, found=found, model_type=raw.get("model_type"),
+                            supported=", ".join(sorted(SUPPORTED))))
     return found[0]
 
 
 def _need(raw: dict[str, Any], key: str, path: Path) -> Any:
     if raw.get(key) is None:
-        raise ValueError(f"{path}: missing field {key!r}")
+        raise ValueError(tr("{path}: missing field {key!r}", path=path, key=key))
     return raw[key]
 
 
 def _refuse(path: Path, field: str, value: Any, why: str) -> ValueError:
-    return ValueError(f"{path}: cannot honour {field}={value!r}: {why}")
+    return ValueError(tr("{path}: cannot honour {field}={value!r}: {why}", path=path, field=field, value=value,
+                         why=why))
 
 
 def _build(cls: type, path: Path, **fields: Any) -> Any:
@@ -67,11 +70,13 @@ def _build(cls: type, path: Path, **fields: Any) -> Any:
 def gpt2_config(raw: dict[str, Any], path: Path) -> GPTConfig:
     act = raw.get("activation_function", "gelu_new")
     if act not in _GPT2_ACTIVATIONS:
-        raise _refuse(path, "activation_function", act, f"supported: {sorted(_GPT2_ACTIVATIONS)}")
+        raise _refuse(path, "activation_function", act, tr("supported: {gpt2_activations}",
+                                                           gpt2_activations=sorted(_GPT2_ACTIVATIONS)))
     for field, fine in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
                         ("add_cross_attention", False)):
         if raw.get(field, fine) != fine:
-            raise _refuse(path, field, raw[field], f"attnlab's GPT computes GPT-2's attention ({field}={fine})")
+            raise _refuse(path, field, raw[field], tr("attnlab's GPT computes GPT-2's attention ({field}={fine})",
+                                                      field=field, fine=fine))
     d_model = _need(raw, "n_embd", path)
     return _build(GPTConfig, path, vocab_size=_need(raw, "vocab_size", path),
                   context_length=_need(raw, "n_positions", path), d_model=d_model,
@@ -92,15 +97,16 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     base = params.pop("rope_theta", raw.get("rope_theta", 10000.0))
     partial = params.pop("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
     if partial != 1.0:
-        raise _refuse(path, "partial_rotary_factor", partial, "RoPE here turns every feature of a head")
+        raise _refuse(path, "partial_rotary_factor", partial, tr("RoPE here turns every feature of a head"))
     if kind == "default":
         return base, None
     if kind not in SCALING_TYPES:
-        raise _refuse(path, "rope type", kind, f"supported: default, {', '.join(SCALING_TYPES)}")
+        raise _refuse(path, "rope type", kind, tr("supported: default, {scaling_types}",
+                                                  scaling_types=', '.join(SCALING_TYPES)))
     original = params.get("original_max_position_embeddings", raw.get("max_position_embeddings"))
     if kind == "dynamic" and original != raw.get("max_position_embeddings"):  # here it stretches from the context
         raise _refuse(path, "original_max_position_embeddings", original,
-                      "dynamic scaling here starts at max_position_embeddings")
+                      tr("dynamic scaling here starts at max_position_embeddings"))
     try:
         scaling = {"type": kind, **params}
         RopeScaling.from_dict(scaling)
@@ -123,16 +129,16 @@ def sliding_window_of(family: str, raw: dict[str, Any], layers: int, path: Path)
         return None
     if set(types) == {"sliding_attention"}:
         return _need(raw, "sliding_window", path)
-    raise _refuse(path, "layer_types", types, "every layer attends alike here (all full, or all sliding_attention)")
+    raise _refuse(path, "layer_types", types, tr("every layer attends alike here (all full, or all sliding_attention)"))
 
 
 def llama_family_config(family: str, raw: dict[str, Any], path: Path) -> ModernDecoderConfig:
     """Llama, Qwen2 and Mistral share one layout; they differ in biases and windows."""
     act = raw.get("hidden_act", "silu")
     if act != "silu":
-        raise _refuse(path, "hidden_act", act, "the SwiGLU feed-forward gates with SiLU")
+        raise _refuse(path, "hidden_act", act, tr("the SwiGLU feed-forward gates with SiLU"))
     if raw.get("mlp_bias"):
-        raise _refuse(path, "mlp_bias", raw["mlp_bias"], "the SwiGLU feed-forward has no biases")
+        raise _refuse(path, "mlp_bias", raw["mlp_bias"], tr("the SwiGLU feed-forward has no biases"))
     attention_bias = bool(raw.get("attention_bias", False)) if family == "llama" else False
     layers, heads, d_model = (_need(raw, k, path) for k in ("num_hidden_layers", "num_attention_heads",
                                                             "hidden_size"))

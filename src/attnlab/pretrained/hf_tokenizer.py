@@ -9,6 +9,8 @@ from pathlib import Path
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
+from attnlab.i18n import tr
+
 
 def load_tokenizer(model_dir: Path) -> Tokenizer | BertWordPieceTokenizer:
     """The tokenizer of a Hugging Face style directory, with its own truncation and padding turned off
@@ -23,7 +25,8 @@ def load_tokenizer(model_dir: Path) -> Tokenizer | BertWordPieceTokenizer:
             lower = bool(json.loads(cfg.read_text(encoding="utf-8")).get("do_lower_case", True))
         tokenizer = BertWordPieceTokenizer(str(vocab), lowercase=lower)
     else:
-        raise FileNotFoundError(f"{model_dir}: missing tokenizer.json (or vocab.txt): the model's tokenizer")
+        raise FileNotFoundError(tr("{model_dir}: missing tokenizer.json (or vocab.txt): the model's tokenizer",
+                                   model_dir=model_dir))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab.i18n import tr
 from attnlab.layers import pack_linears
 from attnlab.models import TransformerEncoder
 from attnlab.pretrained.bert import PretrainedBert
@@ -27,13 +28,14 @@ def resolve_model_dir(name_or_path: str | Path) -> Path:
         try:
             package = importlib.import_module(module)
         except ImportError:
-            raise ImportError(f"{name_or_path!r} ships in the {module!r} package, which is not installed: "
-                              f"{hint}") from None
+            raise ImportError(tr("{name_or_path!r} ships in the {module!r} package, which is not installed: {hint}",
+                                 name_or_path=name_or_path, module=module, hint=hint)) from None
         return Path(package.__file__).resolve().parent / "model"
     path = Path(name_or_path)
     if not path.is_dir():
-        raise FileNotFoundError(f"{str(name_or_path)!r} is neither a bundled model ({sorted(BUNDLED)}) nor a "
-                                f"directory with config.json, model.safetensors and tokenizer.json")
+        raise FileNotFoundError(tr("{name_or_path!r} is neither a bundled model ({bundled}) nor a directory with "
+                                   "config.json, model.safetensors and tokenizer.json", name_or_path=str(name_or_path),
+                                   bundled=sorted(BUNDLED)))
     return path
 
 

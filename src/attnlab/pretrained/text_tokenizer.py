@@ -12,6 +12,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from attnlab.i18n import tr
+
 
 class TextTokenizer:
     """``tokenizer.json`` of a Hugging Face model directory, as attnlab's code calls a tokenizer.
@@ -34,12 +36,14 @@ class TextTokenizer:
         """The tokenizer of a model directory; a FileNotFoundError if it has no ``tokenizer.json``."""
         path = Path(model_dir) / "tokenizer.json"
         if not path.is_file():
-            raise FileNotFoundError(f"{model_dir}: missing tokenizer.json (the model's own tokenizer, which "
-                                    f"transformers' save_pretrained of a fast tokenizer writes)")
+            raise FileNotFoundError(tr("{model_dir}: missing tokenizer.json (the model's own tokenizer, which "
+                                       "transformers' save_pretrained of a fast tokenizer writes)",
+                                       model_dir=model_dir))
         try:
             return cls(Tokenizer.from_file(str(path)))
         except Exception as err:  # the Rust library raises its own exception type
-            raise ValueError(f"{path}: not a tokenizer the tokenizers library can read: {err}") from None
+            raise ValueError(tr("{path}: not a tokenizer the tokenizers library can read: {err}", path=path,
+                                err=err)) from None
 
     @property
     def vocab_size(self) -> int:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from attnlab.i18n import tr
 from attnlab.models.dtypes import check_dtype_name
 
 
@@ -64,33 +65,41 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.tokenizer not in ("char", "bpe"):
-            raise ValueError(f"tokenizer: expected 'char' or 'bpe', got {self.tokenizer!r}")
+            raise ValueError(tr("tokenizer: expected 'char' or 'bpe', got {tokenizer!r}", tokenizer=self.tokenizer))
         if self.arch not in ("gpt", "modern"):
-            raise ValueError(f"arch: expected 'gpt' or 'modern', got {self.arch!r}")
+            raise ValueError(tr("arch: expected 'gpt' or 'modern', got {arch!r}", arch=self.arch))
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "eval_iters", "keep_checkpoints"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+                raise ValueError(tr("{name}: expected a positive integer, got {value!r}", name=name, value=value))
         for name in ("warmup_iters",):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name}: expected >= 0, got {getattr(self, name)!r}")
+                raise ValueError(tr("{name}: expected >= 0, got {value!r}", name=name, value=getattr(self, name)))
         if self.tokenizer == "bpe" and not 256 < self.vocab_size <= 2**32:
-            raise ValueError(f"vocab_size: byte-level BPE needs more than 256 tokens, got {self.vocab_size!r}")
+            raise ValueError(tr("vocab_size: byte-level BPE needs more than 256 tokens, got {vocab_size!r}",
+                                vocab_size=self.vocab_size))
         if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate: expected a positive number, got {self.learning_rate!r}")
+            raise ValueError(tr("learning_rate: expected a positive number, got {learning_rate!r}",
+                                learning_rate=self.learning_rate))
         if not 0 < self.min_lr <= self.learning_rate:
-            raise ValueError(f"min_lr: expected 0 < min_lr <= learning_rate = {self.learning_rate}, got {self.min_lr}")
+            raise ValueError(tr("min_lr: expected 0 < min_lr <= learning_rate = {learning_rate}, got {min_lr}",
+                                learning_rate=self.learning_rate, min_lr=self.min_lr))
         if not 0 <= self.beta1 < 1 or not 0 <= self.beta2 < 1:
-            raise ValueError(f"beta1, beta2: expected in [0, 1), got {self.beta1}, {self.beta2}")
+            raise ValueError(tr("beta1, beta2: expected in [0, 1), got {beta1}, {beta2}", beta1=self.beta1,
+                                beta2=self.beta2))
         if self.weight_decay < 0 or self.grad_clip < 0:
-            raise ValueError(f"weight_decay, grad_clip: expected >= 0, got {self.weight_decay}, {self.grad_clip}")
+            raise ValueError(tr("weight_decay, grad_clip: expected >= 0, got {weight_decay}, {grad_clip}",
+                                weight_decay=self.weight_decay, grad_clip=self.grad_clip))
         if not 0 < self.val_fraction < 1:
-            raise ValueError(f"val_fraction: expected in (0, 1), got {self.val_fraction!r}")
+            raise ValueError(tr("val_fraction: expected in (0, 1), got {val_fraction!r}",
+                                val_fraction=self.val_fraction))
         if self.time_budget is not None and self.time_budget <= 0:
-            raise ValueError(f"time_budget: expected a positive number of minutes, got {self.time_budget!r}")
+            raise ValueError(tr("time_budget: expected a positive number of minutes, got {time_budget!r}",
+                                time_budget=self.time_budget))
         check_dtype_name(self.dtype)
         if not isinstance(self.model, dict):
-            raise TypeError(f"model: expected a table of model config fields, got {type(self.model).__name__}")
+            raise TypeError(tr("model: expected a table of model config fields, got {model_type}",
+                               model_type=type(self.model).__name__))
 
     @property
     def decay_iters(self) -> int:
@@ -112,7 +121,7 @@ def check_keys(values: dict[str, Any], known: list[str], source: str) -> None:
         if key not in known:
             near = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(sorted(known))}"
-            raise ValueError(f"{source}: unknown key {key!r}{hint}")
+            raise ValueError(tr("{source}: unknown key {key!r}{hint}", source=source, key=key, hint=hint))
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -122,6 +131,6 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         with path.open("rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise ValueError(f"config: no such file {str(path)!r}") from None
+        raise ValueError(tr("config: no such file {path!r}", path=str(path))) from None
     except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"config: {str(path)!r} is not valid TOML: {err}") from None
+        raise ValueError(tr("config: {path!r} is not valid TOML: {err}", path=str(path), err=err)) from None

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from attnlab.i18n import tr
+
 CPU = torch.device("cpu")
 
 
@@ -39,9 +41,9 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {name!r}") from None
+        raise ValueError(tr("device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {name!r}", name=name)) from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {name!r} was asked for but CUDA is not available")
+        raise ValueError(tr("device: {name!r} was asked for but CUDA is not available", name=name))
     if device.type == "cuda" and device.index is None:
         device = torch.device(f"cuda:{local_rank}")
     return device

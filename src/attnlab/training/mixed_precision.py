@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnlab.i18n import tr
 from attnlab.models.dtypes import check_dtype_name
 
 #: the dtypes training accepts on a CPU (fp16 needs CUDA, see the module docstring)
@@ -50,9 +51,9 @@ class MixedPrecision:
     def __init__(self, dtype: str, device: torch.device) -> None:
         self.name, self.dtype, self.device = dtype, check_dtype_name(dtype), torch.device(device)
         if self.device.type == "cpu" and dtype not in CPU_DTYPES:
-            raise ValueError(f"dtype: {dtype!r} needs a CUDA device (torch's CPU float16 kernels are emulated on "
-                             f"most CPUs, many times slower than float32), got device cpu; on the CPU use "
-                             f"{' or '.join(map(repr, CPU_DTYPES))}")
+            raise ValueError(tr("dtype: {dtype!r} needs a CUDA device (torch's CPU float16 kernels are emulated on "
+                                "most CPUs, many times slower than float32), got device cpu; on the CPU use "
+                                "{cpu_dtypes}", dtype=dtype, cpu_dtypes=' or '.join(map(repr, CPU_DTYPES))))
         allow_tf32(self.device)
         self.scaler = torch.amp.GradScaler(self.device.type) if dtype == "fp16" else None
 

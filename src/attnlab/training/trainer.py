@@ -38,6 +38,7 @@ from attnlab.data import (
 )
 from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
+from attnlab.i18n import _, tr
 from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
 from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, check_keys
@@ -72,8 +73,8 @@ def check_fresh(out: Path, overwrite: bool) -> None:
     if old is None:
         return
     if not overwrite:
-        raise ValueError(f"out: {str(out)!r} already holds a checkpoint ({old.name}); resume it with --resume, "
-                         "replace it with --overwrite, or choose another --out")
+        raise ValueError(tr("out: {out!r} already holds a checkpoint ({name}); resume it with --resume, replace it "
+                            "with --overwrite, or choose another --out", out=str(out), name=old.name))
     (out / POINTER).unlink()
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
 
@@ -85,7 +86,8 @@ def build_model_config(config: TrainConfig, vocab_size: int) -> GPTConfig | Mode
     if config.preset not in config_cls.PRESETS:
         other = [a for a, (_, c) in ARCHITECTURES.items() if config.preset in c.PRESETS]
         hint = f" (it is a preset of --arch {other[0]})" if other else ""
-        raise ValueError(f"preset: unknown preset {config.preset!r}{hint}; choose from {sorted(config_cls.PRESETS)}")
+        raise ValueError(tr("preset: unknown preset {preset!r}{hint}; choose from {presets}", preset=config.preset,
+                            hint=hint, presets=sorted(config_cls.PRESETS)))
     return config_cls.from_preset(config.preset, **{**config.model, "vocab_size": vocab_size})
 
 
@@ -95,7 +97,8 @@ def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
     diff = {k: (saved.get(k), now[k]) for k in now if k != "dropout" and saved.get(k) != now[k]}
     if diff:
         shown = ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in diff.items())
-        raise ValueError(f"resume: the checkpoint in {str(path)!r} is a model of a different shape ({shown})")
+        raise ValueError(tr("resume: the checkpoint in {path!r} is a model of a different shape ({shown})",
+                            path=str(path), shown=shown))
 
 
 class Trainer:
@@ -139,8 +142,8 @@ class Trainer:
         self.tokenizer, self.train_data, self.val_data = self._prepare_data(ckpt)
         self.model_config = self._build_model_config()
         if c.grad_accum % d.world_size:
-            raise ValueError(f"grad_accum: must be a multiple of the number of processes ({d.world_size}), "
-                             f"got {c.grad_accum}")
+            raise ValueError(tr("grad_accum: must be a multiple of the number of processes ({world_size}), got "
+                                "{grad_accum}", world_size=d.world_size, grad_accum=c.grad_accum))
         torch.manual_seed(c.seed)  # the same initial weights on every process
         self.model = self._build_model(self.model_config).to(d.device)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
@@ -247,8 +250,8 @@ class Trainer:
                 with self.precision.autocast():
                     total += self.compute_loss(self.eval_model, batch).item()
             sums.append(total)
-        tr, va = all_reduce_sum(d, sums)
-        return tr / c.eval_iters, va / c.eval_iters
+        train_sum, val_sum = all_reduce_sum(d, sums)
+        return train_sum / c.eval_iters, val_sum / c.eval_iters
 
     def save(self) -> Path | None:
         """Write a checkpoint (first process only; every process must call it), then call ``on_save``."""
@@ -267,21 +270,23 @@ class Trainer:
         return path
 
     def _eval_and_log(self) -> None:
-        tr, va = self.evaluate()
-        self.evals.append((self.step, tr, va))
+        train_loss, val_loss = self.evaluate()
+        self.evals.append((self.step, train_loss, val_loss))
         if self.show:
-            self.console.print(f"step {self.step:>6}: train loss {tr:.4f}, val loss {va:.4f}")
+            self.console.print(tr("step {step:>6}: train loss {train_loss:.4f}, val loss {val_loss:.4f}",
+                                  step=self.step, train_loss=train_loss, val_loss=val_loss))
 
     def train(self, stop_at: int | None = None) -> TrainResult:
         """Train until ``max_iters`` (or ``stop_at``, time budget, Ctrl-C); checkpoint; return the result."""
         c = self.config
         budget = None if c.time_budget is None else c.time_budget * 60.0
         start, train_seconds, tokens, reason, ckpt = time.perf_counter(), 0.0, 0, "max_iters", None
-        columns = [TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(),
-                   TextColumn("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  {task.fields[tps]:,.0f} tok/s"),
+        columns = [TextColumn(_("[bold]step {task.completed}/{task.total}")), BarColumn(),
+                   TextColumn(_("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  "
+                                "{task.fields[tps]:,.0f} tok/s")),
                    TimeElapsedColumn(), TimeRemainingColumn()]
         with self._signals(), Progress(*columns, console=self.console, disable=not self.show) as progress:
-            task = progress.add_task("train", total=c.max_iters, completed=self.step, loss=float("nan"),
+            task = progress.add_task(tr("train"), total=c.max_iters, completed=self.step, loss=float("nan"),
                                      lr=0.0, tps=0.0)
             while self.step < c.max_iters:
                 if stop_at is not None and self.step >= stop_at:
@@ -308,7 +313,8 @@ class Trainer:
         if self.saved_step != self.step:
             ckpt = self.save()
         if self.show:
-            self.console.print(f"stopped at step {self.step} ({reason}); checkpoint in {str(self.out)!r}")
+            self.console.print(tr("stopped at step {step} ({reason}); checkpoint in {out!r}", step=self.step,
+                                  reason=reason, out=str(self.out)))
         return TrainResult(self.out, self.step, reason, list(self.train_losses), list(self.evals),
                            tokens / max(train_seconds, 1e-9), train_seconds, ckpt)
 

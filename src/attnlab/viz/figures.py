@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlab.files import atomic_write
+from attnlab.i18n import tr
 
 
 def image_format(path: str | Path) -> str:
     """``"png"`` or ``"svg"`` from the file name; anything else is a ValueError."""
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in ("png", "svg"):
-        raise ValueError(f"output file must end in .png or .svg, got {str(path)!r}")
+        raise ValueError(tr("output file must end in .png or .svg, got {path!r}", path=str(path)))
     return suffix
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from matplotlib import font_manager
 
+from attnlab.i18n import tr
+
 #: The fallback list: Latin first, then one Noto Sans CJK face (all faces cover the same code points;
 #: the SC face draws Han characters in their Simplified Chinese forms).
 FAMILIES: list[str] = ["DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans CJK KR"]
@@ -26,7 +28,7 @@ def cjk_font_path() -> Path:
     try:
         import noto_cjk_sans_otc
     except ImportError as e:
-        raise ImportError(f"the CJK font package is not installed: {INSTALL_HINT}") from e
+        raise ImportError(tr("the CJK font package is not installed: {install_hint}", install_hint=INSTALL_HINT)) from e
     return Path(str(noto_cjk_sans_otc.FONT_PATH))
 
 
@@ -56,7 +58,7 @@ def require_glyphs(text: str) -> list[str]:
     missing = missing_glyphs(text, families)
     if missing:
         shown = "".join(sorted(missing)[:10])
-        raise ImportError(f"no font here can draw {shown!r}; {INSTALL_HINT}")
+        raise ImportError(tr("no font here can draw {shown!r}; {install_hint}", shown=shown, install_hint=INSTALL_HINT))
     return families
 
 

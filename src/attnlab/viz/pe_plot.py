@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
+from attnlab.i18n import tr
 from attnlab.layers.positional import sinusoidal_table
 
 
@@ -19,7 +20,7 @@ def pe_figure(context_length: int = 100, d_model: int = 64, dims: Sequence[int] 
     dims = list(dims) if dims is not None else sorted({d for d in (0, 1, 6, 16, d_model // 2) if d < d_model})
     bad = [d for d in dims if not 0 <= d < d_model]
     if bad:
-        raise ValueError(f"dims must be in 0..{d_model - 1}, got {bad}")
+        raise ValueError(tr("dims must be in 0..{value}, got {bad}", value=d_model - 1, bad=bad))
     fig = Figure(figsize=(10, 7), layout="constrained")
     top, bottom = fig.subplots(2, 1, height_ratios=[3, 2])
     image = top.imshow(pe, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")

@@ -1,0 +1,128 @@
+"""The command line in the reader's language: ``--lang``, help texts translated when shown, and click's own words.
+
+* ``--lang en|zh`` is accepted by the main group (``attnlab --lang zh demo``) and by every subcommand
+  (``attnlab demo --lang zh``). It is read before anything else is parsed, so even a usage error about the other
+  arguments comes out in the language asked for.
+* Help texts are declared in English with ``N_`` (so the catalog holds them) and translated by :class:`Command`
+  when the help is formatted, after ``--lang`` has been read; the English originals stay on the objects.
+* click words its own messages (``Usage:``, ``Show this message and exit.``, ``Error: …``) through the standard
+  library's ``gettext`` functions, imported into each of its modules. :func:`install_click_translations` points
+  those names at attnlab's catalog, which holds the few click messages a reader of attnlab can meet
+  (:data:`CLICK_MESSAGES`); any other click message stays in English.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+import click
+
+from attnlab.i18n import LANGUAGES, N_, _, set_language
+
+LANG_HELP = N_("Language of the output: en or zh [default: $ATTNLAB_LANG, else the locale, else en].")
+HELP_OPTION = N_("Show this message and exit.")
+
+# click's messages that attnlab's commands can show, marked here so that they are extracted into the catalog
+CLICK_MESSAGES = (
+    N_("Usage:"), N_("Options"), N_("Commands"), N_("Show the version and exit."), N_("Error: {message}"),
+    N_("Aborted!"), N_("Missing command."), N_("default: {default}"), N_("required"), N_("env var: {var}"),
+    N_("Invalid value: {message}"), N_("Invalid value for {param_hint}: {message}"),
+    N_("Missing argument"), N_("Missing option"), N_("Missing parameter"), N_("Missing {param_type}"),
+    N_("Missing parameter: {param_name}"), N_("No such option {name!r}."), N_("No such command {name!r}."),
+    N_("Did you mean {possibility}?"), N_("(Did you mean one of: {possibilities}?)"),
+    N_("Got unexpected extra argument ({args})"), N_("Got unexpected extra arguments ({args})"),
+    N_("Option {name!r} requires an argument."), N_("Option {name!r} requires {nargs} arguments."),
+    N_("Option {name!r} does not take a value."), N_("Argument {name!r} takes {nargs} values."),
+    N_("{value!r} is not {choice}."), N_("{value!r} is not one of {choices}."),
+    N_("{value!r} is not a valid {number_type}."), N_("{value} is not in the range {range}."),
+    N_("{value!r} is not a valid boolean. Recognized values: {states}"),
+    N_("file"), N_("directory"), N_("path"),
+    N_("{name} {filename!r} does not exist."), N_("{name} {filename!r} is a file."),
+    N_("{name} {filename!r} is a directory."), N_("{name} {filename!r} is not readable."),
+    N_("{name} {filename!r} is not writable."),
+)
+CLICK_MODULES = ("core", "decorators", "exceptions", "formatting", "parser", "termui", "types", "utils")
+
+
+def _click_gettext(message: str) -> str:
+    return _(message)
+
+
+def _click_ngettext(singular: str, plural: str, n: int) -> str:
+    return _(singular if n == 1 else plural)
+
+
+def install_click_translations() -> None:
+    """Let click's own messages follow attnlab's language (English stays click's text, word for word)."""
+    for name in CLICK_MODULES:
+        module = importlib.import_module(f"click.{name}")
+        if hasattr(module, "_"):
+            module._ = _click_gettext
+        if hasattr(module, "ngettext"):
+            module.ngettext = _click_ngettext
+
+
+def lang_from_args(args: Sequence[str]) -> str | None:
+    """The value of ``--lang X`` or ``--lang=X`` in ``args`` (before a ``--``), or None."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--lang" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--lang="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _set_lang(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        set_language(value)
+
+
+def lang_option() -> click.Option:
+    return click.Option(["--lang"], type=click.Choice(LANGUAGES), callback=_set_lang, expose_value=False,
+                        is_eager=True, help=LANG_HELP)
+
+
+class Translated(click.Command):
+    """Help shown in the reader's language; ``--lang`` read first. Mixed into every attnlab command."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(lang_option())
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        lang = lang_from_args(args)
+        if lang in LANGUAGES:  # a wrong value is reported by the option itself
+            set_language(lang)
+        return super().parse_args(ctx, args)
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        option = super().get_help_option(ctx)
+        if option is not None and not getattr(option, "keeps_english_help", False):
+            # click words it in the current language when it makes it; keep the English key, translate when shown
+            option.help, option.keeps_english_help = HELP_OPTION, True
+        return option
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Format with every help text translated, then put the English ones back."""
+        english = [(obj, obj.help) for obj in (self, *self.get_params(ctx)) if getattr(obj, "help", None)]
+        epilog = self.epilog
+        try:
+            for obj, text in english:
+                obj.help = _(text)
+            if epilog:  # line by line: examples stay as written, their headings are translated
+                self.epilog = "\n".join(_(line) for line in epilog.split("\n"))
+            super().format_help(ctx, formatter)
+        finally:
+            for obj, text in english:
+                obj.help = text
+            self.epilog = epilog
+
+
+class Command(Translated):
+    """An attnlab subcommand."""
+
+
+install_click_translations()

@@ -1,0 +1,141 @@
+"""The decoder block of the original Transformer ("Attention Is All You Need", §3.1, the right half of Figure 1).
+
+Three sublayers, each in a residual connection with a LayerNorm:
+
+1. masked self-attention: each target token attends to the target tokens up to itself ("masked for
+   autoregression": the decoder must not see the words it is about to predict);
+2. cross-attention ("encoder-decoder attention"): queries from the decoder, keys and values from the encoder's
+   output, the *memory*: in the book's call, ``mha(Q=x, K=memory, V=memory)``; in attnlab's, ``mha(x, memory)``;
+3. the position-wise feed-forward network.
+
+post-LN (the paper):  x = LN(x + SelfAttn(x));  x = LN(x + CrossAttn(x, memory));  x = LN(x + FFN(x))
+pre-LN  (option):     x = x + SelfAttn(LN(x));  x = x + CrossAttn(LN(x), memory);  x = x + FFN(LN(x))
+
+The memory itself is not normalised here: the encoder's output already is (its last LayerNorm).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from torch import Tensor, nn
+
+from attnlab.attention.multihead import KVCacheLike, MultiHeadAttention
+from attnlab.functional import Backend
+from attnlab.i18n import tr
+from attnlab.layers.feedforward import Activation, FeedForward
+from attnlab.layers.layernorm import LayerNorm
+
+
+class DecoderCacheLike(Protocol):
+    """What :meth:`DecoderBlock.forward` needs from one layer's decoding cache (``attnlab.models.seq2seq_cache``):
+    the self-attention's growing KV cache, and the cross-attention's keys and values of the memory, filled at the
+    first step and reused at every later one."""
+
+    self_attn: KVCacheLike
+    memory_kv: tuple[Tensor, Tensor] | None
+
+
+class DecoderBlock(nn.Module):
+    """One decoder block: ``x (B, T, D)`` and ``memory (B, S, D)`` -> ``(B, T, D)``.
+
+    Args:
+        d_model: width D of the target tokens and of the memory.
+        num_heads: attention heads of both attentions; must divide ``d_model``.
+        d_ff: feed-forward hidden width.
+        dropout: on the attention weights and on each sublayer's output, training mode only.
+        norm_first: pre-LN (True) or the paper's post-LN (False), as ``torch.nn.TransformerDecoderLayer``.
+        activation: the feed-forward non-linearity (the paper: ReLU).
+        bias: biases on every projection and LayerNorm (``torch.nn.Transformer`` has them).
+        eps: LayerNorm epsilon.
+        backend: attention backend (see :func:`attnlab.functional.scaled_dot_product_attention`).
+
+    Submodules: ``self_attn`` (causal) and ``ln1``, ``cross_attn`` and ``ln2``, ``ff`` and ``ln3``.
+
+    Example:
+        >>> block = DecoderBlock(d_model=16, num_heads=4, d_ff=32)
+        >>> block(torch.randn(2, 5, 16), torch.randn(2, 7, 16)).shape     # 5 target tokens, 7 source tokens
+        torch.Size([2, 5, 16])
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, *, norm_first: bool = False,
+                 activation: Activation = "relu", bias: bool = True, eps: float = 1e-5,
+                 backend: Backend = "auto") -> None:
+        super().__init__()
+        if not isinstance(norm_first, bool):
+            raise ValueError(tr("DecoderBlock: norm_first must be True or False, got {value!r}", value=norm_first))
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, bias, is_causal=True,
+                                            out_bias=bias, backend=backend)
+        self.ln1 = LayerNorm(d_model, eps=eps, bias=bias)
+        self.cross_attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, bias, is_causal=False,
+                                             out_bias=bias, backend=backend)
+        self.ln2 = LayerNorm(d_model, eps=eps, bias=bias)
+        self.ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, bias=bias)
+        self.ln3 = LayerNorm(d_model, eps=eps, bias=bias)
+        self.dropout = nn.Dropout(dropout)  # on each attention sublayer's output, as in the paper
+
+    def _residual(self, x: Tensor, sublayer, norm: LayerNorm) -> Tensor:
+        """``x + sublayer(LN(x))`` (pre-LN) or ``LN(x + sublayer(x))`` (post-LN)."""
+        if self.norm_first:
+            return x + sublayer(norm(x))
+        return norm(x + sublayer(x))
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                memory_attn_mask: Tensor | None = None, return_weights: bool = False,
+                kv_cache: DecoderCacheLike | None = None):
+        """Run the three sublayers.
+
+        Args:
+            x: the target tokens ``(B, T, D)``.
+            memory: the encoder's output ``(B, S, D)`` (may be None once ``kv_cache`` holds its keys and values).
+            attention_mask: ``(B, T)`` padding mask of the target, 1 = real token (checked here).
+            memory_mask: ``(B, S)`` padding mask of the memory, 1 = real token (checked here).
+            attn_mask, memory_attn_mask: instead, a model's checked masks, broadcastable to the scores
+                (``(B, 1, 1, T)`` and ``(B, 1, 1, S)`` bool, True = may attend); the causal mask is added to
+                ``attn_mask`` by the self-attention itself.
+            return_weights: also return the weights of the self-attention ``(B, H, T, T)`` and of the
+                cross-attention ``(B, H, T, S)``.
+            kv_cache: decoding: one layer's cache; ``x`` is then the new tokens, placed after the cached ones.
+
+        Returns:
+            ``(B, T, D)``, or ``(out, self_weights, cross_weights)`` with ``return_weights``.
+        """
+        weights: list[Tensor | None] = []
+
+        def self_attention(h: Tensor) -> Tensor:
+            out = self.self_attn(h, attention_mask=attention_mask, attn_mask=attn_mask, return_weights=return_weights,
+                                 kv_cache=None if kv_cache is None else kv_cache.self_attn)
+            return self._dropped(out, weights, return_weights)
+
+        def cross_attention(h: Tensor) -> Tensor:
+            memory_kv = self._memory_kv(memory, kv_cache)
+            out = self.cross_attn(h, None if memory_kv is not None else memory, memory_kv=memory_kv,
+                                  attention_mask=memory_mask, attn_mask=memory_attn_mask,
+                                  return_weights=return_weights)
+            return self._dropped(out, weights, return_weights)
+
+        x = self._residual(x, self_attention, self.ln1)
+        x = self._residual(x, cross_attention, self.ln2)
+        x = self._residual(x, self.ff, self.ln3)  # FeedForward applies its own output dropout
+        return (x, *weights) if return_weights else x
+
+    def _dropped(self, out, weights: list[Tensor | None], return_weights: bool) -> Tensor:
+        if return_weights:
+            out, w = out
+            weights.append(w)
+        return self.dropout(out)
+
+    def _memory_kv(self, memory: Tensor | None, kv_cache: DecoderCacheLike | None) -> tuple[Tensor, Tensor] | None:
+        """The memory's keys and values from the cache, projected on the first step (None without a cache)."""
+        if kv_cache is None:
+            if memory is None:
+                raise ValueError(tr("DecoderBlock: memory (B, S, D) is required, got None"))
+            return None
+        if kv_cache.memory_kv is None:
+            if memory is None:
+                raise ValueError(tr("DecoderBlock: the cache holds no memory keys yet, so memory (B, S, D) is "
+                                    "required, got None"))
+            kv_cache.memory_kv = self.cross_attn.project_memory(memory)
+        return kv_cache.memory_kv
