@@ -70,9 +70,10 @@ def without_comments(body: str, language: str) -> list[str]:
     return [line.rstrip() for line in lines if line.strip()]
 
 
-def comparable_code(text: str) -> list[tuple[str, list[str] | None]]:
-    """Each block's language and, for code languages, its code without comments (None for plain blocks)."""
-    return [(lang, without_comments(body, lang) if lang in CODE_LANGUAGES else None)
+def comparable_code(text: str) -> list[tuple[str, list[str] | int]]:
+    """Each block's language and, for code languages, its code without comments; for a plain block, whose
+    words may be translated, its number of lines."""
+    return [(lang, without_comments(body, lang) if lang in CODE_LANGUAGES else len(body.splitlines()))
             for lang, body in code_blocks(text)]
 
 
