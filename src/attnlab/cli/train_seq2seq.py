@@ -6,7 +6,9 @@ from typing import Any
 
 import click
 
+from attnlab.cli.lang import Command
 from attnlab.cli.train import draw_loss_curve
+from attnlab.i18n import N_, tr
 
 # flag name -> Seq2SeqTrainConfig field (None values are "not given" and do not override)
 TRAIN_FLAGS = ("task", "data", "out", "preset", "max_iters", "batch_size", "grad_accum", "learning_rate", "min_lr",
@@ -41,66 +43,69 @@ def merge_config(given: dict[str, Any], resume: bool):
     return Seq2SeqTrainConfig.from_dict(values)
 
 
-@click.command(name="train-seq2seq")
-@click.option("--task", type=click.Choice(["dates", "numbers"]),
-              help="A generated task: dates (seven languages -> ISO 8601) or numbers (digits -> Chinese numerals).  "
-                   "[default: dates]")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False),
-              help="Instead of --task: a UTF-8 file of source<TAB>target lines.")
-@click.option("--out", help="Output directory: checkpoints (vocabulary inside), loss curve.  [default: out/seq2seq]")
-@click.option("--preset", help="transformer-tiny, transformer-small, transformer-base, transformer-big.  "
-                               "[default: transformer-tiny]")
-@click.option("--d-model", type=int, help="Override the preset: model width.")
-@click.option("--num-heads", type=int, help="Override the preset: attention heads.")
-@click.option("--num-encoder-layers", type=int, help="Override the preset: encoder blocks.")
-@click.option("--num-decoder-layers", type=int, help="Override the preset: decoder blocks.")
-@click.option("--d-ff", type=int, help="Override the preset: feed-forward width.")
-@click.option("--context-length", type=int, help="Override the preset: the longest source (and target + 1).")
-@click.option("--dropout", type=float, help="Override the preset: dropout.")
-@click.option("--norm-first/--norm-after", "norm_first", default=None,
-              help="Pre-LN blocks, or the paper's post-LN.  [default: the preset's]")
-@click.option("--steps", "--max-iters", "max_iters", type=int, help="Optimizer steps.  [default: 100000]")
-@click.option("--time-budget", type=float, help="Stop cleanly (with a checkpoint) after this many minutes.")
-@click.option("--batch-size", type=int, help="Pairs per micro-batch, per process.  [default: 64]")
-@click.option("--grad-accum", type=int, help="Micro-batches per step, over all processes.  [default: 1]")
-@click.option("--lr", "--learning-rate", "learning_rate", type=float,
-              help="Peak learning rate.  [default: 1e-3]")
-@click.option("--min-lr", type=float, help="Learning rate at the end of the cosine.  [default: 1e-4]")
-@click.option("--warmup", "--warmup-iters", "warmup_iters", type=int, help="Warm-up steps.  [default: 200]")
-@click.option("--schedule", type=click.Choice(["cosine", "inverse-sqrt"]),
-              help="After warm-up: a cosine over --steps, or the paper's 1/sqrt(step).  [default: cosine]")
-@click.option("--label-smoothing", type=float, help="Label smoothing (the paper: 0.1).  [default: 0]")
-@click.option("--weight-decay", type=float, help="AdamW weight decay on matrices.  [default: 0.01]")
-@click.option("--grad-clip", type=float, help="Max gradient norm, 0 = off.  [default: 1.0]")
-@click.option("--eval-interval", type=int, help="Steps between evals and checkpoints.  [default: 500]")
-@click.option("--eval-iters", type=int, help="Batches per loss estimate.  [default: 10]")
-@click.option("--train-pairs", type=int, help="--task: training pairs drawn before training.  [default: 100000]")
-@click.option("--val-pairs", type=int, help="--task: held-out pairs for the validation loss.  [default: 500]")
-@click.option("--truncate", is_flag=True, default=None, help="Cut sources longer than the context instead of "
-                                                             "refusing them.")
-@click.option("--seed", type=int, help="Seed for the data, weights, batches and dropout.  [default: 1337]")
-@click.option("--compile/--no-compile", "compile", default=None, help="torch.compile the model.  [default: off]")
-@click.option("--device", help="auto, cpu, cuda, cuda:N.  [default: auto]")
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),
-              help="Mixed precision: autocast's dtype; weights stay fp32 (fp16: CUDA only).  [default: fp32]")
-@click.option("--resume", is_flag=True, help="Continue from the checkpoint in --out.")
-@click.option("--overwrite", is_flag=True, help="Start afresh even if --out holds a checkpoint (deleting it).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar or log lines.")
-def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
-    """Train an encoder-decoder Transformer ("Attention Is All You Need") to translate.
+EXAMPLES = "\n".join([
+    "\b", N_("Examples:"),
+    "  attnlab train-seq2seq --task dates --out out/dates --time-budget 3",
+    "  attnlab train-seq2seq --task numbers --preset transformer-small --label-smoothing 0.1 --out out/numbers",
+    "  attnlab train-seq2seq --data pairs.tsv --out out/mine --schedule inverse-sqrt --warmup 400",
+    "  attnlab train-seq2seq --out out/dates --resume --steps 20000",
+    '  attnlab translate --checkpoint out/dates "5 mars 2021"',
+])
 
-    \b
-    Examples:
-      attnlab train-seq2seq --task dates --out out/dates --time-budget 3
-      attnlab train-seq2seq --task numbers --preset transformer-small --label-smoothing 0.1 --out out/numbers
-      attnlab train-seq2seq --data pairs.tsv --out out/mine --schedule inverse-sqrt --warmup 400
-      attnlab train-seq2seq --out out/dates --resume --steps 20000
-      attnlab translate --checkpoint out/dates "5 mars 2021"
-    """
+
+@click.command(name="train-seq2seq", cls=Command,
+               help=N_('Train an encoder-decoder Transformer ("Attention Is All You Need") to translate.'),
+               epilog=EXAMPLES)
+@click.option("--task", type=click.Choice(["dates", "numbers"]),
+              help=N_("A generated task: dates (seven languages -> ISO 8601) or numbers (digits -> Chinese "
+                      "numerals).  [default: dates]"))
+@click.option("--data", type=click.Path(exists=True, dir_okay=False),
+              help=N_("Instead of --task: a UTF-8 file of source<TAB>target lines."))
+@click.option("--out", help=N_("Output directory: checkpoints (vocabulary inside), loss curve.  "
+                               "[default: out/seq2seq]"))
+@click.option("--preset", help=N_("transformer-tiny, transformer-small, transformer-base, transformer-big.  [default: "
+                                  "transformer-tiny]"))
+@click.option("--d-model", type=int, help=N_("Override the preset: model width."))
+@click.option("--num-heads", type=int, help=N_("Override the preset: attention heads."))
+@click.option("--num-encoder-layers", type=int, help=N_("Override the preset: encoder blocks."))
+@click.option("--num-decoder-layers", type=int, help=N_("Override the preset: decoder blocks."))
+@click.option("--d-ff", type=int, help=N_("Override the preset: feed-forward width."))
+@click.option("--context-length", type=int, help=N_("Override the preset: the longest source (and target + 1)."))
+@click.option("--dropout", type=float, help=N_("Override the preset: dropout."))
+@click.option("--norm-first/--norm-after", "norm_first", default=None,
+              help=N_("Pre-LN blocks, or the paper's post-LN.  [default: the preset's]"))
+@click.option("--steps", "--max-iters", "max_iters", type=int, help=N_("Optimizer steps.  [default: 100000]"))
+@click.option("--time-budget", type=float, help=N_("Stop cleanly (with a checkpoint) after this many minutes."))
+@click.option("--batch-size", type=int, help=N_("Pairs per micro-batch, per process.  [default: 64]"))
+@click.option("--grad-accum", type=int, help=N_("Micro-batches per step, over all processes.  [default: 1]"))
+@click.option("--lr", "--learning-rate", "learning_rate", type=float,
+              help=N_("Peak learning rate.  [default: 1e-3]"))
+@click.option("--min-lr", type=float, help=N_("Learning rate at the end of the cosine.  [default: 1e-4]"))
+@click.option("--warmup", "--warmup-iters", "warmup_iters", type=int, help=N_("Warm-up steps.  [default: 200]"))
+@click.option("--schedule", type=click.Choice(["cosine", "inverse-sqrt"]),
+              help=N_("After warm-up: a cosine over --steps, or the paper's 1/sqrt(step).  [default: cosine]"))
+@click.option("--label-smoothing", type=float, help=N_("Label smoothing (the paper: 0.1).  [default: 0]"))
+@click.option("--weight-decay", type=float, help=N_("AdamW weight decay on matrices.  [default: 0.01]"))
+@click.option("--grad-clip", type=float, help=N_("Max gradient norm, 0 = off.  [default: 1.0]"))
+@click.option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints.  [default: 500]"))
+@click.option("--eval-iters", type=int, help=N_("Batches per loss estimate.  [default: 10]"))
+@click.option("--train-pairs", type=int, help=N_("--task: training pairs drawn before training.  [default: 100000]"))
+@click.option("--val-pairs", type=int, help=N_("--task: held-out pairs for the validation loss.  [default: 500]"))
+@click.option("--truncate", is_flag=True, default=None, help=N_("Cut sources longer than the context instead of "
+                                                                "refusing them."))
+@click.option("--seed", type=int, help=N_("Seed for the data, weights, batches and dropout.  [default: 1337]"))
+@click.option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model.  [default: off]"))
+@click.option("--device", help=N_("auto, cpu, cuda, cuda:N.  [default: auto]"))
+@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),
+              help=N_("Mixed precision: autocast's dtype; weights stay fp32 (fp16: CUDA only).  [default: fp32]"))
+@click.option("--resume", is_flag=True, help=N_("Continue from the checkpoint in --out."))
+@click.option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))
+@click.option("-q", "--quiet", is_flag=True, help=N_("No progress bar or log lines."))
+def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
     if given.get("task") is not None and given.get("data") is not None:
-        raise click.UsageError("give the data as --task NAME or --data FILE, not both")
+        raise click.UsageError(tr("give the data as --task NAME or --data FILE, not both"))
     try:
         config = merge_config(given, resume)
         result = train_seq2seq(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)
@@ -109,6 +114,6 @@ def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
 
         teardown_distributed()
     if result.stop_reason == "interrupted":
-        click.echo(f"Interrupted at step {result.step}; the checkpoint is saved in {str(result.out)!r}: "
-                   f"continue with --resume.", err=True)
+        click.echo(tr("Interrupted at step {step}; the checkpoint is saved in {out!r}: continue with --resume.",
+                      step=result.step, out=str(result.out)), err=True)
         raise click.exceptions.Exit(130)

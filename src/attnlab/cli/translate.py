@@ -6,6 +6,9 @@ from pathlib import Path
 
 import click
 
+from attnlab.cli.lang import Command
+from attnlab.i18n import N_, tr
+
 
 def load_translator(checkpoint: str, device: str = "cpu"):
     """``(model, vocab)`` of a ``train-seq2seq`` checkpoint; any other checkpoint is a one-line error."""
@@ -17,29 +20,32 @@ def load_translator(checkpoint: str, device: str = "cpu"):
     return model, vocab
 
 
-@click.command(name="translate")
+EXAMPLES = "\n".join([
+    "\b", N_("Examples:"),
+    '  attnlab translate --checkpoint out/dates "Friday, March 5, 2021" "5 mars 2021" "2021年3月5日"',
+    "  attnlab translate --checkpoint out/numbers 1005 20000001 --beam 4",
+    '  attnlab translate --checkpoint out/dates "5. März 2021" --heatmap alignment.png',
+])
+
+
+@click.command(name="translate", cls=Command,
+               help=N_("Translate each TEXT with a trained encoder-decoder; print one translation per line."),
+               epilog=EXAMPLES)
 @click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False),
-              help="An output directory of `attnlab train-seq2seq` (or one checkpoint directory in it).")
+              help=N_("An output directory of `attnlab train-seq2seq` (or one checkpoint directory in it)."))
 @click.argument("texts", nargs=-1, required=True)
-@click.option("--beam", default=1, show_default=True, type=int, help="Beam width; 1 = greedy decoding.")
+@click.option("--beam", default=1, show_default=True, type=int, help=N_("Beam width; 1 = greedy decoding."))
 @click.option("--alpha", default=0.6, show_default=True, type=float,
-              help="Beam search's length penalty ((5 + length) / 6) ** alpha; the paper: 0.6.")
-@click.option("--truncate", is_flag=True, help="Cut a source longer than the model's context instead of refusing it.")
+              help=N_("Beam search's length penalty ((5 + length) / 6) ** alpha; the paper: 0.6."))
+@click.option("--truncate", is_flag=True, help=N_("Cut a source longer than the model's context instead of refusing "
+                                                  "it."))
 @click.option("--heatmap", type=click.Path(dir_okay=False),
-              help="Also draw the cross-attention of the first TEXT (target rows, source columns): .png or .svg.")
-@click.option("--layer", type=int, default=None, help="--heatmap: the decoder layer.  [default: the last]")
-@click.option("--head", type=int, default=None, help="--heatmap: one head.  [default: the mean of the heads]")
+              help=N_("Also draw the cross-attention of the first TEXT (target rows, source columns): .png or .svg."))
+@click.option("--layer", type=int, default=None, help=N_("--heatmap: the decoder layer.  [default: the last]"))
+@click.option("--head", type=int, default=None, help=N_("--heatmap: one head.  [default: the mean of the heads]"))
 @click.option("--device", default="cpu", show_default=True)
 def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, truncate: bool, heatmap: str | None,
             layer: int | None, head: int | None, device: str) -> None:
-    """Translate each TEXT with a trained encoder-decoder; print one translation per line.
-
-    \b
-    Examples:
-      attnlab translate --checkpoint out/dates "Friday, March 5, 2021" "5 mars 2021" "2021年3月5日"
-      attnlab translate --checkpoint out/numbers 1005 20000001 --beam 4
-      attnlab translate --checkpoint out/dates "5. März 2021" --heatmap alignment.png
-    """
     from attnlab.generation.translation import translate
 
     if heatmap is not None:
@@ -59,4 +65,4 @@ def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, tr
         source = first.source[: model.config.context_length]  # what the model read (--truncate cuts it)
         cap = capture_translation(model, vocab, source, first.ids, name=model.name)
         path = save_figure(alignment_figure(cap, layer, head), heatmap)
-        click.echo(f"wrote {path}", err=True)
+        click.echo(tr("wrote {path}", path=path), err=True)

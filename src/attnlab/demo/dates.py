@@ -9,6 +9,7 @@ from pathlib import Path
 from attnlab.data.tasks import DateItem, get_task
 from attnlab.demo.context import Demo
 from attnlab.generation.translation import Translation, translate
+from attnlab.i18n import tr
 from attnlab.inspect.encoder_decoder import capture_translation
 from attnlab.models import load_trained
 from attnlab.training import Seq2SeqTrainConfig, train_seq2seq
@@ -42,17 +43,18 @@ def draw_alignment(model, vocab, result: Translation, path: Path) -> Path:
 def translation_step(demo: Demo) -> None:
     """Train the dates model for about a minute, translate a held-out day in seven languages, draw one alignment."""
     console = demo.console
-    console.rule("[bold]The original Transformer: dates in seven languages to ISO 8601, about a minute")
+    console.rule(tr("[bold]The original Transformer: dates in seven languages to ISO 8601, about a minute"))
     out = demo.out_dir / "dates"
     try:
         result = train_seq2seq(Seq2SeqTrainConfig(**{**DATES_DEMO, "out": str(out)}), console=console,
                                overwrite=True)
     except ImportError as err:  # babel (the seq2seq extra) is missing
-        console.print(f"[yellow]skipped: {err}")
+        console.print(tr("[yellow]skipped: {err}", err=err))
         return
     if result.stop_reason == "interrupted":
         raise KeyboardInterrupt
-    console.print(f"{result.step} steps, {result.tokens_per_s:,.0f} tokens/s, val loss {result.evals[-1][2]:.4f}")
+    console.print(tr("{step} steps, {tokens_per_s:,.0f} tokens/s, val loss {evals:.4f}", step=result.step,
+                     tokens_per_s=result.tokens_per_s, evals=result.evals[-1][2]))
     model, vocab = load_trained(out, kind="seq2seq")
     pairs = example_pairs()
     results = translate(model, vocab, [p.source for p in pairs], beam=4)
@@ -60,4 +62,5 @@ def translation_step(demo: Demo) -> None:
         mark = "[green]✓[/green]" if got.target == pair.target else f"[red]✗ (expected {pair.target})[/red]"
         console.print(f"  {pair.source:<36} -> {got.target} {mark}", highlight=False)
     path = draw_alignment(model, vocab, results[2], out / ALIGNMENT)
-    console.print(f"Where the decoder looked while writing {results[2].target!r} from {results[2].source!r}: {path}")
+    console.print(tr("Where the decoder looked while writing {target!r} from {source!r}: {path}",
+                     target=results[2].target, source=results[2].source, path=path))

@@ -8,6 +8,8 @@ import math
 import torch
 from torch import nn
 
+from attnlab.i18n import tr
+
 
 def configure_optimizer(model: nn.Module, learning_rate: float, weight_decay: float,
                         betas: tuple[float, float]) -> torch.optim.AdamW:
@@ -49,7 +51,7 @@ def inverse_sqrt_lr(step: int, learning_rate: float, warmup_iters: int) -> float
     numbers exactly, and any other ``learning_rate`` scales the same shape.
     """
     if warmup_iters < 1:
-        raise ValueError(f"warmup_iters: the inverse-square-root schedule needs at least 1 warm-up step, "
-                         f"got {warmup_iters!r}")
+        raise ValueError(tr("warmup_iters: the inverse-square-root schedule needs at least 1 warm-up step, got "
+                            "{warmup_iters!r}", warmup_iters=warmup_iters))
     n = step + 1
     return learning_rate * warmup_iters**0.5 * min(n**-0.5, n * warmup_iters**-1.5)
