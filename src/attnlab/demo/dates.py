@@ -59,7 +59,8 @@ def translation_step(demo: Demo) -> None:
     pairs = example_pairs()
     results = translate(model, vocab, [p.source for p in pairs], beam=4)
     for pair, got in zip(pairs, results, strict=True):
-        mark = "[green]✓[/green]" if got.target == pair.target else f"[red]✗ (expected {pair.target})[/red]"
+        mark = "[green]✓[/green]" if got.target == pair.target else tr("[red]✗ (expected {target})[/red]",
+                                                                                  target=pair.target)
         console.print(f"  {pair.source:<36} -> {got.target} {mark}", highlight=False)
     path = draw_alignment(model, vocab, results[2], out / ALIGNMENT)
     console.print(tr("Where the decoder looked while writing {target!r} from {source!r}: {path}",

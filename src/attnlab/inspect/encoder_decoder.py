@@ -23,13 +23,13 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.data.pairs import BOS, CharVocab
-from attnlab.i18n import tr
+from attnlab.i18n import N_, _, tr
 from attnlab.inspect.capture import Capture
 from attnlab.inspect.explain import Explanation, attention_arithmetic, find_query
 
 MODES = ("encoder", "decoder", "cross")
-MODE_TITLES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention (masked)",
-               "cross": "cross-attention (decoder → source)"}
+MODE_TITLES = {"encoder": N_("encoder self-attention"), "decoder": N_("decoder self-attention (masked)"),
+               "cross": N_("cross-attention (decoder → source)")}
 
 
 def show_char(c: str) -> str:
@@ -58,7 +58,7 @@ class Seq2SeqCapture:
         maps = self.weights(mode)
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(maps):
             raise ValueError(tr("layer must be in 0..{last} ({n} {what} layers), got {layer!r}", last=len(maps) - 1,
-                                n=len(maps), what=MODE_TITLES[mode], layer=layer))
+                                n=len(maps), what=_(MODE_TITLES[mode]), layer=layer))
         heads = maps[0].shape[0]
         if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads):
             raise ValueError(tr("head must be in 0..{last} ({n} heads), got {head!r}", last=heads - 1, n=heads,
