@@ -27,13 +27,14 @@ def _reversal_batch(n: int, g: torch.Generator):
 
 @pytest.fixture(scope="module")
 def model():
-    """A tiny model trained for a few seconds on reversal: right often, not always; its results end at eos at
-    different steps, so finished and unfinished rows meet in one batch."""
+    """A tiny model trained for a few seconds on reversal: right on most sources (6 of 8 with one thread, 8 with
+    two: the float sums differ), its results ending at eos at different steps, so finished and unfinished rows meet
+    in one batch."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     m = Transformer(TransformerConfig.preset("transformer-tiny", vocab_size=12, context_length=16, dropout=0.0))
     opt = torch.optim.Adam(m.parameters(), lr=3e-3)
-    for _ in range(150):
+    for _ in range(250):
         src, tgt, out = _reversal_batch(32, g)
         loss = m(src, tgt, targets=out).loss
         opt.zero_grad()
