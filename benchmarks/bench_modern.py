@@ -125,14 +125,15 @@ def equal_time(out: Path, quick: bool, budget_min: float) -> dict:
     res = {}
     for arch in ("gpt", "modern"):
         probe = trainer(arch, out / f"probe-{arch}", quick, max_iters=10**6)
-        for _ in range(3):
-            probe.train_step()  # warm-up
-        n = 3 if quick else 20
-        start = time.perf_counter()
-        for _ in range(n):
+        for _ in range(3 if quick else 10):
+            probe.train_step()  # warm-up: the first steps pay for allocations and kernel selection
+        times = []
+        for _ in range(5 if quick else 40):
+            start = time.perf_counter()
             probe.train_step()
-        step_s = (time.perf_counter() - start) / n
-        max_iters = max(30, int(0.95 * budget_min * 60 / step_s))  # the cosine ends as the budget does
+            times.append(time.perf_counter() - start)
+        step_s = statistics.median(times)  # a median: one step slowed by the machine does not move it
+        max_iters = max(30, int(0.9 * budget_min * 60 / step_s))  # the cosine ends just before the budget
         t = trainer(arch, out / f"budget-{arch}", quick, max_iters=max_iters, time_budget=budget_min)
         result = t.train()
         train_loss, val_loss = t.evaluate()
