@@ -3,20 +3,11 @@
 import json
 
 import pytest
-from click.testing import CliRunner
+from tiny_runs import TEXT, TINY, run
 
-from attnlab.cli import main
 from attnlab.generation import compiled_decode
 
-TEXT = "ROMEO:\nBut, soft! what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n" * 12
-TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "4", "--eval-interval", "5", "--eval-iters", "2",
-        "--warmup-iters", "2", "-q"]
-
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from attnlab.cli import main
-
-TEXT = "ROMEO:\nBut, soft! what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n" * 12
-TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "4", "--eval-interval", "5", "--eval-iters", "2",
-        "--warmup-iters", "2", "-q"]
-
+from tiny_runs import TEXT, TINY, run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,10 +16,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def corpus(tmp_path):
     (tmp_path / "romeo.txt").write_text(TEXT)
     return str(tmp_path / "romeo.txt")
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def test_train_then_sample(corpus, tmp_path):
