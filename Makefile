@@ -29,7 +29,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/attnlab demo
 
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff check src tests benchmarks notebooks
+	$(VENV)/bin/ruff check --no-cache src tests benchmarks notebooks
 
 # The viewer's browser test drives Debian's headless Chromium; install it when missing (needs root).
 # Where that fails, the test skips and says why.

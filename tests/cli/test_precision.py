@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from tiny_runs import TEXT, TINY, run
 
 from attnlab.generation import compiled_decode
+from tiny_runs import TEXT, TINY, run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -4,9 +4,9 @@ directories (GPT-2 and Llama checkpoints written by transformers)."""
 import json
 
 import pytest
-from tiny_runs import TEXT, TINY, run
 
 from hf_checkpoints import write_checkpoint
+from tiny_runs import TEXT, TINY, run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

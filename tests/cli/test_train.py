@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tiny_runs import TEXT, TINY, run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
