@@ -132,3 +132,35 @@ def test_cross_attention_with_the_memory_projected_once():
         mha(x, memory, memory_kv=memory_kv)
     with pytest.raises(ValueError, match=r"attention_mask must have shape \(B, T\) = \(2, 6\)"):
         mha(x, memory_kv=memory_kv, attention_mask=am[:, :3])
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_training_projects_with_stacked_weights_and_equals_torch(qkv_bias):
+    mha = MultiHeadAttention(16, 16, 7, 0.0, 4, qkv_bias)  # training mode, dropout 0: torch's module is exact
+    ref = torch_mha_like(mha).train()
+    assert mha.may_stack() and not mha.eval().may_stack()
+    x = torch.randn(3, 7, 16)
+    mine, theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = mha.train()(mine)
+    ref_out, _ = ref(theirs, theirs, theirs, attn_mask=torch.ones(7, 7, dtype=torch.bool).triu(1))
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    ref_out.backward(grad)
+    torch.testing.assert_close(mine.grad, theirs.grad, atol=1e-5, rtol=0)
+    stacked_grad = torch.cat([m.weight.grad for m in (mha.W_query, mha.W_key, mha.W_value)])
+    torch.testing.assert_close(stacked_grad, ref.in_proj_weight.grad, atol=1e-5, rtol=0)
+    if qkv_bias:
+        stacked_bias = torch.cat([m.bias.grad for m in (mha.W_query, mha.W_key, mha.W_value)])
+        torch.testing.assert_close(stacked_bias, ref.in_proj_bias.grad, atol=1e-5, rtol=0)
+
+
+def test_a_hooked_projection_is_called_while_training():
+    mha = MultiHeadAttention(8, 8, num_heads=2)
+    seen = []
+    mha.W_key.register_forward_hook(lambda _m, _args, out: seen.append(out.shape))
+    assert not mha.may_stack()
+    mha(torch.randn(2, 5, 8)).sum().backward()
+    assert seen == [(2, 5, 8)]
+    with torch.no_grad():
+        assert not MultiHeadAttention(8, 8, num_heads=2).may_stack()  # inference keeps the three maps
