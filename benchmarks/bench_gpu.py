@@ -415,6 +415,8 @@ def main(argv: list[str] | None = None) -> Path:
                         help="comma-separated: attention, training, decoding  [default: all]")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"the report  [default: {RESULTS}]")
     args = parser.parse_args(argv)
+    from attnlab.files import atomic_write_text
+
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - {"attention", "training", "decoding"})
     if unknown or not parts:
@@ -439,8 +441,8 @@ def main(argv: list[str] | None = None) -> Path:
     rows = flash_rows(attention)
     print(f"FLASH_FASTER = {rows!r}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report(run.facts(), attention, training, decoding, rows, sizes, args.quick, args.dry_run),
-                        encoding="utf-8")
+    atomic_write_text(args.out, report(run.facts(), attention, training, decoding, rows, sizes, args.quick,
+                                            args.dry_run))
     print(f"wrote {args.out}")
     return args.out
 

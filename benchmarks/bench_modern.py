@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from attnlab.bench.machine import machine_facts
+from attnlab.files import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "modern.md"
 DECODE = dict(d_model=512, num_layers=4, num_heads=8, head_dim=64, d_ff=1376, vocab_size=256, batch=8,
@@ -206,7 +207,7 @@ def main() -> None:
                   f"{timed[a]['val_loss']:.3f} in {budget:g} min")
         lines += section_b(iters, timed, budget)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines), encoding="utf-8")
+    atomic_write_text(args.out, "\n".join(lines))
     print(f"wrote {args.out}")
 
 

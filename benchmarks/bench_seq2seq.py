@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.files import atomic_write_text
+
 RESULTS = Path(__file__).resolve().parent / "results" / "seq2seq.md"
 EVAL_SEED, N_EVAL = 2026, 1000
 COMMON = dict(preset="transformer-tiny", batch_size=64, learning_rate=2e-3, min_lr=1e-4, warmup_iters=100,
@@ -283,7 +285,7 @@ def main(argv: list[str] | None = None) -> dict:
                 cache = part_c(model, vocab, args.quick)
                 print(f"beam 4 cached/uncached speed-up: {cache['ratio']:.1f}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report(quality, speed, cache, minutes, args.quick, args.note), encoding="utf-8")
+    atomic_write_text(args.out, report(quality, speed, cache, minutes, args.quick, args.note))
     print(f"wrote {args.out}")
     return {"quality": quality, "speed": speed, "cache": cache}
 

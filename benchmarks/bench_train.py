@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.bench.machine import machine_facts
+from attnlab.files import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "train.md"
 BASELINE = dict(preset="baby", max_iters=2000, batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
@@ -153,12 +154,14 @@ def part_a(quick: bool, out_root: Path) -> dict:
     cfg = TrainConfig(data="shakespeare", out=str(out_root / "baseline"), eval_interval=c["max_iters"],
                       eval_iters=10, **{k: v for k, v in c.items() if k != "preset"}, preset="baby")
     trainer = Trainer(cfg, quiet=True)
-    # interleaved chunks, so that a load change on a shared machine hits both loops alike
+    # interleaved chunks, so that a load change on a shared machine hits both loops alike, each loop going first
+    # in every other round (whichever runs second finds the caches warm with the other's data)
     times: dict[str, list[float]] = {"reference": [], "attnlab": []}
     walls = {"reference": 0.0, "attnlab": 0.0}
     chunk = 10 if quick else 100
-    for _ in range(c["max_iters"] // chunk):
-        for name, step in (("reference", ref.step), ("attnlab", trainer.train_step)):
+    loops = [("reference", ref.step), ("attnlab", trainer.train_step)]
+    for i in range(c["max_iters"] // chunk):
+        for name, step in loops if i % 2 == 0 else loops[::-1]:
             w0 = time.perf_counter()
             for _ in range(chunk):
                 s = time.perf_counter()
@@ -254,7 +257,7 @@ def main() -> None:
         print(f"B: {b['steps']} steps, val loss {b['val_loss']:.3f}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     results = RESULTS if a is not None else RESULTS.with_name(f"train_budget_{args.budget_config}.md")
-    results.write_text(write(a, b, args.quick), encoding="utf-8")
+    atomic_write_text(results, write(a, b, args.quick))
     print(f"wrote {results}")
 
 
