@@ -155,10 +155,10 @@ def part_a(quick: bool, out_root: Path) -> dict:
                       eval_iters=10, **{k: v for k, v in c.items() if k != "preset"}, preset="baby")
     trainer = Trainer(cfg, quiet=True)
     # interleaved chunks, so that a load change on a shared machine hits both loops alike, each loop going first
-    # in every other round (whichever runs second finds the caches warm with the other's data)
+    # in every other round (the second of a round finds the CPU caches full of the first's data)
     times: dict[str, list[float]] = {"reference": [], "attnlab": []}
     walls = {"reference": 0.0, "attnlab": 0.0}
-    chunk = 10 if quick else 100
+    chunk = 10  # short rounds: this guest's speed swings by ±10 % over seconds
     loops = [("reference", ref.step), ("attnlab", trainer.train_step)]
     for i in range(c["max_iters"] // chunk):
         for name, step in loops if i % 2 == 0 else loops[::-1]:
