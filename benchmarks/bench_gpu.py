@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"FLASH_FASTER = {rows!r}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, report(run.facts(), attention, training, decoding, rows, sizes, args.quick,
-                                            args.dry_run))
+                                       args.dry_run))
     print(f"wrote {args.out}")
     return args.out
 

@@ -70,6 +70,18 @@ class MultiHeadAttentionWrapper(nn.Module):
         return torch.cat([o for o, _ in outs], dim=-1), torch.stack([w for _, w in outs], dim=-3)
 
 
+def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor, Tensor | None]:
+    """The linears' weights and biases stacked as one map, the first one's times ``scale_first``:
+    ``F.linear(x, *stack_linears(a, b))`` is ``cat([a(x), b(x)], -1)`` (no bias if any of them lacks one)."""
+    weights, biases = [m.weight for m in linears], [m.bias for m in linears]
+    if scale_first != 1.0:  # a copy only when there is something to scale
+        weights[0] = weights[0] * scale_first
+        biases[0] = None if biases[0] is None else biases[0] * scale_first
+    if any(b is None for b in biases):
+        return torch.cat(weights), None
+    return torch.cat(weights), torch.cat(biases)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with weight splitting and an output projection, called as in the book.
 
@@ -146,9 +158,7 @@ class MultiHeadAttention(nn.Module):
         """``W_query(x)``, ``W_key(x)``, ``W_value(x)`` split into heads, as one matmul over the stacked weights
         (nanoGPT's ``c_attn``): two kernel calls fewer each way, and x's gradient comes out of one matmul
         instead of three summed (about 2 % of a small GPT's training step on a CPU)."""
-        maps = (self.W_query, self.W_key, self.W_value)
-        bias = None if self.W_query.bias is None else torch.cat([m.bias for m in maps])
-        stacked = F.linear(x, torch.cat([m.weight for m in maps]), bias)
+        stacked = F.linear(x, *stack_linears(self.W_query, self.W_key, self.W_value))
         return tuple(self.split_heads(t) for t in stacked.split(self.d_out, dim=-1))
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
@@ -194,14 +204,14 @@ class MultiHeadAttention(nn.Module):
         # 2. split d_out into heads, and put the heads before the tokens            (B, H, T, head_dim)
         if memory is None and memory_kv is None and self.may_stack():  # training's fast path: the same maps
             source, (queries, keys, values) = x, self.project_stacked(x)
-        elif memory_kv is None:
-            queries = self.split_heads(self.W_query(x))
-            source = x if memory is None else as_batched(memory, self.d_in, owner, "memory")[0]
-            keys, values = self.split_heads(self.W_key(source)), self.split_heads(self.W_value(source))
         else:
             queries = self.split_heads(self.W_query(x))
-            keys, values = memory_kv
-            source = keys[:, 0]  # (B, Tk, head_dim): the keys' sequence, whose length the masks are checked on
+            if memory_kv is None:
+                source = x if memory is None else as_batched(memory, self.d_in, owner, "memory")[0]
+                keys, values = self.split_heads(self.W_key(source)), self.split_heads(self.W_value(source))
+            else:
+                keys, values = memory_kv
+                source = keys[:, 0]  # (B, Tk, head_dim): the keys' sequence, whose length the masks are checked on
         check_length(source.shape[1], self.context_length, owner)
         mask = one_mask(attention_mask, attn_mask, source, owner)
         is_causal = self.is_causal

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.multihead import stack_linears
 from attnlab.layers.feedforward import activate
 
 
@@ -54,17 +55,6 @@ class _Layer:
     memory_values: Tensor  # (B, H, S, head_dim)
     kv: Tensor  # (length, N, 2, H, head_dim): keys and values, filled up to the decoder's position
     spare: Tensor  # where reorder writes; then the two swap
-
-
-def _stack(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor, Tensor | None]:
-    """The linears' weights and biases stacked (the first one's times ``scale_first``), as one map."""
-    weights = [m.weight for m in linears]
-    weights[0] = weights[0] * scale_first
-    biases = [m.bias for m in linears]
-    if any(b is None for b in biases):
-        return torch.cat(weights), None
-    biases[0] = biases[0] * scale_first
-    return torch.cat(weights), torch.cat(biases)
 
 
 class IncrementalDecoder:
@@ -104,8 +94,8 @@ class IncrementalDecoder:
             keys, values = block.cross_attn.project_memory(memory)  # (B, H, S, head_dim), once per source
             sa, ca = block.self_attn, block.cross_attn
             self.layers.append(_Layer(
-                _stack(sa.W_query, sa.W_key, sa.W_value, scale_first=scale), _linear(sa.out_proj),
-                _stack(ca.W_query, scale_first=scale), _linear(ca.out_proj), _linear(block.ff.linear1),
+                stack_linears(sa.W_query, sa.W_key, sa.W_value, scale_first=scale), _linear(sa.out_proj),
+                stack_linears(ca.W_query, scale_first=scale), _linear(ca.out_proj), _linear(block.ff.linear1),
                 _linear(block.ff.linear2), (_norm(block.ln1), _norm(block.ln2), _norm(block.ln3)),
                 keys.transpose(2, 3).contiguous(), values,
                 torch.empty(shape, dtype=dtype, device=memory.device),
