@@ -3,6 +3,7 @@ and beam search with and without the decoding caches.
 
     .venv/bin/python benchmarks/bench_seq2seq.py                  # full: 3 minutes per task, then the speed parts
     .venv/bin/python benchmarks/bench_seq2seq.py --tasks dates --minutes 1
+    .venv/bin/python benchmarks/bench_seq2seq.py --tasks numbers --steps 2500 --skip-speed   # the same on any machine
     .venv/bin/python benchmarks/bench_seq2seq.py --quick --out /tmp/seq2seq.md   # a smoke test, about a minute
 
 A. **Quality.** For each task, ``attnlab.training`` trains the config in ``CONFIGS`` for ``--minutes`` (the
@@ -12,7 +13,8 @@ A. **Quality.** For each task, ``attnlab.training`` trains the config in ``CONFI
    1,000 round numbers of ``NumbersTask.round_held_out()`` (every ``n·10^k`` and ``10^k + 1``, then held-out
    numbers with runs of zeros), where a model trained on uniform digits alone fails.
    Targets: numbers ≥ 99 % on both sets after 3 minutes on an idle 2-core machine (≥ 95 % after 2 minutes
-   with one core busy); dates ≥ 98 %.
+   with one core busy); dates ≥ 98 %. ``--steps N`` trains N steps instead (the cosine ends at 80 % of them, no
+   probe, no clock): the same figures on any machine, however busy.
 B. **Training speed.** The same model twice: ``torch.nn.Transformer`` (with ``nn.Embedding``, sinusoidal positions
    and a tied ``nn.Linear``) and attnlab's :class:`Transformer` made from it by ``Transformer.from_torch`` (the
    same weights). Both train on the same batches with the same fused AdamW, in interleaved chunks so that a load
@@ -53,12 +55,17 @@ QUICK_MODEL = dict(MODEL, d_model=32, num_heads=2, num_encoder_layers=1, num_dec
 
 
 # ---------------------------------------------------------------- A. quality
-def calibrated_config(task: str, minutes: float, out: Path, quick: bool):
-    """The task's config with the cosine's length set from the probed step time (see the module docstring)."""
+def calibrated_config(task: str, minutes: float, out: Path, quick: bool, steps: int | None = None):
+    """The task's config with the cosine's length set from the probed step time (see the module docstring), or
+    for ``steps`` steps; and the probed seconds per step (None with ``steps``)."""
     from attnlab.training.config import Seq2SeqTrainConfig
     from attnlab.training.seq2seq_trainer import Seq2SeqTrainer
 
     values = dict(CONFIGS[task], model=QUICK_MODEL, train_pairs=2000, val_pairs=50) if quick else CONFIGS[task]
+    if steps is not None:
+        decay = max(1, int(0.8 * steps))
+        return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=steps, lr_decay_iters=decay,
+                                  eval_interval=max(1, decay // 4)), None
     # a step's time does not depend on how many pairs it draws from: the probe draws from a few
     probe_values = dict(values, train_pairs=min(values.get("train_pairs", 100_000), 5000))
     probe = Seq2SeqTrainer(Seq2SeqTrainConfig(**probe_values, out=str(out / f"{task}-probe")), quiet=True)
@@ -91,14 +98,14 @@ def exact_match(model, vocab, pairs, beam: int, batch: int = 250) -> tuple[float
     return right / len(pairs), time.perf_counter() - t0, misses, len(pairs)
 
 
-def part_a(task: str, minutes: float, out: Path, quick: bool) -> dict:
+def part_a(task: str, minutes: float, out: Path, quick: bool, steps: int | None = None) -> dict:
     from attnlab.models import load_trained
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
-    config, step_s = calibrated_config(task, minutes, out, quick)
+    config, step_s = calibrated_config(task, minutes, out, quick, steps)
     result = train_seq2seq(config, quiet=True)
     model, vocab = load_trained(result.out, kind="seq2seq")
-    res = {"task": task, "config": config, "probe_ms": 1000 * step_s, "steps": result.step,
+    res = {"task": task, "config": config, "probe_ms": None if step_s is None else 1000 * step_s, "steps": result.step,
            "stop": result.stop_reason, "train_s": result.train_seconds, "tokens_per_s": result.tokens_per_s,
            "val_loss": result.evals[-1][2], "params": model.num_parameters(), "sets": {}}
     for name, pairs in eval_sets(task, quick).items():
@@ -223,8 +230,9 @@ def part_c(model, vocab, quick: bool) -> dict:
 
 
 # ---------------------------------------------------------------- the report
-def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes: float, quick: bool,
+def report(quality: list[dict], speed: dict | None, cache: dict | None, budget: str, quick: bool,
            note: str = "", load: tuple[float, float] | None = None) -> str:
+    """The Markdown report; ``budget`` says how long each task trained (``"3 minutes"``, ``"2,500 steps"``)."""
     from attnlab.bench.machine import machine_facts
 
     f = machine_facts()
@@ -234,7 +242,7 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes:
              f"CPU {f.cpu}, {f.cores} logical cores, torch {f.torch} ({f.torch_threads} threads), Python {f.python}"
              + (" — **--quick smoke run, not a measurement**" if quick else ""), "", *busy,
              *([note, ""] if note else []),
-             f"## A. Exact match on held-out inputs after {minutes:g} minutes of training", "",
+             f"## A. Exact match on held-out inputs after {budget} of training", "",
              "| task | params | steps (cosine) | train tok/s | val loss |", "|---|---|---|---|---|"]
     for q in quality:
         c = q["config"]
@@ -255,7 +263,9 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes:
         c = q["config"]
         lines.append(f"- {q['task']}: preset {c.preset} with {c.model}, batch {c.batch_size}, lr {c.learning_rate} "
                      f"(warm-up {c.warmup_iters}, cosine to {c.min_lr}), label smoothing {c.label_smoothing}, "
-                     f"{c.train_pairs:,} training pairs; probe {q['probe_ms']:.1f} ms/step; stopped by {q['stop']}.")
+                     f"{c.train_pairs:,} training pairs; "
+                     + ("" if q["probe_ms"] is None else f"probe {q['probe_ms']:.1f} ms/step; ")
+                     + f"{q['train_s']:.0f} s of training, stopped by {q['stop']}.")
         for name, scores in q["sets"].items():
             for src, want, got in scores["greedy"][2][:3]:
                 lines.append(f"  - {name}, greedy miss: `{src}` → `{got}` (expected `{want}`)")
@@ -283,6 +293,8 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=3.0, help="training time budget per task")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="train this many steps per task instead of --minutes (the same on any machine)")
     parser.add_argument("--tasks", default="dates,numbers", help="comma-separated: dates, numbers")
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny model, seconds, few inputs")
     parser.add_argument("--skip-speed", action="store_true", help="only part A")
@@ -292,12 +304,14 @@ def main(argv: list[str] | None = None) -> dict:
     tasks = [t for t in args.tasks.split(",") if t]
     if not set(tasks) <= set(CONFIGS):
         parser.error(f"--tasks: expected names from {sorted(CONFIGS)}, got {args.tasks!r}")
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps: expected a positive number of steps, got {args.steps}")
     minutes = 0.1 if args.quick and args.minutes == 3.0 else args.minutes
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         quality = []
         for task in tasks:
-            quality.append(part_a(task, minutes, Path(tmp), args.quick))
+            quality.append(part_a(task, minutes, Path(tmp), args.quick, args.steps))
             for name, scores in quality[-1]["sets"].items():
                 print(f"{task} {name}: greedy {scores['greedy'][0]:.3f}, beam 4 {scores['beam4'][0]:.3f}", flush=True)
         speed = cache = None
@@ -312,7 +326,8 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"beam 4 cached/uncached speed-up: {cache['ratio']:.1f}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     load = (load_start, os.getloadavg()[0])
-    atomic_write_text(args.out, report(quality, speed, cache, minutes, args.quick, args.note, load))
+    budget = f"{minutes:g} minutes" if args.steps is None else f"{args.steps:,} steps"
+    atomic_write_text(args.out, report(quality, speed, cache, budget, args.quick, args.note, load))
     print(f"wrote {args.out}")
     return {"quality": quality, "speed": speed, "cache": cache}
 

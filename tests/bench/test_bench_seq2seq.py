@@ -45,20 +45,22 @@ def test_numbers_are_scored_on_random_and_round_held_out_sets(bench, tmp_path, o
     from attnlab.data import get_task
 
     out = tmp_path / "seq2seq.md"
-    res = bench.main(["--quick", "--minutes", "0.02", "--tasks", "numbers", "--skip-speed", "--out", str(out)])
+    res = bench.main(["--quick", "--steps", "30", "--tasks", "numbers", "--skip-speed", "--out", str(out)])
     (quality,) = res["quality"]
+    assert quality["steps"] == 30 and quality["probe_ms"] is None and quality["config"].lr_decay_iters == 24
     assert list(quality["sets"]) == ["random", "round"]
     assert [quality["sets"]["round"][k][3] for k in ("greedy", "beam4")] == [100, 100]  # 80 fixed + 20 sampled
     # the bench scores the library's round set, not a copy of its own
     assert bench.eval_sets("numbers", quick=True)["round"] == get_task("numbers").round_held_out(20)
     text = out.read_text(encoding="utf-8")
-    assert "| numbers | random | 50 |" in text and "| numbers | round | 100 |" in text
+    assert "| numbers | random | 50 |" in text and "| numbers | round | 100 |" in text and "after 30 steps" in text
     assert "Load average (1 min) at the start" in text
 
 
-def test_unknown_task_is_a_usage_error(bench, tmp_path):
+@pytest.mark.parametrize("args", [["--tasks", "poems"], ["--steps", "0"]])
+def test_bad_arguments_are_usage_errors(bench, tmp_path, args):
     with pytest.raises(SystemExit):
-        bench.main(["--tasks", "poems", "--out", str(tmp_path / "x.md")])
+        bench.main([*args, "--out", str(tmp_path / "x.md")])
 
 
 def test_the_reference_is_torchs_transformer_with_a_tied_embedding(bench):

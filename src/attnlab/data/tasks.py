@@ -54,8 +54,9 @@ alignment (the day's digits, the month's name, each Chinese digit and its place)
 
   Round numbers and zeros inside numbers are what people type most, and a uniform draw rarely gives
   them: a uniform eight-digit number ends in ``000`` once in a thousand draws. Trained on the
-  *digits* part alone, a model wrote ``100000 -> 十万零`` and ``1000001 -> 一百万零千零一`` while it
-  scored 100 % on random held-out numbers. The random held-out set (:meth:`Task.held_out`) still
+  *digits* part alone for 2,500 steps (the benchmark's model), a model scored 100 % on random
+  held-out numbers and 86.7 % on the round ones, writing ``100000 -> 十`` and ``1000000 -> 一百``;
+  with the mixture, 100 % on both. The random held-out set (:meth:`Task.held_out`) still
   draws from the *digits* part (and 10⁸, never held out) only; :meth:`NumbersTask.round_held_out`
   is the round one (below).
 
@@ -86,9 +87,11 @@ and Python version) and draws with ``randrange`` only; a longer stream extends a
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import hashlib
 import random
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from attnlab.data.pairs import Pair
@@ -97,7 +100,7 @@ from attnlab.i18n import tr
 DATE_LOCALES = ("en_US", "en_GB", "zh_CN", "fr_FR", "de_DE", "es_ES", "ja_JP")
 DATE_FORMATS = ("full", "long", "medium")
 FIRST_DAY, LAST_DAY = dt.date(1900, 1, 1), dt.date(2099, 12, 31)
-LEAP_YEARS = tuple(y for y in range(FIRST_DAY.year, LAST_DAY.year + 1) if (y % 4 == 0 and y % 100 != 0) or y % 400 == 0)
+LEAP_YEARS = tuple(y for y in range(FIRST_DAY.year, LAST_DAY.year + 1) if calendar.isleap(y))
 NUMBER_MAX = 10**8
 HELD_OUT_PER_MILLE = 100  # 10 % of the split keys
 
@@ -192,7 +195,8 @@ class Task:
         return self._distinct_held_out(self.draw_held_out, random.Random(f"attnlab/{self.name}/held_out/{seed}"), n,
                                       f"{self.name}.held_out")
 
-    def _distinct_held_out(self, draw, rng: random.Random, n: int, owner: str, items: list | None = None) -> list:
+    def _distinct_held_out(self, draw: Callable[[random.Random], Any], rng: random.Random, n: int, owner: str,
+                           items: list | None = None) -> list:
         """``items`` followed by held-out ``draw(rng)`` items, each with a new source, until there are ``n``."""
         items = list(items or [])
         seen, draws, limit = {self.render(item).source for item in items}, 0, 1000 * (n + 10)
