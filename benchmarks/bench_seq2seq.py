@@ -14,7 +14,8 @@ A. **Quality.** For each task, ``attnlab.training`` trains the config in ``CONFI
    numbers with runs of zeros), where a model trained on uniform digits alone fails.
    Targets: numbers ≥ 99 % on both sets after 3 minutes on an idle 2-core machine (≥ 95 % after 2 minutes
    with one core busy); dates ≥ 98 %. ``--steps N`` trains N steps instead (the cosine ends at 80 % of them, no
-   probe, no clock): the same figures on any machine, however busy.
+   probe, no clock): the same figures on any machine, however busy. ``--threads 1`` helps a shared machine: two
+   OpenMP threads that wait for each other at every small matmul ran ten times slower than one at load 10.
 B. **Training speed.** The same model twice: ``torch.nn.Transformer`` (with ``nn.Embedding``, sinusoidal positions
    and a tied ``nn.Linear``) and attnlab's :class:`Transformer` made from it by ``Transformer.from_torch`` (the
    same weights). Both train on the same batches with the same fused AdamW, in interleaved chunks so that a load
@@ -295,6 +296,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--minutes", type=float, default=3.0, help="training time budget per task")
     parser.add_argument("--steps", type=int, default=None,
                         help="train this many steps per task instead of --minutes (the same on any machine)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's); on a busy machine 1 can be many times faster")
     parser.add_argument("--tasks", default="dates,numbers", help="comma-separated: dates, numbers")
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny model, seconds, few inputs")
     parser.add_argument("--skip-speed", action="store_true", help="only part A")
@@ -304,8 +307,11 @@ def main(argv: list[str] | None = None) -> dict:
     tasks = [t for t in args.tasks.split(",") if t]
     if not set(tasks) <= set(CONFIGS):
         parser.error(f"--tasks: expected names from {sorted(CONFIGS)}, got {args.tasks!r}")
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps: expected a positive number of steps, got {args.steps}")
+    for name in ("steps", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name}: expected a positive integer, got {getattr(args, name)}")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     minutes = 0.1 if args.quick and args.minutes == 3.0 else args.minutes
     load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:

@@ -57,7 +57,7 @@ def test_numbers_are_scored_on_random_and_round_held_out_sets(bench, tmp_path, o
     assert "Load average (1 min) at the start" in text
 
 
-@pytest.mark.parametrize("args", [["--tasks", "poems"], ["--steps", "0"]])
+@pytest.mark.parametrize("args", [["--tasks", "poems"], ["--steps", "0"], ["--threads", "0"]])
 def test_bad_arguments_are_usage_errors(bench, tmp_path, args):
     with pytest.raises(SystemExit):
         bench.main([*args, "--out", str(tmp_path / "x.md")])

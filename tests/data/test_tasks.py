@@ -29,6 +29,16 @@ cn2an = pytest.importorskip("cn2an")
 DATES, NUMBERS = TASKS["dates"], TASKS["numbers"]
 
 
+def draws(task, n: int, seed: int = 0) -> list:
+    """``n`` draws of ``task``'s training mixture, before the split (``draw`` is public: any stream is built of it)."""
+    rng = random.Random(seed)
+    return [task.draw(rng) for _ in range(n)]
+
+
+def share(items, predicate) -> float:
+    return sum(map(predicate, items)) / len(items)
+
+
 # ---------------------------------------------------------------- determinism and the split
 
 
@@ -248,16 +258,6 @@ def test_numbers_round_trip_and_match_the_reference(number):
     assert source == str(number)
     assert cn2an.cn2an(target) == number
     assert target == chinese_numeral(number)
-
-
-def draws(task, n: int, seed: int = 0) -> list:
-    """``n`` draws of ``task``'s training mixture, before the split (``draw`` is public: any stream is built of it)."""
-    rng = random.Random(seed)
-    return [task.draw(rng) for _ in range(n)]
-
-
-def share(items, predicate) -> float:
-    return sum(map(predicate, items)) / len(items)
 
 
 def no_two_zeros(m: int, q: float) -> float:
