@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.data import TASKS, CharVocab, DatesTask, NumbersTask, Pair, get_task
+from attnlab.data import TASKS, CharVocab, DatesTask, NumbersTask, Pair, Task, get_task
 from attnlab.data.tasks import (
     DATE_FORMATS,
     DATE_LOCALES,
@@ -99,6 +99,30 @@ def test_bad_arguments():
         NUMBERS(-1, 0)
     with pytest.raises(ValueError, match=r"dates.held_out: seed must be an int, got '0'"):
         DATES.held_out(3, "0")
+
+
+class Twenty(Task):
+    """A task of 20 items, of which only a few are held out: too few for a large evaluation set."""
+
+    name = "twenty"
+
+    def draw(self, rng):
+        return rng.randrange(20)
+
+    def render(self, item):
+        return Pair(str(item), str(item))
+
+    def split_key(self, item):
+        return str(item)
+
+
+def test_asking_for_more_held_out_examples_than_exist_is_an_error():
+    task = Twenty()
+    held = sorted(x for x in range(20) if task.is_held_out(x))
+    assert 0 < len(held) < 5 and task.held_out_items(len(held), 0) != []
+    with pytest.raises(ValueError, match=rf"twenty.held_out: found only {len(held)} distinct held-out examples, "
+                                         r"asked for 5"):
+        task.held_out(5, 0)
 
 
 @pytest.mark.parametrize(("module", "task"), [("babel.dates", DATES), ("cn2an", NUMBERS)])
