@@ -176,7 +176,7 @@ class MultiHeadAttention(nn.Module):
         x, unbatched = as_batched(x, self.d_in, type(self).__name__)              # (B, T, d_in); (T, d_in): B = 1
         b, num_tokens, _ = x.shape                                                 # B, T
         # 1. project: queries from x, keys and values from memory (or x); 2. split d_out into H heads of hd
-        queries, keys, values = self.project(x, memory, memory_kv)                 # (B, H, T, hd), (B, H, Tk, hd)
+        queries, keys, values = self.project_qkv(x, memory, memory_kv)             # (B, H, T, hd), (B, H, Tk, hd)
         mask = self.padding_mask(keys, attention_mask, attn_mask)                  # (B, 1, 1, Tk), or the model's
         if kv_cache is not None:  # decoding: the cached keys and values come first  (B, H, L, hd), L = cached + T
             keys, values, mask = self.extend_cache(kv_cache, keys, values, mask, num_tokens)
@@ -194,8 +194,8 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
-    def project(self, x: Tensor, memory: Tensor | None = None,
-                memory_kv: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def project_qkv(self, x: Tensor, memory: Tensor | None = None,
+                    memory_kv: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Steps 1 and 2: ``queries`` from ``x (B, Tq, d_in)``, ``keys`` and ``values`` from ``memory`` (default
         ``x``) or taken from ``memory_kv``, each split into heads: ``(B, H, Tq, hd)``, ``(B, H, Tk, hd)`` twice."""
         if memory is None and memory_kv is None and self.may_stack():  # training's self-attention: one matmul
