@@ -238,6 +238,8 @@ class MultiHeadAttention(nn.Module):
         """The mask over ``keys (B, H, Tk, hd)``: a caller's ``(B, Tk)`` padding mask, checked and made bool
         ``(B, 1, 1, Tk)``, or a model's ``attn_mask`` as it is; and ``Tk`` checked against ``context_length``."""
         check_length(keys.shape[-2], self.context_length, type(self).__name__)
+        if attention_mask is None:  # the common case, and a decoding step's: no view of the keys to make
+            return attn_mask
         return one_mask(attention_mask, attn_mask, keys[:, 0], type(self).__name__)  # keys[:, 0]: (B, Tk, hd)
 
     def extend_cache(self, kv_cache: KVCacheLike, keys: Tensor, values: Tensor, mask: Tensor | None,
