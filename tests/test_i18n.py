@@ -135,7 +135,8 @@ def test_the_building_blocks_raise_plain_english():
     wrong = []
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "attnlab.i18n" or isinstance(node, ast.Import) \
-                    and any(a.name == "attnlab.i18n" for a in node.names):
+            names = [node.module] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if "attnlab.i18n" in names:
                 wrong.append(str(path.relative_to(SRC)))
     assert not wrong
