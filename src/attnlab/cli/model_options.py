@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from attnlab.data.words import is_unspaced
 from attnlab.i18n import N_, tr
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
@@ -35,14 +36,21 @@ def model_options(default_mechanism: str) -> Callable:
 
 
 def capture_text(text: str, model_name: str, mechanism: str, seed: int, qkv: bool = True):
-    """Load the model and capture its forward pass on ``text``; bad input becomes a click usage error."""
+    """Load the model and capture its forward pass on ``text``; bad input becomes a click usage error.
+
+    A whitespace model (``random``) reads unspaced Chinese one character per token; one line on stderr says so.
+    """
     from attnlab.inspect import capture
 
     try:
         model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
-        return capture(model, text, tokenizer=tokenizer, qkv=qkv)
+        cap = capture(model, text, tokenizer=tokenizer, qkv=qkv)
     except (ValueError, TypeError, ImportError, FileNotFoundError) as err:
         raise click.UsageError(str(err)) from err
+    if tokenizer is None and is_unspaced(text):
+        click.echo(tr("No spaces between the Chinese characters: each character is one token ({tokens}); put spaces "
+                      "between words to keep them whole (我 爱 学习).", tokens=" / ".join(cap.tokens)), err=True)
+    return cap
 
 
 def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
