@@ -18,6 +18,7 @@ from attnlab.data.words import is_unspaced
 from attnlab.i18n import N_, tr
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
+SHOWN_TOKENS = 12  # the unspaced-text note lists this many tokens at most
 MODEL_CHOICES = "random, bert, or a checkpoint directory (attnlab train's, or a Hugging Face model directory)"
 
 
@@ -48,8 +49,9 @@ def capture_text(text: str, model_name: str, mechanism: str, seed: int, qkv: boo
     except (ValueError, TypeError, ImportError, FileNotFoundError) as err:
         raise click.UsageError(str(err)) from err
     if tokenizer is None and is_unspaced(text):
-        click.echo(tr("No spaces between the Chinese characters: each character is one token ({tokens}); put spaces "
-                      "between words to keep them whole (我 爱 学习).", tokens=" / ".join(cap.tokens)), err=True)
+        shown = " / ".join(cap.tokens[:SHOWN_TOKENS]) + (" / …" if cap.seq_len > SHOWN_TOKENS else "")
+        click.echo(tr("No spaces between the Chinese characters, so each character is one token: {tokens}. Put "
+                      "spaces between words to keep them whole, as in 我 爱 学习.", tokens=shown), err=True)
     return cap
 
 

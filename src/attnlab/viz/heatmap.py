@@ -105,7 +105,7 @@ def weights_figure(maps: Sequence[Tensor], col_tokens: list[str], row_tokens: li
     lowest = height - top - (grid_rows - 1) * panel_h - title_room - h
     cax = fig.add_axes(((columns * panel_w + GAP) / width, lowest / height, COLORBAR[0] / width,
                         (height - top - title_room - lowest) / height))
-    fig.colorbar(image, cax=cax, label=colorbar_label)
+    fig.colorbar(image, cax=cax).set_label(colorbar_label, fontfamily=families)
     if title:
         fig.suptitle(title, fontfamily=families, y=1 - 0.1 / height, va="top")
     return fig
