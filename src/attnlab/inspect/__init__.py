@@ -3,7 +3,7 @@
 from attnlab.inspect.capture import Capture, capture, max_length
 from attnlab.inspect.encoder_decoder import Seq2SeqCapture, capture_translation, explain_cross
 from attnlab.inspect.explain import Explanation, explain
-from attnlab.inspect.random_model import MECHANISMS, RandomModel, RandomModelConfig
+from attnlab.inspect.random_model import MECHANISMS, RandomModel, RandomModelConfig, shown_name
 
 __all__ = [
     "MECHANISMS",
@@ -17,4 +17,5 @@ __all__ = [
     "explain",
     "explain_cross",
     "max_length",
+    "shown_name",
 ]

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from attnlab.i18n import tr
-from attnlab.inspect import Capture
+from attnlab.inspect import Capture, shown_name
 from attnlab.viz.cells import CellLayout, cell_layout, grid_side, text_width
 from attnlab.viz.fonts import require_glyphs
 
@@ -114,7 +114,8 @@ def weights_figure(maps: Sequence[Tensor], col_tokens: list[str], row_tokens: li
 def head_figure(cap: Capture, layer: int = 0, head: int = 0, annotate: bool | None = None) -> Figure:
     """One head: tokens on both axes, query rows, key columns, colour bar (the weights written when they fit)."""
     cap.check_layer_head(layer, head)
-    title = tr("{model_name}: layer {layer}, head {head}", model_name=cap.model_name, layer=layer, head=head)
+    title = tr("{model_name}: layer {layer}, head {head}", model_name=shown_name(cap.model_name), layer=layer,
+               head=head)
     return weights_figure([cap.weights(layer, head)], cap.tokens, cap.tokens, side=grid_side(cap.seq_len, 0.42, 2.5, 24),
                           panel_titles=[title], axis_labels=(tr("key (attended to)"), tr("query (attending)")),
                           annotate=annotate)
@@ -126,7 +127,7 @@ def heads_figure(cap: Capture, layer: int = 0, labels: bool | None = None, annot
     cap.check_layer_head(layer)
     h = cap.num_heads
     title = tr("{model_name}: layer {layer}, all {num_heads} heads (query rows, key columns)",
-               model_name=cap.model_name, layer=layer, num_heads=h)
+               model_name=shown_name(cap.model_name), layer=layer, num_heads=h)
     return weights_figure([cap.weights(layer, k) for k in range(h)], cap.tokens, cap.tokens,
                           side=grid_side(cap.seq_len, 0.3, 1.8, 8), title=title,
                           panel_titles=[tr("head {head}", head=k) for k in range(h)], labels=labels, annotate=annotate,
