@@ -102,8 +102,8 @@ def test_latin_text_wraps_as_textwrap_does(ws, width):  # words that fit a line:
 
 
 # punctuation stands right after (closing) or before (opening) a character, as in written Chinese
-pieces = st.one_of(st.sampled_from(["我", "爱", "学", "习", "人工", "智能", "的", "注意力", "我，", "爱。", "（学", "习）",
-                                    "「智", "能」", "：", "；"]), words, st.just(" "))
+pieces = st.one_of(st.sampled_from(["我", "爱", "学", "习", "人工", "智能", "的", "注意力", "我，", "爱。", "（学",
+                                    "习）", "「智", "能」", "：", "；"]), words, st.just(" "))
 
 
 @given(st.lists(pieces, min_size=1, max_size=60).map("".join), st.integers(10, 50))

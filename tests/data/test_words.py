@@ -20,7 +20,7 @@ LATIN = ["AI", "cat", "2031", "GPT-2", "x²", "naïve", "<b>"]
     ("我爱学习AI", ["我", "爱", "学", "习", "AI"]),                       # the texts' sentence, unspaced
     ("我 爱 学习 AI", ["我", "爱", "学习", "AI"]),                        # spaced by its writer: 学习 kept
     ("我爱学习 AI", ["我", "爱", "学", "习", "AI"]),                      # a space before AI only
-    ("我爱学习 人工智能", ["我爱学习", "人工智能"]),                        # a space between Chinese: the writer's words
+    ("我爱学习 人工智能", ["我爱学习", "人工智能"]),                        # spaced between Chinese: the writer's words
     ("I love 学习", ["I", "love", "学", "习"]),
     ("2031年7月15日", ["2031", "年", "7", "月", "15", "日"]),              # digits stay numbers
     ("「你好」，世界！", ["「", "你", "好", "」", "，", "世", "界", "！"]),  # CJK punctuation is a token too

@@ -116,9 +116,9 @@ def head_figure(cap: Capture, layer: int = 0, head: int = 0, annotate: bool | No
     cap.check_layer_head(layer, head)
     title = tr("{model_name}: layer {layer}, head {head}", model_name=shown_name(cap.model_name), layer=layer,
                head=head)
-    return weights_figure([cap.weights(layer, head)], cap.tokens, cap.tokens, side=grid_side(cap.seq_len, 0.42, 2.5, 24),
-                          panel_titles=[title], axis_labels=(tr("key (attended to)"), tr("query (attending)")),
-                          annotate=annotate)
+    return weights_figure([cap.weights(layer, head)], cap.tokens, cap.tokens, panel_titles=[title],
+                          side=grid_side(cap.seq_len, 0.42, 2.5, 24), annotate=annotate,
+                          axis_labels=(tr("key (attended to)"), tr("query (attending)")))
 
 
 def heads_figure(cap: Capture, layer: int = 0, labels: bool | None = None, annotate: bool | None = None) -> Figure:
