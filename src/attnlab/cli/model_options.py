@@ -70,8 +70,9 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
     from attnlab.models import load_trained
 
     net, tokenizer = load_trained(path, device, kind="decoder")
-    kind = "GPT" if type(net).__name__ == "GPT" else "modern decoder"
-    net.name = f"trained {kind} ({path.name})"
+    from attnlab.inspect.names import TRAINED_GPT, TRAINED_MODERN
+
+    net.name = (TRAINED_GPT if type(net).__name__ == "GPT" else TRAINED_MODERN).format(name=path.name)
     return net, tokenizer
 
 

@@ -13,7 +13,7 @@ from attnlab.data.pairs import Pair
 from attnlab.data.tasks import DateItem, get_task
 from attnlab.demo.context import Demo
 from attnlab.generation.translation import Translation, translate
-from attnlab.i18n import tr
+from attnlab.i18n import N_, tr
 from attnlab.inspect.encoder_decoder import capture_translation
 from attnlab.models import load_trained
 from attnlab.training import Seq2SeqTrainConfig, train_seq2seq
@@ -53,7 +53,7 @@ def translations_table(pairs: list[Pair], results: list[Translation]) -> Table:
 
 def draw_alignment(model, vocab, result: Translation, path: Path) -> Path:
     """The cross-attention (mean of the last layer's heads) of one translation, as a PNG."""
-    cap = capture_translation(model, vocab, result.source, result.ids, name="dates model")
+    cap = capture_translation(model, vocab, result.source, result.ids, name=N_("dates model"))
     return save_figure(alignment_figure(cap), path, dpi=100)
 
 

@@ -9,7 +9,6 @@ That is enough to show every number of the arithmetic on any sentence, in any sc
 
 from __future__ import annotations
 
-import re
 import zlib
 from dataclasses import dataclass
 from typing import Literal
@@ -19,13 +18,12 @@ from torch import Tensor, nn
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV2, SimpleSelfAttention
 from attnlab.data.words import split_words
-from attnlab.i18n import N_, _, tr
+from attnlab.i18n import tr
+from attnlab.inspect.names import RANDOM
 from attnlab.layers.positional import sinusoidal_table
 
 Mechanism = Literal["simple", "scaled", "causal", "multihead"]
 MECHANISMS: tuple[str, ...] = ("simple", "scaled", "causal", "multihead")
-NAME = N_("random {mechanism} (seed {seed})")
-_NAMED = re.compile(r"random (\w+) \(seed (-?\d+)\)")
 
 
 @dataclass
@@ -63,13 +61,6 @@ class RandomModelConfig:
                                 d_model=self.d_model))
 
 
-def shown_name(model_name: str) -> str:
-    """A model's name as a reader sees it in titles: the random model's in the reader's language, others as they
-    are."""
-    named = _NAMED.fullmatch(model_name)
-    return _(NAME).format(mechanism=named[1], seed=named[2]) if named else model_name
-
-
 def word_embedding(word: str, d_model: int, seed: int) -> Tensor:
     """A fixed random vector for ``word`` ``(d_model,)``: N(0, 1) seeded by (seed, crc32 of the word)."""
     g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(word.encode("utf-8")))
@@ -100,8 +91,8 @@ class RandomModel(nn.Module):
     @property
     def name(self) -> str:
         """A label that never changes with the reader's language (it is data: ``--json`` prints it);
-        :func:`shown_name` gives it in the reader's language."""
-        return NAME.format(mechanism=self.config.mechanism, seed=self.config.seed)
+        :func:`~attnlab.inspect.names.shown_name` gives it in the reader's language."""
+        return RANDOM.format(mechanism=self.config.mechanism, seed=self.config.seed)
 
     def tokenize(self, text: str) -> list[str]:
         """The words of ``text`` (:func:`~attnlab.data.words.split_words`: on whitespace, and character by character

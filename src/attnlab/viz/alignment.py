@@ -10,6 +10,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from attnlab.i18n import tr
+from attnlab.inspect import shown_name
 from attnlab.inspect.encoder_decoder import Seq2SeqCapture
 from attnlab.viz.cells import grid_side
 from attnlab.viz.heatmap import weights_figure
@@ -28,7 +29,7 @@ def alignment_figure(cap: Seq2SeqCapture, layer: int | None = None, head: int | 
     """One cross-attention map as a heatmap (the weights written in the cells when they fit)."""
     weights, layer = alignment_weights(cap, layer, head)
     which = tr("mean of the heads") if head is None else tr("head {head}", head=head)
-    title = title or tr("{model_name}: cross-attention, layer {layer}, {which}", model_name=cap.model_name,
+    title = title or tr("{model_name}: cross-attention, layer {layer}, {which}", model_name=shown_name(cap.model_name),
                         layer=layer, which=which)
     return weights_figure([weights], cap.source_tokens, cap.target_tokens, panel_titles=[title],
                           side=grid_side(max(weights.shape), 0.42, 2.5, 24), annotate=annotate,
