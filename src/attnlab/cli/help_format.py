@@ -104,7 +104,7 @@ class CellHelpFormatter(click.HelpFormatter):
 
     def write_dl(self, rows: Iterable[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
         rows = list(rows)
-        first_col = min(max((cell_len(term) for term, *_ in rows), default=0), col_max) + col_spacing
+        first_col = min(max((cell_len(row[0]) for row in rows), default=0), col_max) + col_spacing
         margin = " " * (self.current_indent + first_col)
         for term, *rest in rows:
             text = rest[0] if rest else ""
