@@ -6,9 +6,9 @@ and beam search with and without the decoding caches.
     .venv/bin/python benchmarks/bench_seq2seq.py --quick --out /tmp/seq2seq.md   # a smoke test, about a minute
 
 A. **Quality.** For each task, ``attnlab.training`` trains the config in ``CONFIGS`` for ``--minutes`` (the
-   trainer's ``time_budget``); the cosine's length (``lr_decay_iters``) is calibrated from a short probe to end at
-   80 % of the budget, then the rate stays at ``min_lr`` until the budget stops the run. Then exact match on
-   1,000 held-out inputs (never in any training stream), greedy and beam 4.
+   trainer's ``time_budget``: its planner, :mod:`attnlab.training.budget`, times the first steps, fits warm-up and
+   cosine to reach ``min_lr`` when the budget ends, and re-plans as the machine's speed changes). Then exact match
+   on 1,000 held-out inputs (never in any training stream), greedy and beam 4.
    Targets: ≥ 98 % for each task in 3 minutes.
 B. **Training speed.** The same model twice: ``torch.nn.Transformer`` (with ``nn.Embedding``, sinusoidal positions
    and a tied ``nn.Linear``) and attnlab's :class:`Transformer` made from it by ``Transformer.from_torch`` (the
@@ -48,28 +48,13 @@ QUICK_MODEL = dict(MODEL, d_model=32, num_heads=2, num_encoder_layers=1, num_dec
 
 
 # ---------------------------------------------------------------- A. quality
-def calibrated_config(task: str, minutes: float, out: Path, quick: bool):
-    """The task's config with the cosine's length set from the probed step time (see the module docstring)."""
+def budget_config(task: str, minutes: float, out: Path, quick: bool):
+    """The task's config, trained for ``minutes``: the trainer's time budget plans the steps and the schedule."""
     from attnlab.training.config import Seq2SeqTrainConfig
-    from attnlab.training.seq2seq_trainer import Seq2SeqTrainer
 
     values = dict(CONFIGS[task], model=QUICK_MODEL, train_pairs=2000, val_pairs=50) if quick else CONFIGS[task]
-    # a step's time does not depend on how many pairs it draws from: the probe draws from a few
-    probe_values = dict(values, train_pairs=min(values.get("train_pairs", 100_000), 5000))
-    probe = Seq2SeqTrainer(Seq2SeqTrainConfig(**probe_values, out=str(out / f"{task}-probe")), quiet=True)
-    for _ in range(3):
-        probe.train_step()  # warm-up
-    n = 5 if quick else 30
-    t0 = time.perf_counter()
-    for _ in range(n):
-        probe.train_step()
-    step_s = (time.perf_counter() - t0) / n
-    # The cosine ends at 80 % of the steps the probe expects, then the rate stays at min_lr until the budget is
-    # spent: on a shared machine a step can take twice the probe's time, and a schedule cut off half-way (still at
-    # a high rate) costs more accuracy than a few hundred steps at the floor.
-    decay = max(20, int(0.8 * minutes * 60 / step_s))
-    return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=10 * decay, lr_decay_iters=decay,
-                              time_budget=minutes, eval_interval=max(1, decay // 4)), step_s
+    return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=10**7, time_budget=minutes,
+                              eval_interval=50 if quick else 500)
 
 
 def exact_match(model, vocab, pairs, beam: int, batch: int = 250) -> tuple[float, float, list]:
@@ -91,11 +76,13 @@ def part_a(task: str, minutes: float, out: Path, quick: bool) -> dict:
     from attnlab.models import load_trained
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
-    config, step_s = calibrated_config(task, minutes, out, quick)
+    config = budget_config(task, minutes, out, quick)
     result = train_seq2seq(config, quiet=True)
     model, vocab = load_trained(result.out, kind="seq2seq")
     held = get_task(task).held_out(50 if quick else N_EVAL, EVAL_SEED)
-    res = {"task": task, "config": config, "probe_ms": 1000 * step_s, "steps": result.step,
+    planned_s = result.plan.step_seconds if result.plan is not None else float("nan")  # None: spent before planning
+    res = {"task": task, "config": config, "step_ms": 1000 * planned_s, "last_lr": result.last_lr,
+           "steps": result.step,
            "stop": result.stop_reason, "train_s": result.train_seconds, "tokens_per_s": result.tokens_per_s,
            "val_loss": result.evals[-1][2], "params": model.num_parameters(), "n_eval": len(held)}
     for name, beam in (("greedy", 1), ("beam4", 4)):
@@ -219,11 +206,11 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes:
              f"CPU {f.cpu}, {f.cores} logical cores, torch {f.torch} ({f.torch_threads} threads), Python {f.python}"
              + (" — **--quick smoke run, not a measurement**" if quick else ""), "", *([note, ""] if note else []),
              f"## A. Exact match on held-out inputs after {minutes:g} minutes of training", "",
-             "| task | params | steps (cosine) | train tok/s | val loss | greedy | beam 4 | greedy s | beam 4 s |",
+             "| task | params | steps (last lr) | train tok/s | val loss | greedy | beam 4 | greedy s | beam 4 s |",
              "|---|---|---|---|---|---|---|---|---|"]
     for q in quality:
         c = q["config"]
-        lines.append(f"| {q['task']} | {q['params']:,} | {q['steps']} ({c.lr_decay_iters}) | {q['tokens_per_s']:,.0f} "
+        lines.append(f"| {q['task']} | {q['params']:,} | {q['steps']} ({q['last_lr']:.2e}) | {q['tokens_per_s']:,.0f} "
                      f"| {q['val_loss']:.4f} | **{100 * q['greedy'][0]:.1f} %** | **{100 * q['beam4'][0]:.1f} %** "
                      f"| {q['greedy'][1]:.1f} | {q['beam4'][1]:.1f} |")
     lines += ["", f"{quality[0]['n_eval'] if quality else N_EVAL} held-out inputs per task "
@@ -232,7 +219,7 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes:
         c = q["config"]
         lines.append(f"- {q['task']}: preset {c.preset} with {c.model}, batch {c.batch_size}, lr {c.learning_rate} "
                      f"(warm-up {c.warmup_iters}, cosine to {c.min_lr}), label smoothing {c.label_smoothing}; "
-                     f"probe {q['probe_ms']:.1f} ms/step; stopped by {q['stop']}.")
+                     f"last planned at {q['step_ms']:.1f} ms/step; stopped by {q['stop']}.")
         for src, want, got in q["greedy"][2][:3]:
             lines.append(f"  - greedy miss: `{src}` → `{got}` (expected `{want}`)")
     if speed is not None:

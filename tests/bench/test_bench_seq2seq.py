@@ -33,6 +33,7 @@ def test_quick_run_writes_every_part(bench, tmp_path, one_thread):
         assert heading in text
     (quality,) = res["quality"]
     assert quality["task"] == "dates" and quality["n_eval"] == 50 and quality["steps"] >= 1
+    assert quality["config"].time_budget == 0.05 and 0 < quality["last_lr"] <= quality["config"].learning_rate
     assert all(0.0 <= quality[k][0] <= 1.0 for k in ("greedy", "beam4"))
     speed, cache = res["speed"], res["cache"]
     # the torch model and attnlab's copy of it start from the same loss: the comparison is of one model
