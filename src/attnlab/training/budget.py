@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from attnlab.training.optim import CosineSchedule
+
 #: steps timed before the first plan (after the first step, which is left out)
 PROBE_STEPS = 8
 #: a plan is revised at every evaluation, and after this share of the steps it had left (but no fewer than a
@@ -42,6 +44,16 @@ class Plan:
 def planned_warmup(warmup_iters: int, steps: int) -> int:
     """The warm-up a run of ``steps`` steps gets: ``warmup_iters``, but at most a tenth of the run."""
     return min(warmup_iters, int(MAX_WARMUP_SHARE * steps))
+
+
+def fit_schedule(schedule: CosineSchedule, plan: Plan, step: int, warmup_iters: int, decay_iters: int,
+                 first: bool) -> None:
+    """Fit ``schedule`` to ``plan`` at step ``step``: on the first plan, a warm-up still under way is fitted to the
+    planned steps (ended now, if they are so few that it should be over); the cosine reaches ``min_lr`` at the plan's
+    last step (or at ``decay_iters``, if sooner), so that the last step trains at ``min_lr``."""
+    if first and step < schedule.warmup:
+        schedule.warmup = max(step, planned_warmup(warmup_iters, plan.steps))
+    schedule.replan(step, min(decay_iters, plan.steps - 1))
 
 
 class BudgetPlanner:

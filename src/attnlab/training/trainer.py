@@ -4,8 +4,8 @@
 One step: ``grad_accum`` micro-batches (split over the processes), loss averaged, gradients
 clipped, an AdamW step at the scheduled learning rate. Every ``eval_interval`` steps the train
 and validation losses are estimated on fixed batches and a checkpoint is written. The run stops
-at ``max_iters``, when ``time_budget`` minutes are spent, or on Ctrl-C (SIGINT/SIGTERM): in each
-case it finishes the step, writes a checkpoint and returns normally.
+at ``max_iters``, at the end of the plan that a ``time_budget`` makes (:mod:`attnlab.training.budget`), or on
+Ctrl-C (SIGINT/SIGTERM): in each case it finishes the step, writes a checkpoint and returns normally.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -38,9 +37,9 @@ from attnlab.data import (
 )
 from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
-from attnlab.i18n import _, tr
+from attnlab.i18n import tr
 from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
-from attnlab.training.budget import BudgetPlanner, Plan, planned_warmup
+from attnlab.training.budget import BudgetPlanner, Plan, fit_schedule
 from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, check_keys
 from attnlab.training.distributed import (
@@ -52,6 +51,7 @@ from attnlab.training.distributed import (
 )
 from attnlab.training.mixed_precision import MixedPrecision
 from attnlab.training.optim import CosineSchedule, configure_optimizer
+from attnlab.training.progress import progress_bar
 
 
 @dataclass
@@ -106,15 +106,6 @@ def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
         shown = ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in diff.items())
         raise ValueError(tr("resume: the checkpoint in {path!r} is a model of a different shape ({shown})",
                             path=str(path), shown=shown))
-
-
-def progress_bar(console: Console, show: bool, clock: Callable[[], float]) -> Progress:
-    """The training progress bar: step of the planned steps, loss, learning rate, tokens/s, time spent and left.
-    ``clock`` drives its times too, so that its ETA is the one a fake clock gives."""
-    columns = [TextColumn(_("[bold]step {task.completed}/{task.fields[of]}")), BarColumn(),
-               TextColumn(_("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  {task.fields[tps]:,.0f} tok/s")),
-               TimeElapsedColumn(), TimeRemainingColumn()]
-    return Progress(*columns, console=console, disable=not show, get_time=clock)
 
 
 class Trainer:
@@ -375,11 +366,8 @@ class Trainer:
     def follow(self, plan: Plan) -> int:
         """Fit the schedule to ``plan``: warm-up sized on the first plan, the cosine's end moved to the plan's last
         step (or ``lr_decay_iters``, if sooner). Returns the step count the run now ends at."""
-        c, schedule = self.config, self.schedule
-        first = self.planned is None
-        if first and self.step < schedule.warmup:  # still warming up: the warm-up fits the plan (cut short now)
-            schedule.warmup = max(self.step, planned_warmup(c.warmup_iters, plan.steps))
-        schedule.replan(self.step, min(c.decay_iters, plan.steps - 1))  # the last step trains at min_lr
+        c, schedule, first = self.config, self.schedule, self.planned is None
+        fit_schedule(schedule, plan, self.step, c.warmup_iters, c.decay_iters, first)
         if self.show and (first or abs(plan.steps - self.planned) > 0.1 * self.planned):
             self.console.print(tr("time budget: {step_ms:.1f} ms a step, {eval_s:.1f} s an evaluation, {left:.0f} s "
                                   "left: {steps:,} steps in all; warm-up {warmup}, the cosine ends at step {end}",
