@@ -22,12 +22,7 @@ def test_the_step_runs_after_the_gpt_and_before_the_report():
     assert names.index("shakespeare_step") < names.index("translation_step") < names.index("report_step")
 
 
-def test_translation_step_trains_translates_and_draws(tmp_path, monkeypatch, one_thread):
-    small = dict(dates.DATES_DEMO, model=dict(dates.DATES_DEMO["model"], d_model=32, d_ff=64),
-                 max_iters=6, eval_interval=3, eval_iters=1, train_pairs=300, val_pairs=10, warmup_iters=2)
-    monkeypatch.setattr(dates, "DATES_DEMO", small)
-    monkeypatch.setattr(dates, "EARLY_STEPS", (3,))
-    monkeypatch.setattr(dates, "HELD_OUT", 10)
+def test_translation_step_trains_translates_and_draws(tmp_path, small_dates_demo, one_thread):
     runs = []
     for _ in range(2):  # a second demo run replaces the first run's checkpoints, and prints the same
         out = io.StringIO()
