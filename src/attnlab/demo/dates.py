@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
-from attnlab.data.tasks import DateItem, Pair, get_task
+from attnlab.data.pairs import Pair
+from attnlab.data.tasks import DateItem, get_task
 from attnlab.demo.context import Demo
 from attnlab.generation.translation import Translation, translate
 from attnlab.i18n import N_, _, tr
@@ -117,16 +119,22 @@ def snapshots(run: Path, steps: tuple[int, ...] | None = None) -> list[Snapshot]
     return shots
 
 
-def snapshot_table(shots: list[Snapshot], pairs: list[Pair]) -> Table:
-    """Sources down, checkpoints across: each translation and its verdict."""
-    table = Table(title=tr("One held-out day ({day}) in seven languages, beam 4", day=DAY.isoformat()))
-    table.add_column(_("source"))
-    for shot in shots:
-        table.add_column(tr("after {step} steps", step=shot.step))
+def translations_table(pairs: list[Pair], shots: list[Snapshot]) -> Table:
+    """Sources down, checkpoints across: each translation and what it gets wrong, in columns that stay aligned
+    whatever the script (rich measures each cell's width on the terminal: a CJK character takes two columns)."""
+    table = Table(title=tr("One held-out day ({day}) in seven languages, beam 4", day=DAY.isoformat()),
+                  box=None, padding=(0, 1), highlight=False)
+    for header in (tr("source"), *(tr("after {step} steps", step=shot.step) for shot in shots)):
+        table.add_column(header, no_wrap=True)
     for i, pair in enumerate(pairs):
-        table.add_row(pair.source, *(f"{s.translations[i].target} {verdict(s.translations[i].target, pair.target)}"
-                                     for s in shots))
+        table.add_row(escape(pair.source), *(translation_cell(s.translations[i].target, pair.target) for s in shots))
     return table
+
+
+def translation_cell(got: str, expected: str) -> str:
+    """A translation and its verdict, as rich markup: a green ✓, or a red ✗ and what is wrong."""
+    mark = verdict(got, expected)
+    return f"{escape(got)} " + ("[green]✓[/green]" if mark == "✓" else f"[red]{escape(mark)}[/red]")
 
 
 def explanation() -> str:
@@ -141,7 +149,7 @@ def explanation() -> str:
 
 def draw_alignment(model, vocab, result: Translation, path: Path) -> Path:
     """The cross-attention (mean of the last layer's heads) of one translation, as a PNG."""
-    cap = capture_translation(model, vocab, result.source, result.ids, name="dates model")
+    cap = capture_translation(model, vocab, result.source, result.ids, name=N_("dates model"))
     return save_figure(alignment_figure(cap), path, dpi=100)
 
 
@@ -163,7 +171,7 @@ def translation_step(demo: Demo) -> None:
     console.print(tr("{step} steps, val loss {val_loss:.4f} ({tokens_per_s:,.0f} tokens/s on this machine)",
                      step=result.step, val_loss=result.evals[-1][2], tokens_per_s=result.tokens_per_s))
     pairs, shots = example_pairs(), snapshots(out)
-    console.print(snapshot_table(shots, pairs))
+    console.print(translations_table(pairs, shots))
     for shot in shots:
         console.print("  " + shot.summary(pairs), highlight=False)
     console.print(explanation())
