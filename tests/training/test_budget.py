@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from attnlab.training import Trainer
+from attnlab.training import Seq2SeqTrainConfig, Seq2SeqTrainer, Trainer
 from attnlab.training.budget import PROBE_STEPS, BudgetPlanner, planned_warmup
-from attnlab.training.optim import CosineSchedule, lr_at
+from attnlab.training.optim import CosineSchedule, inverse_sqrt_lr, lr_at
 
 
 class FakeClock:
@@ -21,8 +21,9 @@ class FakeClock:
         return self.now
 
 
-class TimedTrainer(Trainer):
-    """A trainer whose steps and evaluations take the (fake) time the test says; it records every step's lr."""
+class Timed:
+    """Mixed into a trainer: its steps and evaluations take the (fake) time the test says; it records every step's
+    lr."""
 
     def __init__(self, *args, step_seconds, eval_seconds, **kwargs):
         self.step_seconds, self.eval_seconds, self.lrs = step_seconds, eval_seconds, []
@@ -36,6 +37,14 @@ class TimedTrainer(Trainer):
     def evaluate(self):
         self.clock.now += self.eval_seconds
         return super().evaluate()
+
+
+class TimedTrainer(Timed, Trainer):
+    pass
+
+
+class TimedSeq2SeqTrainer(Timed, Seq2SeqTrainer):
+    pass
 
 
 # ---- the schedule a plan moves -------------------------------------------------------------------------------------
@@ -160,3 +169,25 @@ def test_a_resumed_budget_goes_on_with_the_rest_of_its_cosine(tiny_config):
     result = resumed.train()
     assert result.stop_reason == "time_budget" and result.last_lr == pytest.approx(1e-4, rel=1e-12)
     assert result.step > 30 + 90  # a fresh 7.5 s budget
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "inverse-sqrt"])
+def test_a_translation_run_plans_the_same_way(tmp_path, schedule):
+    """The encoder-decoder's trainer plans with the same planner; the paper's schedule has no end to fit, so there
+    the budget only decides where to stop."""
+    clock = FakeClock()
+    config = Seq2SeqTrainConfig(task="numbers", out=str(tmp_path / "run"), max_iters=100_000, batch_size=4,
+                                eval_interval=20, eval_iters=1, train_pairs=50, val_pairs=10, warmup_iters=4,
+                                time_budget=0.05, schedule=schedule,
+                                model={"d_model": 16, "num_heads": 2, "num_encoder_layers": 1, "num_decoder_layers": 1,
+                                       "d_ff": 32, "context_length": 24})
+    trainer = TimedSeq2SeqTrainer(config, quiet=True, clock=clock, step_seconds=lambda s: 0.0625, eval_seconds=0.25)
+    result = trainer.train()
+    # 3 s: 40 steps of 1/16 s (2.5 s) and the evaluations at steps 20 and 40 (the last) fill them exactly
+    assert result.stop_reason == "time_budget" and result.step == result.plan.steps == 40 and clock.now == 1003.0
+    if schedule == "cosine":
+        assert result.last_lr == pytest.approx(1e-4, rel=1e-12)
+        assert trainer.schedule_shape() == "warm-up 4, the cosine ends at step 39"
+    else:
+        assert result.last_lr == inverse_sqrt_lr(39, 1e-3, 4)
+        assert trainer.schedule_shape() == "the paper's schedule (warm-up 4, then 1/sqrt(step)): no end to fit"

@@ -76,7 +76,7 @@ class CosineSchedule:
         moves: the cosine has not started."""
         if step > self.warmup:
             self.anchor, self.anchor_progress = step, self.progress(step)
-        self.end = max(end, step)
+        self.end = end
 
     def state_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -370,11 +370,15 @@ class Trainer:
         fit_schedule(schedule, plan, self.step, c.warmup_iters, c.decay_iters, first)
         if self.show and (first or abs(plan.steps - self.planned) > 0.1 * self.planned):
             self.console.print(tr("time budget: {step_ms:.1f} ms a step, {eval_s:.1f} s an evaluation, {left:.0f} s "
-                                  "left: {steps:,} steps in all; warm-up {warmup}, the cosine ends at step {end}",
-                                  step_ms=1000 * plan.step_seconds, eval_s=plan.eval_seconds, left=plan.seconds_left,
-                                  steps=plan.steps, warmup=schedule.warmup, end=schedule.end))
+                                  "left: {steps:,} steps in all; {schedule}", step_ms=1000 * plan.step_seconds,
+                                  eval_s=plan.eval_seconds, left=plan.seconds_left, steps=plan.steps,
+                                  schedule=self.schedule_shape()))
         self.planned = plan.steps
         return plan.steps
+
+    def schedule_shape(self) -> str:
+        """The learning-rate schedule in a few words, for the time budget's plan."""
+        return tr("warm-up {warmup}, the cosine ends at step {end}", warmup=self.schedule.warmup, end=self.schedule.end)
 
     @contextlib.contextmanager
     def _signals(self):
