@@ -49,7 +49,7 @@ def without_speed(text: str) -> str:
 @pytest.mark.parametrize(("got", "wrong", "shown"), [
     ("2031-07-15", [], "✓"),
     ("2013-07-15", ["year"], "✗ year"),                  # the year's digits in the wrong order
-    ("2051-05-13", ["year", "month", "day"], "✗ year, month, day"),
+    ("2051-05-13", ["year", "month", "day"], "✗ year, month, and day"),
     ("2031-07-12", ["day"], "✗ day"),
     ("2050-011-1", None, "✗ not a date"),                # the malformed answer of an undertrained model
     ("", None, "✗ not a date"),
@@ -65,4 +65,12 @@ def test_a_snapshot_says_what_it_gets_wrong():
     shot = dates.Snapshot(150, [Translation(p.source, a, []) for p, a in zip(pairs, answers, strict=True)], 0.14)
     assert shot.right(pairs) == 3
     assert shot.summary(pairs) == ("after 150 steps: 3/7 right (2 with the year wrong, 1 with the month wrong, 1 with "
-                                   "the day wrong, 1 not a date at all); 14% of 200 other held-out days")
+                                   "the day wrong, and 1 not a date at all); 14% of 200 other held-out days")
+
+
+def test_what_is_wrong_is_listed_in_the_readers_language():
+    from attnlab.i18n import set_language
+
+    set_language("zh")
+    assert dates.verdict("2051-05-13", "2031-07-15") == "✗ 年份、月份和日"
+    assert dates.verdict("2031-07-12", "2031-07-15") == "✗ 日"

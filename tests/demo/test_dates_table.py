@@ -14,8 +14,9 @@ def cells(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
+@pytest.mark.parametrize("width", [80, 180])  # at 80 columns the verdicts wrap, never the sources
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_every_row_puts_each_checkpoints_translation_in_the_same_column(lang):
+def test_every_row_puts_each_checkpoints_translation_in_the_same_column(lang, width):
     from attnlab.i18n import set_language
 
     set_language(lang)
@@ -24,7 +25,7 @@ def test_every_row_puts_each_checkpoints_translation_in_the_same_column(lang):
     early = Snapshot(100, [Translation(p.source, "1999-12-31", []) for p in pairs], 0.0)
     last = Snapshot(600, [Translation(p.source, p.target if k % 2 else "2050-011-1", []) for k, p in enumerate(pairs)],
                     0.5)
-    console = Console(width=160, record=True, color_system=None)
+    console = Console(width=width, record=True, color_system=None)
     console.print(translations_table(pairs, [early, last]))
     rows = [line for line in console.export_text().splitlines() if "1999-12-31" in line]
     assert len(rows) == len(pairs)

@@ -20,7 +20,7 @@ from attnlab.data.pairs import Pair
 from attnlab.data.tasks import DateItem, get_task
 from attnlab.demo.context import Demo
 from attnlab.generation.translation import Translation, translate
-from attnlab.i18n import N_, _, tr
+from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect.encoder_decoder import capture_translation
 from attnlab.models import load_trained
 from attnlab.models.trained import read_state
@@ -52,6 +52,13 @@ def example_pairs() -> list[Pair]:
     return [task.render(DateItem(DAY, locale, fmt)) for locale, fmt in EXAMPLES]
 
 
+def listed(items: list[str]) -> str:
+    """``a, b, and c`` in English, ``a、b和c`` in Chinese (babel's lists, in the reader's language)."""
+    from babel.lists import format_list  # babel: the seq2seq extra, which the dates task needs anyway
+
+    return format_list(items, locale=language())
+
+
 def wrong_fields(got: str, expected: str) -> list[str] | None:
     """The parts of an ISO date (``year``, ``month``, ``day``) that ``got`` has wrong, or None if it is not of the
     form ``YYYY-MM-DD`` at all."""
@@ -67,7 +74,7 @@ def verdict(got: str, expected: str) -> str:
     wrong = wrong_fields(got, expected)
     if wrong is None:
         return tr("✗ not a date")
-    return tr("✗ {fields}", fields=", ".join(_(f) for f in wrong))
+    return tr("✗ {fields}", fields=listed([_(f) for f in wrong]))
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ class Snapshot:
         parts += [tr("{n} not a date at all", n=malformed)] if malformed else []
         return tr("after {step} steps: {right}/{total} right{wrong}; {held:.0%} of {n} other held-out days",
                   step=self.step, right=self.right(pairs), total=len(pairs),
-                  wrong=f" ({', '.join(parts)})" if parts else "", held=self.held_out_right, n=HELD_OUT)
+                  wrong=f" ({listed(parts)})" if parts else "", held=self.held_out_right, n=HELD_OUT)
 
 
 def checkpoints(run: Path) -> dict[int, Path]:
@@ -124,8 +131,9 @@ def translations_table(pairs: list[Pair], shots: list[Snapshot]) -> Table:
     whatever the script (rich measures each cell's width on the terminal: a CJK character takes two columns)."""
     table = Table(title=tr("One held-out day ({day}) in seven languages, beam 4", day=DAY.isoformat()),
                   box=None, padding=(0, 1), highlight=False)
-    for header in (tr("source"), *(tr("after {step} steps", step=shot.step) for shot in shots)):
-        table.add_column(header, no_wrap=True)
+    table.add_column(tr("source"), no_wrap=True)
+    for shot in shots:  # a narrow terminal wraps the verdicts, never the sources
+        table.add_column(tr("after {step} steps", step=shot.step))
     for i, pair in enumerate(pairs):
         table.add_row(escape(pair.source), *(translation_cell(s.translations[i].target, pair.target) for s in shots))
     return table
