@@ -124,6 +124,7 @@ class Trainer:
         self.config, c = config, config
         self.clock = clock  # the time budget's and the progress bar's (tests give a fake one)
         self.planned: int | None = None  # the step count a time budget's latest plan ends at
+        self.shown_plan = 0  # ... and the one it last printed (again when the plan moves by more than a tenth)
         self.on_save = on_save  # e.g. the CLI redraws the loss curve after every checkpoint
         self.dist = d = setup_distributed(c.device)
         self.precision = MixedPrecision(c.dtype, d.device)  # autocast, fp16's gradient scaler, TF32 on CUDA
@@ -368,7 +369,8 @@ class Trainer:
         step (or ``lr_decay_iters``, if sooner). Returns the step count the run now ends at."""
         c, schedule, first = self.config, self.schedule, self.planned is None
         fit_schedule(schedule, plan, self.step, c.warmup_iters, c.decay_iters, first)
-        if self.show and (first or abs(plan.steps - self.planned) > 0.1 * self.planned):
+        if self.show and (first or abs(plan.steps - self.shown_plan) > 0.1 * self.shown_plan):
+            self.shown_plan = plan.steps
             self.console.print(tr("time budget: {step_ms:.1f} ms a step, {eval_s:.1f} s an evaluation, {left:.0f} s "
                                   "left: {steps:,} steps in all; {schedule}", step_ms=1000 * plan.step_seconds,
                                   eval_s=plan.eval_seconds, left=plan.seconds_left, steps=plan.steps,
