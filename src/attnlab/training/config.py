@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from attnlab.files import read_text
 from attnlab.i18n import tr
 from attnlab.models.dtypes import check_dtype_name
 
@@ -193,10 +194,8 @@ def check_keys(values: dict[str, Any], known: list[str], source: str) -> None:
 def load_toml(path: str | Path) -> dict[str, Any]:
     """The key/value pairs of a TOML config file (unchecked; see :meth:`TrainConfig.from_dict`)."""
     path = Path(path)
+    text = read_text(path, "config")
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ValueError(tr("config: no such file {path!r}", path=str(path))) from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ValueError(tr("config: {path!r} is not valid TOML: {err}", path=str(path), err=err)) from None

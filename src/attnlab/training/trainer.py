@@ -190,7 +190,7 @@ class Trainer:
     def _restore(self, ckpt: Checkpoint) -> None:
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
         ckpt.load_weights(self.model)
-        self.optimizer.load_state_dict(ckpt.optimizer)
+        ckpt.load_optimizer(self.optimizer)  # checked against the model's parameters first
         self.precision.load_state_dict(ckpt.state.get("grad_scaler"))
         self.step = self.saved_step = ckpt.step
         self.train_losses = [tuple(x) for x in ckpt.state["history"]["train"]]
