@@ -28,11 +28,9 @@ EXAMPLES = "\n".join([
 
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
     """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
-    from dataclasses import fields
     from pathlib import Path
 
     from attnlab.training import TrainConfig, load_checkpoint, load_toml
-    from attnlab.training.config import check_keys
 
     values: dict[str, Any] = {}
     if resume:
@@ -42,7 +40,7 @@ def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
             raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
     if config_file:
         from_file = load_toml(config_file)
-        check_keys(from_file, [f.name for f in fields(TrainConfig)], f"config file {config_file!r}")
+        TrainConfig.check_values(from_file, f"config file {config_file!r}")  # keys and types, naming the file
         model = {**values.get("model", {}), **from_file.pop("model", {})}
         values = {**values, **from_file, "model": model}
     values.update({k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None})
