@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from attnlab.cli.params import SEED
 from attnlab.i18n import N_, tr
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
@@ -24,7 +25,7 @@ def model_options(default_mechanism: str) -> Callable:
     """``--model``, ``--mechanism`` and ``--seed``, as one decorator."""
 
     def decorate(fn: Callable) -> Callable:
-        fn = click.option("--seed", default=123, show_default=True, help=N_("Seed of the random model."))(fn)
+        fn = click.option("--seed", default=123, show_default=True, type=SEED, help=N_("Seed of the random model."))(fn)
         fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=default_mechanism,
                           show_default=True, help=N_("Mechanism of the random model."))(fn)
         return click.option("--model", "model_name", default="random", show_default=True,

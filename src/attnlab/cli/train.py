@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from attnlab.cli.lang import Command
+from attnlab.cli.params import SEED
 from attnlab.i18n import N_, tr
 
 # flag name -> TrainConfig field (None values are "not given" and do not override)
@@ -91,7 +92,7 @@ def draw_loss_curve(trainer) -> None:
 @click.option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints.  [default: 250]"))
 @click.option("--eval-iters", type=int, help=N_("Batches per loss estimate.  [default: 50]"))
 @click.option("--val-fraction", type=float, help=N_("Share of the corpus held out.  [default: 0.1]"))
-@click.option("--seed", type=int, help=N_("Seed for weights, batches and dropout.  [default: 1337]"))
+@click.option("--seed", type=SEED, help=N_("Seed for weights, batches and dropout.  [default: 1337]"))
 @click.option("--time-budget", type=float, help=N_("Stop cleanly after this many minutes."))
 @click.option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model.  [default: off]"))
 @click.option("--device", help=N_("auto, cpu, cuda, cuda:N.  [default: auto]"))

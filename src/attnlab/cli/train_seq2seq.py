@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from attnlab.cli.lang import Command
+from attnlab.cli.params import SEED
 from attnlab.cli.train import draw_loss_curve
 from attnlab.i18n import N_, tr
 
@@ -93,7 +94,7 @@ EXAMPLES = "\n".join([
 @click.option("--val-pairs", type=int, help=N_("--task: held-out pairs for the validation loss.  [default: 500]"))
 @click.option("--truncate", is_flag=True, default=None, help=N_("Cut sources longer than the context instead of "
                                                                 "refusing them."))
-@click.option("--seed", type=int, help=N_("Seed for the data, weights, batches and dropout.  [default: 1337]"))
+@click.option("--seed", type=SEED, help=N_("Seed for the data, weights, batches and dropout.  [default: 1337]"))
 @click.option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model.  [default: off]"))
 @click.option("--device", help=N_("auto, cpu, cuda, cuda:N.  [default: auto]"))
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),

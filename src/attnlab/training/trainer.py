@@ -49,6 +49,7 @@ from attnlab.training.distributed import (
     restore_rng_state,
     setup_distributed,
 )
+from attnlab.training.footprint import check_training_fits
 from attnlab.training.mixed_precision import MixedPrecision
 from attnlab.training.optim import configure_optimizer, lr_at
 
@@ -144,6 +145,7 @@ class Trainer:
         if c.grad_accum % d.world_size:
             raise ValueError(tr("grad_accum: must be a multiple of the number of processes ({world_size}), got "
                                 "{grad_accum}", world_size=d.world_size, grad_accum=c.grad_accum))
+        check_training_fits(self._build_model, self.model_config, c.batch_size, self.tokenizer.vocab_size, d.device)
         torch.manual_seed(c.seed)  # the same initial weights on every process
         self.model = self._build_model(self.model_config).to(d.device)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
