@@ -59,6 +59,12 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
 
         return load_causal_lm(path, device=device)
     from attnlab.models import load_trained
+    from attnlab.models.trained import POINTER
+
+    if (path / "config.json").is_file() and not (path / POINTER).exists() and not (path / "state.json").exists():
+        raise ValueError(tr("{path!r}: its config.json names no \"architectures\" (as a Hugging Face model's does), "
+                            "and it holds no attnlab checkpoint ({pointer} or state.json)", path=str(path),
+                            pointer=POINTER))
 
     net, tokenizer = load_trained(path, device, kind="decoder")
     kind = "GPT" if type(net).__name__ == "GPT" else "modern decoder"

@@ -69,3 +69,12 @@ def check_values(command: click.Command, ctx: click.Context) -> None:
         for number in value if isinstance(value, list | tuple) else [value]:
             if number is not None and not math.isfinite(number):
                 raise click.BadParameter(tr("{value} is not a finite number", value=number), ctx=ctx, param=param)
+
+
+def refuse_unused(ctx: click.Context, names: list[str], why: str) -> None:
+    """Options among ``names`` given on the command line that do nothing here (``why``: "without --heatmap"): a
+    usage error, so that ``--layer 3`` without ``--heatmap`` is not silently ignored."""
+    for param in ctx.command.get_params(ctx):
+        if param.name in names and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError(tr("{option} {value} does nothing {why}; leave it out", option=param.opts[-1],
+                                      value=ctx.params.get(param.name), why=why), ctx=ctx)

@@ -27,18 +27,29 @@ EXAMPLES = "\n".join([
 ])
 
 
-def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
-    """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
+def resumed_config(out: str, kind: str) -> dict[str, Any]:
+    """The training config saved in the run at ``out`` (for ``--resume``), which must be a run of ``kind``
+    (``"decoder"``: ``attnlab train``; ``"seq2seq"``: ``attnlab train-seq2seq``)."""
     from pathlib import Path
 
-    from attnlab.training import TrainConfig, load_checkpoint, load_toml
+    from attnlab.models.trained import checkpoint_kind
+    from attnlab.training import load_checkpoint
 
-    values: dict[str, Any] = {}
-    if resume:
-        out = given.get("out") or TrainConfig().out
-        values = load_checkpoint(out).state["train_config"] if Path(out).exists() else {}
-        if not values:
-            raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
+    if not Path(out).is_dir():
+        raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
+    found = checkpoint_kind(out)
+    if found != kind:
+        command = {"decoder": "attnlab train", "seq2seq": "attnlab train-seq2seq"}[found]
+        raise ValueError(tr("resume: {out!r} holds a run of {command}; resume it with {command} --out {out} --resume",
+                            out=out, command=command))
+    return load_checkpoint(out).state["train_config"]
+
+
+def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
+    """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
+    from attnlab.training import TrainConfig, load_toml
+
+    values = resumed_config(given.get("out") or TrainConfig().out, "decoder") if resume else {}
     if config_file:
         from_file = load_toml(config_file)
         TrainConfig.check_values(from_file, f"config file {config_file!r}")  # keys and types, naming the file

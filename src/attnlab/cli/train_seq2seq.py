@@ -8,7 +8,7 @@ import click
 
 from attnlab.cli.lang import Command
 from attnlab.cli.params import SEED
-from attnlab.cli.train import draw_loss_curve
+from attnlab.cli.train import draw_loss_curve, resumed_config
 from attnlab.i18n import N_, tr
 
 # flag name -> Seq2SeqTrainConfig field (None values are "not given" and do not override)
@@ -21,18 +21,9 @@ MODEL_FLAGS = ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers
 
 def merge_config(given: dict[str, Any], resume: bool):
     """Defaults < the checkpoint's config (on resume) < the flags given; ``--data`` replaces the task."""
-    from pathlib import Path
-
-    from attnlab.i18n import tr
-    from attnlab.training import load_checkpoint
     from attnlab.training.config import Seq2SeqTrainConfig
 
-    values: dict[str, Any] = {}
-    if resume:
-        out = given.get("out") or Seq2SeqTrainConfig.out
-        values = load_checkpoint(out).state["train_config"] if Path(out).exists() else {}
-        if not values:
-            raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
+    values = resumed_config(given.get("out") or Seq2SeqTrainConfig.out, "seq2seq") if resume else {}
     flags = {k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None}
     if "data" in flags and "task" not in flags:
         flags["task"] = None  # a TSV file instead of the default (or the checkpoint's) task
