@@ -5,13 +5,17 @@ import (click, torch, ...), where no handler of attnlab's can catch it: the read
 worse, an interrupt that an import machinery swallows. So the ``attnlab`` program (:mod:`attnlab.__main__`)
 installs :func:`exit_interrupted` first thing, and the command puts Python's own handler back
 (:func:`restore_default`) as it starts, from when Ctrl-C is a KeyboardInterrupt that it cleans up after.
-Torch-free and import-light: it runs before almost anything is loaded.
+It runs before almost anything is loaded, so it imports next to nothing: ``_signal`` is the C module behind
+``signal``, which itself would first import ``enum`` and ``functools`` (tens of milliseconds, all of them a window
+where Ctrl-C would end in a traceback), and ``posix`` is the core of ``os``.
 """
 
-from __future__ import annotations
+import _signal
 
-import os
-import signal
+try:  # os's C core: the handler may run while os itself is being imported
+    import posix as _os
+except ImportError:  # Windows
+    import nt as _os
 
 
 def exit_interrupted(signum: int, frame: object) -> None:
@@ -22,16 +26,16 @@ def exit_interrupted(signum: int, frame: object) -> None:
         message = tr("Interrupted.")
     except Exception:  # interrupted while the catalog itself was being imported
         message = "Interrupted."
-    os.write(2, (message + "\n").encode("utf-8", "replace"))
-    os._exit(130)  # nothing is written yet: there is nothing to clean up
+    _os.write(2, (message + "\n").encode("utf-8", "replace"))
+    _os._exit(130)  # nothing is written yet: there is nothing to clean up
 
 
 def install_early() -> None:
     """Ctrl-C exits 130 from now on, until :func:`restore_default`."""
-    signal.signal(signal.SIGINT, exit_interrupted)
+    _signal.signal(_signal.SIGINT, exit_interrupted)
 
 
 def restore_default() -> None:
     """Ctrl-C raises KeyboardInterrupt again, if :func:`install_early` had changed that (and only then)."""
-    if signal.getsignal(signal.SIGINT) is exit_interrupted:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if _signal.getsignal(_signal.SIGINT) is exit_interrupted:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
