@@ -101,9 +101,10 @@ def read_bytes(path: str | Path, argument: str) -> bytes:
     with os.fdopen(fd, "rb") as f:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            what = tr("a directory") if stat.S_ISDIR(mode) else tr("not a regular file (a FIFO, a device or a socket)")
-            raise ValueError(tr("{argument}: {path!r} is {what}; expected a file", argument=argument,
-                                path=str(path), what=what))
+            what = (tr("is a directory") if stat.S_ISDIR(mode)
+                    else tr("is not a regular file (a FIFO, a device or a socket)"))
+            raise ValueError(tr("{argument}: {path!r} {what}; expected a file", argument=argument, path=str(path),
+                                what=what))
         try:
             return f.read()
         except OSError as err:

@@ -52,7 +52,7 @@ def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
     values = resumed_config(given.get("out") or TrainConfig().out, "decoder") if resume else {}
     if config_file:
         from_file = load_toml(config_file)
-        TrainConfig.check_values(from_file, f"config file {config_file!r}")  # keys and types, naming the file
+        TrainConfig.check_values(from_file, tr("config file {path!r}", path=config_file))  # keys, types
         model = {**values.get("model", {}), **from_file.pop("model", {})}
         values = {**values, **from_file, "model": model}
     values.update({k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None})
