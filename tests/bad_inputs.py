@@ -98,6 +98,7 @@ def make_bad_dir(d: Path) -> Path:
         (d / name).write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
     (d / "pairs.tsv").write_text("one\tun\ntwo\tdeux\nthree\ttrois\n", encoding="utf-8")
     (d / "notab.tsv").write_text("one\tun\ntwo deux\n", encoding="utf-8")
+    (d / "one_source.tsv").write_text("one\tun\none\tune\n", encoding="utf-8")
     for fifo in ("fifo.txt", "fifo.tsv", "fifo.toml"):
         os.mkfifo(d / fifo)
     for args in (["train-seq2seq", "--task", "numbers", "--out", str(d / "s2s"), *S2S_TINY],

@@ -58,6 +58,8 @@ CASES = [
      ["model.safetensors", "corrupt"], []),
     ("train-seq2seq-tsv-line-without-tab", [*S2S_TRAIN[:1], "--data", "{dir}/notab.tsv", *S2S_TRAIN[3:]], 1,
      ["notab.tsv:2", "no tab", "source<TAB>target"], ["new"]),
+    ("train-seq2seq-tsv-one-source", [*S2S_TRAIN[:1], "--data", "{dir}/one_source.tsv", *S2S_TRAIN[3:]], 1,
+     ["data:", "one_source.tsv", "at least 2 distinct sources", "got 1"], ["new"]),
     # not a regular file: refused before reading, never a hang, no output folder left behind
     ("train-data-fifo", ["train", "--data", "{dir}/fifo.txt", "--out", "{dir}/new"], 1,
      ["data:", "fifo.txt", "not a regular file"], ["new"]),

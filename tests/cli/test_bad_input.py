@@ -190,6 +190,10 @@ CASES = [
      ["--mode encoder", "without --checkpoint"], ["v.html"]),
     ("explain-checkpoint-and-model", ["explain", "12", "--checkpoint", "{dir}/s2s", "--model", "bert"], 2,
      ["--model bert", "with --checkpoint"], []),
+    ("train-resume-and-overwrite", [*TRAIN[:3], "--out", "{dir}/run", "--resume", "--overwrite"], 2,
+     ["--resume", "--overwrite", "give one of them"], []),
+    ("train-seq2seq-resume-and-overwrite", [*S2S_TRAIN[:3], "--out", "{dir}/s2s", "--resume", "--overwrite"], 2,
+     ["--resume", "--overwrite", "give one of them"], []),
     # resuming the other command's run
     ("train-resume-a-translation-run", ["train", "--out", "{dir}/s2s", "--resume"], 1,
      ["resume:", "s2s", "attnlab train-seq2seq --out"], []),

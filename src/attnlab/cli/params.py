@@ -78,3 +78,9 @@ def refuse_unused(ctx: click.Context, names: list[str], why: str) -> None:
         if param.name in names and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
             raise click.UsageError(tr("{option} {value} does nothing {why}; leave it out", option=param.opts[-1],
                                       value=ctx.params.get(param.name), why=why), ctx=ctx)
+
+
+def check_resume_or_overwrite(resume: bool, overwrite: bool) -> None:
+    """``--resume`` continues the run in ``--out``, ``--overwrite`` deletes it: both at once is a usage error."""
+    if resume and overwrite:
+        raise click.UsageError(tr("--resume continues the run in --out and --overwrite deletes it; give one of them"))

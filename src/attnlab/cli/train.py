@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from attnlab.cli.lang import Command
-from attnlab.cli.params import SEED
+from attnlab.cli.params import SEED, check_resume_or_overwrite
 from attnlab.i18n import N_, tr
 
 # flag name -> TrainConfig field (None values are "not given" and do not override)
@@ -117,6 +117,7 @@ def draw_loss_curve(trainer) -> None:
 def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training import train
 
+    check_resume_or_overwrite(resume, overwrite)
     try:
         config = merge_config(given, config_file, resume)
         result = train(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)

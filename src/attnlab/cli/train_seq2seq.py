@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from attnlab.cli.lang import Command
-from attnlab.cli.params import SEED
+from attnlab.cli.params import SEED, check_resume_or_overwrite
 from attnlab.cli.train import draw_loss_curve, resumed_config
 from attnlab.i18n import N_, tr
 
@@ -96,6 +96,7 @@ EXAMPLES = "\n".join([
 def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
+    check_resume_or_overwrite(resume, overwrite)
     if given.get("task") is not None and given.get("data") is not None:
         raise click.UsageError(tr("give the data as --task NAME or --data FILE, not both"))
     try:

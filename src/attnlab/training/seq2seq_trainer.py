@@ -53,7 +53,10 @@ def load_pairs(config: Seq2SeqTrainConfig, vocab: CharVocab | None):
         train, val = task(config.train_pairs, config.seed), task.held_out(config.val_pairs, config.seed)
         return vocab or CharVocab(task.alphabet()), train, val
     pairs = read_pairs(config.data)
-    train, val = split_pairs(pairs, config.val_fraction, config.seed)
+    try:
+        train, val = split_pairs(pairs, config.val_fraction, config.seed)
+    except ValueError as err:  # too few distinct sources to hold some out: name the file
+        raise ValueError(tr("data: {path!r}: {err}", path=str(config.data), err=err)) from None
     return vocab or CharVocab.from_pairs(pairs), train, val
 
 
