@@ -134,6 +134,15 @@ def run_case(d: Path, argv: list[str], status: int, words: list[str], absent: li
     return lines[0]
 
 
+def run_case_in_chinese(d: Path, argv: list[str], status: int) -> str:
+    """Run one case with ``--lang zh``: the same status, one line, and it is Chinese (docs/translations.md)."""
+    result = CliRunner().invoke(main, ["--lang", "zh", *(a.replace("{dir}", str(d)) for a in argv)])
+    errors = [line for line in result.output.splitlines() if line.startswith("错误：")]
+    assert result.exit_code == status and len(errors) == 1, result.output
+    assert re.search(r"[\u4e00-\u9fff]", errors[0].removeprefix("错误：")), errors[0]
+    return errors[0]
+
+
 def undocumented(cases: list[tuple]) -> list[str]:
     """The ids of ``cases`` that docs/bad-input.md does not name (in backticks)."""
     documented = set(re.findall(r"`([a-z0-9-]+)`", DOCS.read_text(encoding="utf-8")))

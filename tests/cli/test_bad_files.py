@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import main
-from bad_inputs import S2S_TINY, run_case, undocumented
+from bad_inputs import S2S_TINY, run_case, run_case_in_chinese, undocumented
 
 TRAIN = ["train", "--data", "{dir}/corpus.txt", "--out", "{dir}/new"]
 S2S_TRAIN = ["train-seq2seq", "--task", "numbers", "--out", "{dir}/new"]
@@ -129,6 +129,11 @@ def test_distinct_ids():
 @pytest.mark.parametrize(("case_id", "argv", "status", "words", "absent"), CASES, ids=[c[0] for c in CASES])
 def test_bad_file(bad_dir, one_thread, case_id, argv, status, words, absent):
     run_case(bad_dir, argv, status, words, absent)
+
+
+@pytest.mark.parametrize(("case_id", "argv", "status"), [c[:3] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_file_in_chinese(bad_dir, one_thread, case_id, argv, status):
+    run_case_in_chinese(bad_dir, argv, status)
 
 
 def test_the_docs_list_every_case():

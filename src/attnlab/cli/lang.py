@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import click
 
+from attnlab.cli.help_format import CellContext
 from attnlab.cli.params import check_raw, check_values
 from attnlab.i18n import LANGUAGES, N_, _, set_language
 from attnlab.interrupt import restore_default
@@ -88,7 +89,10 @@ def lang_option() -> click.Option:
 
 
 class Translated(click.Command):
-    """Help shown in the reader's language; ``--lang`` read first. Mixed into every attnlab command."""
+    """Help shown in the reader's language, laid out in terminal cells; ``--lang`` read first. Mixed into every
+    attnlab command."""
+
+    context_class = CellContext
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
