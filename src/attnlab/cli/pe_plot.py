@@ -39,8 +39,7 @@ def command(output: str, context_length: int, d_model: int, dims: str | None) ->
     try:
         image_format(output)
         wanted = None if dims is None else parse_dims(dims)
-        check_fits(4 * max(context_length, 0) * max(d_model, 0), tr("a table of {t:,} × {d:,} float32",
-                                                                    t=context_length, d=d_model),
+        check_fits(4 * context_length * d_model, tr("a table of {t:,} × {d:,} float32", t=context_length, d=d_model),
                    "--context-length, --d-model")
         fig = pe_figure(context_length, d_model, wanted)
     except ValueError as err:

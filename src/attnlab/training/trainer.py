@@ -68,8 +68,9 @@ class TrainResult:
     checkpoint: Path | None
 
 
-#: what a run writes into its output directory; anything else there is someone else's
-RUN_FILES = frozenset({POINTER, "checkpoints", "tokenizer.json", "cache", "loss.png"})
+#: what a run writes into its output directory (and the demo beside it: the dates' alignment); anything else there
+#: is someone else's
+RUN_FILES = frozenset({POINTER, "checkpoints", "tokenizer.json", "cache", "loss.png", "alignment.png"})
 
 
 def check_fresh(out: Path, overwrite: bool) -> None:
