@@ -55,6 +55,7 @@ DAMAGES = {
     "tokenizer_without_chars": lambda c: (c / "tokenizer.json").write_text('{"kind": "char"}'),
     "state_without_model": _edit_state(lambda s: s.pop("model_config")),
     "state_without_optimizer": _edit_state(lambda s: s.pop("optimizer")),
+    "state_without_history": _edit_state(lambda s: s.pop("history")),
     "truncated_optimizer": lambda c: (c / "optimizer.safetensors").write_bytes(
         (c / "optimizer.safetensors").read_bytes()[:100]),
     "reshaped_optimizer": lambda c: _replace_tensor(c / "optimizer.safetensors", (3,)),

@@ -110,6 +110,8 @@ CASES = [
      ["optimizer.safetensors", "exp_avg", "shape (3,)", "the parameter has shape"], []),
     ("train-resume-state-without-optimizer", ["train", "--out", "{dir}/state_without_optimizer", *RESUME], 1,
      ["state.json", "'optimizer' is missing"], []),
+    ("train-resume-state-without-history", ["train", "--out", "{dir}/state_without_history", *RESUME], 1,
+     ["state.json", "'history' is missing"], []),
     ("train-resume-truncated-rng", ["train", "--out", "{dir}/truncated_rng", *RESUME], 1,
      ["rng.safetensors", "cannot be read"], []),
     ("train-resume-missing-rng", ["train", "--out", "{dir}/no_rng", *RESUME], 1,

@@ -41,6 +41,8 @@ CASES = [
     ("train-max-iters-not-a-number", [*TRAIN, "--max-iters", "abc"], 2, ["--max-iters", "'abc'", "integer"],
      ["new"]),
     ("train-batch-size-negative", [*TRAIN, "--batch-size", "-2"], 1, ["batch_size", "positive", "-2"], ["new"]),
+    ("train-lr-decay-iters-zero", [*TRAIN, "--lr-decay-iters", "0"], 1, ["lr_decay_iters", "positive", "got 0"],
+     ["new"]),
     ("train-learning-rate-negative", [*TRAIN, "--lr", "-1"], 1, ["learning_rate", "positive", "-1.0"], ["new"]),
     ("train-val-fraction-out-of-range", [*TRAIN, "--val-fraction", "2"], 1, ["val_fraction", "(0, 1)", "2.0"],
      ["new"]),

@@ -42,7 +42,9 @@ def resumed_config(out: str, kind: str) -> dict[str, Any]:
         command = {"decoder": "attnlab train", "seq2seq": "attnlab train-seq2seq"}[found]
         raise ValueError(tr("resume: {out!r} holds a run of {command}; resume it with {command} --out {out} --resume",
                             out=out, command=command))
-    return load_checkpoint(out).state["train_config"]
+    checkpoint = load_checkpoint(out)
+    checkpoint.check_trainer_state()
+    return checkpoint.state["train_config"]
 
 
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):

@@ -78,7 +78,6 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
     if state.get("format") != FORMAT:
         raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
                             checkpoint=str(checkpoint), found=state.get('format'), format=FORMAT))
-    json_field(state, "model_config", dict, where)
     return state
 
 
@@ -149,6 +148,7 @@ def load_trained(path: str | Path, device: str | torch.device = "cpu",
                             "encoder-decoder translation model; sample from it with attnlab sample --checkpoint "
                             "{path}, or train a translation model with attnlab train-seq2seq",
                             path=str(path), architecture=architecture))
+    json_field(state, "model_config", dict, str(checkpoint / "state.json"))
     try:
         model = build_model(architecture, state["model_config"])
     except (ValueError, TypeError) as err:  # the file was edited or damaged: say which file

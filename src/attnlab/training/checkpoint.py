@@ -61,6 +61,14 @@ class Checkpoint:
     def step(self) -> int:
         return self.state["step"]
 
+    def check_trainer_state(self) -> None:
+        """What a trainer saves beside the weights (its config, the model's, the loss history) is all there."""
+        where = str(self.path / "state.json")
+        for key, kind in (("train_config", dict), ("model_config", dict), ("history", dict)):
+            json_field(self.state, key, kind, where)
+        for key in ("train", "eval"):
+            json_field(self.state["history"], key, list, f"{where} (history)")
+
     def load_weights(self, model: nn.Module) -> None:
         """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
         load_weights(self.path, model)
@@ -164,10 +172,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     ckpt = resolve_checkpoint(path)
     state = read_state(ckpt)
     where = str(ckpt / "state.json")
-    for key, kind in (("step", int), ("train_config", dict), ("history", dict), ("optimizer", dict)):
-        json_field(state, key, kind, where)
-    for key in ("train", "eval"):
-        json_field(state["history"], key, list, f"{where} (history)")
+    json_field(state, "step", int, where)
+    json_field(state, "optimizer", dict, where)
     optimizer = optimizer_from_tensors(read_tensors(ckpt, "optimizer.safetensors"), state.pop("optimizer"), where)
     rng = read_tensors(ckpt, "rng.safetensors")
     for key, value in rng.items():
@@ -175,4 +181,4 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             raise ValueError(tr("checkpoint {checkpoint!r}: rng.safetensors holds {key!r} of {dtype} {shape}, "
                                 "expected a uint8 vector (an RNG state); the file is damaged", checkpoint=str(ckpt),
                                 key=key, dtype=value.dtype, shape=tuple(value.shape)))
-    return Checkpoint(ckpt, state, optimizer, rng, read_tokenizer(ckpt, state["model_config"]))
+    return Checkpoint(ckpt, state, optimizer, rng, read_tokenizer(ckpt, state.get("model_config", {})))

@@ -78,6 +78,10 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(tr("{name}: expected a positive integer, got {value!r}", name=name, value=value))
+        if self.lr_decay_iters is not None and (isinstance(self.lr_decay_iters, bool) or
+                                                not isinstance(self.lr_decay_iters, int) or self.lr_decay_iters < 1):
+            raise ValueError(tr("lr_decay_iters: expected a positive integer (or none: the cosine ends at max_iters), "
+                                "got {value!r}", value=self.lr_decay_iters))
         for name in ("warmup_iters",):
             if getattr(self, name) < 0:
                 raise ValueError(tr("{name}: expected >= 0, got {value!r}", name=name, value=getattr(self, name)))
