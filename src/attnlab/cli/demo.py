@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from attnlab.cli.lang import Command
+from attnlab.cli.params import SEED
 from attnlab.demo import run_demo
 from attnlab.demo.dates import translation_step
 from attnlab.demo.toy import toy_step
@@ -16,7 +17,7 @@ from attnlab.i18n import N_
                        "PART runs one part alone: `toy` is the tutorial's one-layer toy (training, heatmaps); "
                        "`dates` the encoder-decoder that learns to translate dates (a fixed number of training steps, "
                        "translations, an alignment)."))
-@click.option("--seed", default=123, show_default=True, help=N_("Seed for the trainable weights."))
+@click.option("--seed", default=123, show_default=True, type=SEED, help=N_("Seed for the trainable weights."))
 @click.option("--out", "out_dir", default="out", show_default=True, type=click.Path(file_okay=False),
               help=N_("Where later steps write their files."))
 @click.argument("part", required=False, type=click.Choice(["toy", "dates"]), metavar="[PART]")

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
+from attnlab.cli.params import refuse_unused
 from attnlab.i18n import N_, tr
 
 
@@ -134,6 +135,8 @@ def command(text: str, query: str | None, checkpoint: str | None, mechanism: str
     from attnlab.inspect import explain
 
     if checkpoint is not None:
+        refuse_unused(click.get_current_context(), ["model_name", "mechanism", "seed"],
+                      tr("with --checkpoint, whose model is explained"))
         e = explain_translation(checkpoint, text, query, layer, head)
         if as_json:
             click.echo(json.dumps(e.to_dict(), ensure_ascii=False, indent=1))

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from attnlab.cli.params import SEED
 from attnlab.data.words import is_unspaced
 from attnlab.i18n import N_, tr
 
@@ -26,7 +27,7 @@ def model_options(default_mechanism: str) -> Callable:
     """``--model``, ``--mechanism`` and ``--seed``, as one decorator."""
 
     def decorate(fn: Callable) -> Callable:
-        fn = click.option("--seed", default=123, show_default=True, help=N_("Seed of the random model."))(fn)
+        fn = click.option("--seed", default=123, show_default=True, type=SEED, help=N_("Seed of the random model."))(fn)
         fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=default_mechanism,
                           show_default=True, help=N_("Mechanism of the random model."))(fn)
         return click.option("--model", "model_name", default="random", show_default=True,
@@ -68,6 +69,12 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
 
         return load_causal_lm(path, device=device)
     from attnlab.models import load_trained
+    from attnlab.models.trained import POINTER
+
+    if (path / "config.json").is_file() and not (path / POINTER).exists() and not (path / "state.json").exists():
+        raise ValueError(tr("{path!r}: its config.json names no \"architectures\" (as a Hugging Face model's does), "
+                            "and it holds no attnlab checkpoint ({pointer} or state.json)", path=str(path),
+                            pointer=POINTER))
 
     net, tokenizer = load_trained(path, device, kind="decoder")
     from attnlab.inspect.names import TRAINED_GPT, TRAINED_MODERN

@@ -32,12 +32,15 @@ def even(ctx: click.Context, param: click.Parameter, value: int) -> int:
               help=N_("Embedding width (even)."))
 @click.option("--dims", default=None, help=N_("Comma-separated dimensions to draw as curves, e.g. 0,1,10."))
 def command(output: str, context_length: int, d_model: int, dims: str | None) -> None:
+    from attnlab.memory import check_fits
     from attnlab.viz.figures import image_format, save_figure
     from attnlab.viz.pe_plot import pe_figure
 
     try:
         image_format(output)
         wanted = None if dims is None else parse_dims(dims)
+        check_fits(4 * context_length * d_model, tr("a table of {t:,} × {d:,} float32", t=context_length, d=d_model),
+                   "--context-length, --d-model")
         fig = pe_figure(context_length, d_model, wanted)
     except ValueError as err:
         raise click.UsageError(str(err)) from err

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from attnlab.cli.lang import Command
+from attnlab.cli.params import SEED, check_resume_or_overwrite
 from attnlab.i18n import N_, tr
 
 # flag name -> TrainConfig field (None values are "not given" and do not override)
@@ -26,23 +27,34 @@ EXAMPLES = "\n".join([
 ])
 
 
-def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
-    """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
-    from dataclasses import fields
+def resumed_config(out: str, kind: str) -> dict[str, Any]:
+    """The training config saved in the run at ``out`` (for ``--resume``), which must be a run of ``kind``
+    (``"decoder"``: ``attnlab train``; ``"seq2seq"``: ``attnlab train-seq2seq``)."""
     from pathlib import Path
 
-    from attnlab.training import TrainConfig, load_checkpoint, load_toml
-    from attnlab.training.config import check_keys
+    from attnlab.models.trained import checkpoint_kind
+    from attnlab.training import load_checkpoint
 
-    values: dict[str, Any] = {}
-    if resume:
-        out = given.get("out") or TrainConfig().out
-        values = load_checkpoint(out).state["train_config"] if Path(out).exists() else {}
-        if not values:
-            raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
+    if not Path(out).is_dir():
+        raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
+    found = checkpoint_kind(out)
+    if found != kind:
+        command = {"decoder": "attnlab train", "seq2seq": "attnlab train-seq2seq"}[found]
+        raise ValueError(tr("resume: {out!r} holds a run of {command}; resume it with {command} --out {out} --resume",
+                            out=out, command=command))
+    checkpoint = load_checkpoint(out)
+    checkpoint.check_trainer_state()
+    return checkpoint.state["train_config"]
+
+
+def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
+    """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
+    from attnlab.training import TrainConfig, load_toml
+
+    values = resumed_config(given.get("out") or TrainConfig().out, "decoder") if resume else {}
     if config_file:
         from_file = load_toml(config_file)
-        check_keys(from_file, [f.name for f in fields(TrainConfig)], f"config file {config_file!r}")
+        TrainConfig.check_values(from_file, tr("config file {path!r}", path=config_file))  # keys, types
         model = {**values.get("model", {}), **from_file.pop("model", {})}
         values = {**values, **from_file, "model": model}
     values.update({k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None})
@@ -93,7 +105,7 @@ def draw_loss_curve(trainer) -> None:
 @click.option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints.  [default: 250]"))
 @click.option("--eval-iters", type=int, help=N_("Batches per loss estimate.  [default: 50]"))
 @click.option("--val-fraction", type=float, help=N_("Share of the corpus held out.  [default: 0.1]"))
-@click.option("--seed", type=int, help=N_("Seed for weights, batches and dropout.  [default: 1337]"))
+@click.option("--seed", type=SEED, help=N_("Seed for weights, batches and dropout.  [default: 1337]"))
 @click.option("--time-budget", type=float,
               help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to "
                       "reach --min-lr when the time is spent, and re-planned as the speed changes. With --max-iters "
@@ -110,6 +122,7 @@ def draw_loss_curve(trainer) -> None:
 def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training import train
 
+    check_resume_or_overwrite(resume, overwrite)
     try:
         config = merge_config(given, config_file, resume)
         result = train(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)

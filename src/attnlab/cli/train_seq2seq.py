@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from attnlab.cli.lang import Command
-from attnlab.cli.train import draw_loss_curve
+from attnlab.cli.params import SEED, check_resume_or_overwrite
+from attnlab.cli.train import draw_loss_curve, resumed_config
 from attnlab.i18n import N_, tr
 
 # flag name -> Seq2SeqTrainConfig field (None values are "not given" and do not override)
@@ -20,18 +21,9 @@ MODEL_FLAGS = ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers
 
 def merge_config(given: dict[str, Any], resume: bool):
     """Defaults < the checkpoint's config (on resume) < the flags given; ``--data`` replaces the task."""
-    from pathlib import Path
-
-    from attnlab.i18n import tr
-    from attnlab.training import load_checkpoint
     from attnlab.training.config import Seq2SeqTrainConfig
 
-    values: dict[str, Any] = {}
-    if resume:
-        out = given.get("out") or Seq2SeqTrainConfig.out
-        values = load_checkpoint(out).state["train_config"] if Path(out).exists() else {}
-        if not values:
-            raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
+    values = resumed_config(given.get("out") or Seq2SeqTrainConfig.out, "seq2seq") if resume else {}
     flags = {k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None}
     if "data" in flags and "task" not in flags:
         flags["task"] = None  # a TSV file instead of the default (or the checkpoint's) task
@@ -96,7 +88,7 @@ EXAMPLES = "\n".join([
 @click.option("--val-pairs", type=int, help=N_("--task: held-out pairs for the validation loss.  [default: 500]"))
 @click.option("--truncate", is_flag=True, default=None, help=N_("Cut sources longer than the context instead of "
                                                                 "refusing them."))
-@click.option("--seed", type=int, help=N_("Seed for the data, weights, batches and dropout.  [default: 1337]"))
+@click.option("--seed", type=SEED, help=N_("Seed for the data, weights, batches and dropout.  [default: 1337]"))
 @click.option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model.  [default: off]"))
 @click.option("--device", help=N_("auto, cpu, cuda, cuda:N.  [default: auto]"))
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),
@@ -107,6 +99,7 @@ EXAMPLES = "\n".join([
 def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
+    check_resume_or_overwrite(resume, overwrite)
     if given.get("task") is not None and given.get("data") is not None:
         raise click.UsageError(tr("give the data as --task NAME or --data FILE, not both"))
     try:

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from attnlab.files import atomic_write_text
+from attnlab.files import atomic_write_text, read_bytes
 from attnlab.i18n import N_, _, tr
 
 PAD, BOS, EOS = 0, 1, 2
@@ -50,7 +50,7 @@ def read_pairs(path: str | Path) -> list[Pair]:
     offset), a line with no tab or more than one, an empty (or all-whitespace) side, and a file
     with no pairs at all.
     """
-    data = Path(path).read_bytes()
+    data = read_bytes(path, "data")
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
         text = data[skip:].decode("utf-8")

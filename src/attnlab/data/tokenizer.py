@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from attnlab.files import atomic_write_text
+from attnlab.files import atomic_write_text, json_kind, read_text
 from attnlab.i18n import tr
 
 
@@ -137,18 +137,32 @@ def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Toke
     raise ValueError(tr("tokenizer: expected 'char' or 'bpe', got {kind!r}", kind=kind))
 
 
-def tokenizer_from_json(data: str) -> Tokenizer:
-    """Rebuild a tokenizer from :meth:`to_json` output (ours for char, the library's for BPE)."""
-    obj = json.loads(data)
-    if obj.get("kind") == "char":
-        return CharTokenizer(obj["chars"])
-    if obj.get("kind") == "char-pairs":  # a translation model's vocabulary (attnlab train-seq2seq)
-        from attnlab.data.pairs import CharVocab
+def tokenizer_from_json(data: str, source: str = "tokenizer") -> Tokenizer:
+    """Rebuild a tokenizer from :meth:`to_json` output (ours for char, the library's for BPE).
 
-        return CharVocab.from_json(data)
-    from tokenizers import Tokenizer as HFTokenizer
+    Data that is not such a tokenizer (truncated, edited, another file) is a ValueError naming ``source``.
+    """
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError as err:
+        raise ValueError(tr("{source}: not valid JSON ({err}); the file is truncated or damaged", source=source,
+                            err=err)) from None
+    if not isinstance(obj, dict):
+        raise ValueError(tr("{source}: holds a JSON {found}, expected a JSON object (a tokenizer)", source=source,
+                            found=json_kind(obj)))
+    try:
+        if obj.get("kind") == "char":
+            return CharTokenizer(obj["chars"])
+        if obj.get("kind") == "char-pairs":  # a translation model's vocabulary (attnlab train-seq2seq)
+            from attnlab.data.pairs import CharVocab
 
-    return BPETokenizer(HFTokenizer.from_str(data))
+            return CharVocab.from_json(data)
+        from tokenizers import Tokenizer as HFTokenizer
+
+        return BPETokenizer(HFTokenizer.from_str(data))
+    except Exception as err:  # the tokenizers' own errors name neither the file nor what to do
+        raise ValueError(tr("{source}: not a tokenizer attnlab can read ({err_type}: {err}); the file is damaged",
+                            source=source, err_type=type(err).__name__, err=err)) from None
 
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
@@ -156,4 +170,5 @@ def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    return tokenizer_from_json(Path(path).read_text(encoding="utf-8"))
+    """The tokenizer saved in ``path``; a missing or damaged file is a ValueError naming it."""
+    return tokenizer_from_json(read_text(path, "tokenizer"), source=str(path))

@@ -8,7 +8,6 @@ checkpoint directory with ``model.safetensors``, ``state.json`` (step, configs, 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from safetensors.torch import load_file, load_model
 from torch import nn
 
 from attnlab.data.tokenizer import Tokenizer, load_tokenizer
+from attnlab.files import json_field, read_json
 from attnlab.i18n import tr
 from attnlab.models.config import GPTConfig, ModernDecoderConfig
 from attnlab.models.gpt import GPT
@@ -43,7 +43,7 @@ def latest_checkpoint(out_dir: str | Path) -> Path | None:
     pointer = Path(out_dir) / POINTER
     if not pointer.exists():
         return None
-    return Path(out_dir) / json.loads(pointer.read_text(encoding="utf-8"))["latest"]
+    return Path(out_dir) / json_field(read_json(pointer, "checkpoint"), "latest", str, str(pointer))
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -52,9 +52,14 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if (path / "state.json").exists():
         return path
     latest = latest_checkpoint(path)
-    if latest is None or not (latest / "state.json").exists():
+    if latest is None:
         raise ValueError(tr("checkpoint: no checkpoint found in {path!r} (expected {pointer} or state.json)",
                             path=str(path), pointer=POINTER))
+    if not (latest / "state.json").exists():  # name what is missing: the pointer is there
+        raise ValueError(tr("checkpoint: {pointer!r} points at {latest!r}, which {what}; the run is damaged (pass "
+                            "one of its checkpoint directories, or train again)", pointer=str(path / POINTER),
+                            latest=str(latest), what=tr("has no state.json") if latest.is_dir() else
+                            tr("does not exist")))
     return latest
 
 
@@ -63,16 +68,12 @@ def _renamed(sizes: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_state(checkpoint: Path) -> dict[str, Any]:
-    """``state.json`` of a checkpoint directory, in today's format."""
-    try:
-        state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(tr("checkpoint {checkpoint!r}: state.json is not valid JSON ({err}); the checkpoint is "
-                            "damaged: use another one (an older one stays in checkpoints/) or train again",
-                            checkpoint=str(checkpoint), err=err)) from None
+    """``state.json`` of a checkpoint directory, in today's format; a damaged one is a ValueError naming it."""
+    where = str(checkpoint / "state.json")
+    state = read_json(checkpoint / "state.json", "checkpoint")
     if state.get("format") == 1:
-        state["model_config"] = _renamed(state["model_config"])
-        state["train_config"]["model"] = _renamed(state["train_config"].get("model", {}))
+        state["model_config"] = _renamed(json_field(state, "model_config", dict, where))
+        state["train_config"]["model"] = _renamed(json_field(state, "train_config", dict, where).get("model", {}))
         state["format"] = FORMAT
     if state.get("format") != FORMAT:
         raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
@@ -80,13 +81,21 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
     return state
 
 
+def read_tensors(checkpoint: Path, name: str) -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors file ``name`` in a checkpoint directory; a ValueError names the file."""
+    path = checkpoint / name
+    try:
+        if path.exists() and not path.is_file():  # a FIFO or a device would hang the reader
+            raise OSError(tr("not a regular file"))
+        return load_file(path)
+    except (SafetensorError, OSError) as err:
+        raise ValueError(tr("checkpoint {checkpoint!r}: {name} cannot be read ({err}); the file is missing, truncated "
+                            "or corrupt", checkpoint=str(checkpoint), name=name, err=err)) from None
+
+
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
     """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
-    try:
-        saved = load_file(checkpoint / "model.safetensors")
-    except (SafetensorError, OSError) as err:
-        raise ValueError(tr("checkpoint {checkpoint!r}: model.safetensors cannot be read ({err}); the file is "
-                            "missing, truncated or corrupt", checkpoint=str(checkpoint), err=err)) from None
+    saved = read_tensors(checkpoint, "model.safetensors")
     own = model.state_dict()
     bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
            for k, v in saved.items() if k in own and own[k].shape != v.shape]
@@ -139,9 +148,25 @@ def load_trained(path: str | Path, device: str | torch.device = "cpu",
                             "encoder-decoder translation model; sample from it with attnlab sample --checkpoint "
                             "{path}, or train a translation model with attnlab train-seq2seq",
                             path=str(path), architecture=architecture))
-    model = build_model(architecture, state["model_config"])
+    json_field(state, "model_config", dict, str(checkpoint / "state.json"))
+    try:
+        model = build_model(architecture, state["model_config"])
+    except (ValueError, TypeError) as err:  # the file was edited or damaged: say which file
+        raise ValueError(tr("checkpoint {checkpoint!r}: the model_config in state.json does not make a model ({err})",
+                            checkpoint=str(checkpoint), err=err)) from None
     load_weights(checkpoint, model)
+    return model.to(device).eval(), read_tokenizer(checkpoint, state["model_config"])
+
+
+def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
+    """The tokenizer saved beside the weights, which must be the one they were trained with (as many tokens)."""
     if not (checkpoint / "tokenizer.json").is_file():
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",
                             checkpoint=str(checkpoint)))
-    return model.to(device).eval(), load_tokenizer(checkpoint / "tokenizer.json")
+    tokenizer = load_tokenizer(checkpoint / "tokenizer.json")
+    expected = model_config.get("vocab_size")
+    if expected is not None and tokenizer.vocab_size != expected:
+        raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json holds {found} tokens but the model was trained "
+                            "on {expected}; the tokenizer does not belong to these weights", checkpoint=str(checkpoint),
+                            found=tokenizer.vocab_size, expected=expected))
+    return tokenizer

@@ -27,12 +27,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file, save_model
+from safetensors.torch import save_file, save_model
 from torch import Tensor, nn
 
-from attnlab.data.tokenizer import Tokenizer, load_tokenizer
-from attnlab.files import atomic_write_text, current_umask
-from attnlab.models.trained import FORMAT, POINTER, latest_checkpoint, load_weights, read_state, resolve_checkpoint
+from attnlab.data.tokenizer import Tokenizer
+from attnlab.files import atomic_write_text, current_umask, json_field
+from attnlab.i18n import tr
+from attnlab.models.trained import (
+    FORMAT,
+    POINTER,
+    latest_checkpoint,
+    load_weights,
+    read_state,
+    read_tensors,
+    read_tokenizer,
+    resolve_checkpoint,
+)
 
 __all__ = ["POINTER", "Checkpoint", "latest_checkpoint", "load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
 
@@ -51,9 +61,43 @@ class Checkpoint:
     def step(self) -> int:
         return self.state["step"]
 
+    def check_trainer_state(self) -> None:
+        """What a trainer saves beside the weights (its config, the model's, the loss history) is all there."""
+        where = str(self.path / "state.json")
+        for key, kind in (("train_config", dict), ("model_config", dict), ("history", dict)):
+            json_field(self.state, key, kind, where)
+        for key in ("train", "eval"):
+            json_field(self.state["history"], key, list, f"{where} (history)")
+
     def load_weights(self, model: nn.Module) -> None:
         """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
         load_weights(self.path, model)
+
+    def load_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Restore the saved optimizer state into ``optimizer``, checked first against its parameters: torch
+        would accept moments of the wrong shape and fail (or silently broadcast) at the next step."""
+        where = str(self.path / "optimizer.safetensors")
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        saved = [len(group.get("params", ())) for group in self.optimizer["param_groups"]]
+        if saved != [len(group["params"]) for group in optimizer.param_groups]:
+            raise ValueError(tr("{where}: the optimizer state is for parameter groups of sizes {saved}, the model has "
+                                "{found}; the file is damaged or belongs to another model", where=where, saved=saved,
+                                found=[len(group["params"]) for group in optimizer.param_groups]))
+        for idx, slots in self.optimizer["state"].items():
+            if not 0 <= idx < len(params):
+                raise ValueError(tr("{where}: the optimizer state names parameter {idx}, the model has {n}; the file "
+                                    "is damaged or belongs to another model", where=where, idx=idx, n=len(params)))
+            for name, value in slots.items():
+                if isinstance(value, Tensor) and name != "step" and value.shape != params[idx].shape:
+                    raise ValueError(tr("{where}: the optimizer's {name} for parameter {idx} has shape {shape} but the "
+                                        "parameter has shape {expected}; the file is damaged or belongs to another "
+                                        "model", where=where, name=name, idx=idx, shape=tuple(value.shape),
+                                        expected=tuple(params[idx].shape)))
+        try:
+            optimizer.load_state_dict(self.optimizer)
+        except (ValueError, KeyError, TypeError, RuntimeError) as err:
+            raise ValueError(tr("{where}: the optimizer state cannot be restored ({err}); the file is damaged",
+                                where=where, err=err)) from None
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:
@@ -69,13 +113,19 @@ def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Te
     return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
 
 
-def optimizer_from_tensors(tensors: dict[str, Tensor], meta: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild a state dict that ``optimizer.load_state_dict`` accepts from :func:`optimizer_to_tensors` output."""
-    state: dict[int, dict[str, Any]] = {}
-    for key, value in [*tensors.items(), *meta["scalars"].items()]:
-        _, idx, name = key.split(".", 2)
-        state.setdefault(int(idx), {})[name] = value
-    groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else g for g in meta["param_groups"]]
+def optimizer_from_tensors(tensors: dict[str, Tensor], meta: dict[str, Any],
+                           where: str = "optimizer state") -> dict[str, Any]:
+    """Rebuild a state dict that ``optimizer.load_state_dict`` accepts from :func:`optimizer_to_tensors` output;
+    keys or fields of another layout are a ValueError naming ``where``."""
+    try:
+        state: dict[int, dict[str, Any]] = {}
+        for key, value in [*tensors.items(), *meta["scalars"].items()]:
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value
+        groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else dict(g) for g in meta["param_groups"]]
+    except (KeyError, ValueError, TypeError, AttributeError) as err:
+        raise ValueError(tr("{where}: not the optimizer state attnlab saves ({err_type}: {err}); the checkpoint is "
+                            "damaged", where=where, err_type=type(err).__name__, err=err)) from None
     return {"state": state, "param_groups": groups}
 
 
@@ -117,9 +167,18 @@ def _prune(root: Path, keep: int, latest: Path) -> None:
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Read the checkpoint at ``path`` (an output directory or a checkpoint directory)."""
+    """Read the checkpoint at ``path`` (an output directory or a checkpoint directory); every file is checked, and
+    a missing or damaged one is a ValueError that names it."""
     ckpt = resolve_checkpoint(path)
     state = read_state(ckpt)
-    optimizer = optimizer_from_tensors(load_file(ckpt / "optimizer.safetensors"), state.pop("optimizer"))
-    rng = load_file(ckpt / "rng.safetensors")
-    return Checkpoint(ckpt, state, optimizer, rng, load_tokenizer(ckpt / "tokenizer.json"))
+    where = str(ckpt / "state.json")
+    json_field(state, "step", int, where)
+    json_field(state, "optimizer", dict, where)
+    optimizer = optimizer_from_tensors(read_tensors(ckpt, "optimizer.safetensors"), state.pop("optimizer"), where)
+    rng = read_tensors(ckpt, "rng.safetensors")
+    for key, value in rng.items():
+        if value.dtype != torch.uint8 or value.dim() != 1:
+            raise ValueError(tr("checkpoint {checkpoint!r}: rng.safetensors holds {key!r} of {dtype} {shape}, "
+                                "expected a uint8 vector (an RNG state); the file is damaged", checkpoint=str(ckpt),
+                                key=key, dtype=value.dtype, shape=tuple(value.shape)))
+    return Checkpoint(ckpt, state, optimizer, rng, read_tokenizer(ckpt, state.get("model_config", {})))

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from attnlab.data import CharVocab, encode_pairs, get_task, read_pairs, split_pairs
 from attnlab.data.pairs import Batch, EncodedPair, collate
 from attnlab.i18n import tr
+from attnlab.memory import check_fits
 from attnlab.models.trained import ARCHITECTURES
 from attnlab.training.checkpoint import Checkpoint
 from attnlab.training.config import Seq2SeqTrainConfig, check_keys
@@ -44,11 +45,18 @@ def build_seq2seq_config(config: Seq2SeqTrainConfig, vocab: CharVocab):
 def load_pairs(config: Seq2SeqTrainConfig, vocab: CharVocab | None):
     """``(vocab, train pairs, validation pairs)``; the vocabulary is built unless resuming gave one."""
     if config.task is not None:
+        # two Python strings a pair at the least (49 bytes each, empty): a count that cannot fit is refused
+        check_fits(100 * (config.train_pairs + config.val_pairs), tr("{n:,} generated pairs",
+                                                                      n=config.train_pairs + config.val_pairs),
+                   "train_pairs, val_pairs")
         task = get_task(config.task)
         train, val = task(config.train_pairs, config.seed), task.held_out(config.val_pairs, config.seed)
         return vocab or CharVocab(task.alphabet()), train, val
     pairs = read_pairs(config.data)
-    train, val = split_pairs(pairs, config.val_fraction, config.seed)
+    try:
+        train, val = split_pairs(pairs, config.val_fraction, config.seed)
+    except ValueError as err:  # too few distinct sources to hold some out: name the file
+        raise ValueError(tr("data: {path!r}: {err}", path=str(config.data), err=err)) from None
     return vocab or CharVocab.from_pairs(pairs), train, val
 
 

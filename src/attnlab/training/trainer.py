@@ -49,6 +49,7 @@ from attnlab.training.distributed import (
     restore_rng_state,
     setup_distributed,
 )
+from attnlab.training.footprint import check_training_fits
 from attnlab.training.mixed_precision import MixedPrecision
 from attnlab.training.optim import CosineSchedule, configure_optimizer
 from attnlab.training.progress import progress_bar
@@ -74,10 +75,21 @@ class TrainResult:
 SCHEDULE_STATE = ("warmup", "end", "anchor", "anchor_progress")
 
 
+#: what a run writes into its output directory (and the demo beside it: the dates' alignment); anything else there
+#: is someone else's
+RUN_FILES = frozenset({POINTER, "checkpoints", "tokenizer.json", "cache", "loss.png", "alignment.png"})
+
+
 def check_fresh(out: Path, overwrite: bool) -> None:
-    """A new run must not silently mix its checkpoints with an old run's: resume, overwrite, or refuse."""
+    """A new run must not silently mix its checkpoints with an old run's (resume, overwrite, or refuse), nor write
+    among files that are not a run's: it would replace a ``loss.png`` and ``--overwrite`` delete a ``checkpoints``."""
     old = latest_checkpoint(out)
     if old is None:
+        others = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES) if out.is_dir() else []
+        if others:
+            shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+            raise ValueError(tr("out: {out!r} holds files that are not a training run's ({shown}); choose a new or "
+                                "empty directory", out=str(out), shown=shown))
         return
     if not overwrite:
         raise ValueError(tr("out: {out!r} already holds a checkpoint ({name}); resume it with --resume, replace it "
@@ -155,6 +167,7 @@ class Trainer:
         if c.grad_accum % d.world_size:
             raise ValueError(tr("grad_accum: must be a multiple of the number of processes ({world_size}), got "
                                 "{grad_accum}", world_size=d.world_size, grad_accum=c.grad_accum))
+        check_training_fits(self._build_model, self.model_config, c.batch_size, self.tokenizer.vocab_size, d.device)
         torch.manual_seed(c.seed)  # the same initial weights on every process
         self.model = self._build_model(self.model_config).to(d.device)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
@@ -202,7 +215,7 @@ class Trainer:
     def _restore(self, ckpt: Checkpoint) -> None:
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
         ckpt.load_weights(self.model)
-        self.optimizer.load_state_dict(ckpt.optimizer)
+        ckpt.load_optimizer(self.optimizer)  # checked against the model's parameters first
         self.precision.load_state_dict(ckpt.state.get("grad_scaler"))
         self.step = self.saved_step = ckpt.step
         self.train_losses = [tuple(x) for x in ckpt.state["history"]["train"]]
