@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.causal import CausalAttention
-from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
+from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend
 from attnlab.i18n import tr
 
@@ -174,7 +174,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None,
-                memory_kv: tuple[Tensor, Tensor] | None = None):
+                memory_kv: tuple[Tensor, Tensor] | None = None, head_mask: Tensor | None = None):
         """Attend from ``x`` to ``memory`` (default: ``x`` itself); see the class docstring for shapes.
 
         Args:
@@ -192,6 +192,8 @@ class MultiHeadAttention(nn.Module):
                 aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
             memory_kv: cross-attention with the memory's keys and values already projected and split
                 (:meth:`project_memory`), instead of ``memory``: what a decoding loop computes once per source.
+            head_mask: ``(num_heads,)``: each head's context is multiplied by its entry before the heads are merged
+                (0 removes the head, 1 keeps it); differentiable, for head importance.
         """
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
@@ -230,5 +232,5 @@ class MultiHeadAttention(nn.Module):
                                   return_weights=return_weights)
 
         # 4. merge the heads back into d_out, then mix them                              (B, Tq, d_out)
-        context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)
+        context = mask_heads(context, head_mask, owner).transpose(1, 2).reshape(b, num_tokens, self.d_out)
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)
