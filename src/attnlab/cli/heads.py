@@ -1,0 +1,176 @@
+"""``attnlab heads …``: what the heads learn, four papers' experiments (see docs/heads.md).
+
+* ``induction --out DIR``: a one-layer and a two-layer attention-only model trained side by side; the two-layer one
+  forms induction heads in a phase change (Olsson et al., 2022);
+* ``rollout TEXT``: raw attention, attention rollout and attention flow of any model attnlab can look through;
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from attnlab.cli.lang import Command, Translated
+from attnlab.cli.model_options import capture_text, model_options
+from attnlab.i18n import N_, _, tr
+
+
+class HeadsGroup(Translated, click.Group):
+    """The ``heads`` group: its subcommands' one-line help in the reader's language too."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _(self.commands[name].help or "").split("\n")[0]) for name in self.list_commands(ctx)]
+        with formatter.section(_("Commands")):
+            formatter.write_dl(rows)
+
+
+@click.group(name="heads", cls=HeadsGroup,
+             help=N_("What the heads learn: induction heads, BERT's head roles, attention rollout and flow, head "
+                     "pruning."))
+def command() -> None:
+    """The ``attnlab heads`` group."""
+
+
+def _write_figure(fig, path: str) -> None:
+    from attnlab.viz.figures import save_figure
+
+    click.echo(tr("wrote {path}", path=save_figure(fig, path)))
+
+
+def _check_image_path(path: str) -> None:
+    from attnlab.viz.figures import image_format
+
+    try:
+        image_format(path)
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+
+
+@command.command(name="rollout", cls=Command,
+                 help=N_("Raw attention, attention rollout and attention flow of TEXT, side by side (Abnar & "
+                         "Zuidema, 2020)."))
+@click.argument("text")
+@click.option("-o", "--output", default="rollout.png", show_default=True, help=N_("Output file (.png or .svg)."))
+@model_options(default_mechanism="multihead")
+@click.option("--layer", default=-1, show_default=True,
+              help=N_("Layer whose raw attention is drawn beside rollout and flow (-1: the last)."))
+def rollout_command(text: str, output: str, model_name: str, mechanism: str, seed: int, layer: int) -> None:
+    from attnlab.heads import FLOW_MAX_TOKENS, attention_flow, rollout
+    from attnlab.viz.rollout_figure import rollout_figure
+
+    _check_image_path(output)
+    cap = capture_text(text, model_name, mechanism, seed, qkv=False)
+    shown = cap.num_layers + layer if layer < 0 else layer
+    try:
+        cap.check_layer_head(shown)
+    except ValueError as err:
+        raise click.UsageError(tr("--layer: {problem}", problem=err)) from err
+    raw = cap.attentions[shown].mean(dim=0).double()
+    rolled = rollout(cap.attentions)
+    flow = attention_flow(cap.attentions) if cap.seq_len <= FLOW_MAX_TOKENS else None
+    if flow is None:
+        click.echo(tr("attention flow is computed for at most {max_tokens} tokens; this text has {t}: only rollout "
+                      "is drawn", max_tokens=FLOW_MAX_TOKENS, t=cap.seq_len))
+    # the row a prediction is read from: a decoder's last token, an encoder's first ([CLS])
+    row = cap.seq_len - 1 if cap.is_causal else 0
+    title = tr("where {token} gets its information from ({model_name})", token=escape(repr(cap.tokens[row])),
+               model_name=escape(cap.model_name))
+    table = Table(title=title, title_justify="left")
+    for name in (tr("input token"), tr("raw, layer {layer}", layer=shown), tr("rollout"), tr("flow")):
+        table.add_column(name, justify="left" if name == tr("input token") else "right")
+    for j, token in enumerate(cap.tokens):
+        table.add_row(escape(token), f"{raw[row, j]:.3f}", f"{rolled[row, j]:.3f}",
+                      "-" if flow is None else f"{flow[row, j]:.3f}")
+    Console(highlight=False).print(table)
+    fig = rollout_figure(cap.tokens, raw, rolled, flow, layer=shown, title=cap.model_name)
+    _write_figure(fig, output)
+
+
+def _prepare_out(out: str) -> Path:
+    from attnlab.files import check_writable_dir
+
+    check_writable_dir(out, "--out")  # before minutes of work
+    return Path(out)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    from attnlab.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    click.echo(tr("wrote {path}", path=path))
+
+
+@command.command(name="induction", cls=Command,
+                 help=N_("Train a one-layer and a two-layer attention-only model on repeated random tokens and watch "
+                         "induction heads form (Olsson et al., 2022). A fixed number of steps: every machine gets the "
+                         "same numbers."))
+@click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
+              help=N_("Where induction.json and the figures are written."))
+@click.option("--steps", default=None, type=int, help=N_("Training steps of each model [default: 800]."))
+@click.option("--seed", default=0, show_default=True, help=N_("Seed of the weights and the data."))
+@click.option("--layer", default=None, type=int,
+              help=N_("Layer of the head drawn on a repeated sequence [default: the best head's]."))
+@click.option("--head", default=None, type=int, help=N_("Head drawn on a repeated sequence [default: the best]."))
+def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | None, head: int | None) -> None:
+    from attnlab.heads.induction import InductionConfig, results, train_induction
+
+    config = InductionConfig(seed=seed, **({} if steps is None else {"steps": steps}))
+    deepest = max(config.layers)
+    if (layer is None) != (head is None):
+        raise click.UsageError(tr("--layer and --head go together: give both, or neither (the best head is drawn)"))
+    if layer is not None and not 0 <= layer < deepest:
+        raise click.UsageError(tr("--layer must be in 0..{value} (the {deepest}-layer model), got {layer}",
+                                  value=deepest - 1, deepest=deepest, layer=layer))
+    if head is not None and not 0 <= head < config.num_heads:
+        raise click.UsageError(tr("--head must be in 0..{value}, got {head}", value=config.num_heads - 1, head=head))
+    out = _prepare_out(out_dir)
+
+    def show(name: str, e) -> None:
+        if e.step % 100 == 0 or e.step == config.steps:
+            click.echo(tr("{name} step {step:>4}: loss {loss:.3f}, repeated half {repeated:.3f}, ICL {icl:+.3f}, "
+                          "best head {best:.2f}", name=name, step=e.step, loss=e.loss, repeated=e.repeated_loss,
+                          icl=e.icl_score, best=e.best))
+
+    runs = train_induction(config, show)
+    result = results(config, runs)
+    _induction_table(Console(highlight=False), result)
+    _write_json(out / "induction.json", result)
+    _induction_figures(out, config, runs, result, layer, head)
+
+
+def _induction_table(console: Console, result: dict) -> None:
+    table = Table(title=tr("Induction heads, final scores (head: layer, head; repeated half: its loss; phase change: "
+                           "the first step a head scored over 0.5)"), title_justify="left")
+    for name in (tr("model"), tr("head"), tr("prefix-matching"), tr("ICL score"), tr("repeated half"),
+                 tr("phase change")):
+        table.add_column(name, justify="left" if name == tr("model") else "right")
+    for name, model in result["models"].items():
+        layer, head = model["induction_head"]
+        step = model["phase_change_step"]
+        table.add_row(name, f"{layer}, {head}", f"{model['prefix_matching'][layer][head]:.3f}",
+                      f"{model['icl_score']:+.3f}", f"{model['repeated_loss']:.3f}",
+                      tr("none") if step is None else str(step))
+    console.print(table)
+
+
+def _induction_figures(out: Path, config, runs: dict, result: dict, layer: int | None, head: int | None) -> None:
+    from attnlab.data.tokens import stream_generator
+    from attnlab.heads.repeated_tokens import repeated_halves
+    from attnlab.inspect import capture
+    from attnlab.viz.induction_figures import induction_head_figure, induction_training_figure
+
+    _write_figure(induction_training_figure(result), str(out / "induction_training.png"))
+    name = f"{max(config.layers)}-layer"
+    run = runs[name]
+    if layer is None:
+        layer, head = run.induction_head()
+    ids = repeated_halves(1, config.half, config.vocab_size, stream_generator(config.seed, "induction", "figure"))[0]
+    cap = capture(run.model, ids, tokens=[str(i) for i in ids.tolist()], name=name)
+    score = result["models"][name]["prefix_matching"][layer][head]
+    _write_figure(induction_head_figure(cap.weights(layer, head), cap.tokens, layer, head, score),
+                  str(out / "induction_head.png"))
