@@ -2,6 +2,7 @@
 
 * ``induction --out DIR``: a one-layer and a two-layer attention-only model trained side by side; the two-layer one
   forms induction heads in a phase change (Olsson et al., 2022);
+* ``roles``: every head of a pretrained BERT measured over a corpus, as Clark et al. (2019) did;
 * ``rollout TEXT``: raw attention, attention rollout and attention flow of any model attnlab can look through;
 """
 
@@ -174,3 +175,78 @@ def _induction_figures(out: Path, config, runs: dict, result: dict, layer: int |
     score = result["models"][name]["prefix_matching"][layer][head]
     _write_figure(induction_head_figure(cap.weights(layer, head), cap.tokens, layer, head, score),
                   str(out / "induction_head.png"))
+
+
+DEFAULT_SENTENCES = 400
+
+
+@command.command(name="roles", cls=Command,
+                 help=N_("Measure what every head of a pretrained BERT looks at ([CLS], [SEP], punctuation, the "
+                         "previous, next and same token; entropy) over a corpus, as Clark et al. (2019) did."))
+@click.option("--model", "model_name", default="bert", show_default=True,
+              help=N_("bert (all-MiniLM-L6-v2), or a directory of a BERT-family model."))
+@click.option("--text", "text_path", default=None, type=click.Path(dir_okay=False),
+              help=N_("A UTF-8 file, one sentence per line [default: sentences of Shakespeare's Hamlet]."))
+@click.option("--sentences", "count", default=DEFAULT_SENTENCES, show_default=True, type=click.IntRange(min=1),
+              help=N_("How many of the default sentences to use."))
+@click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
+              help=N_("Where roles.json and the figures are written."))
+def roles_command(model_name: str, text_path: str | None, count: int, out_dir: str) -> None:
+    from attnlab.data.sentences import read_sentences, shakespeare_sentences
+    from attnlab.heads.roles import head_roles
+
+    sentences = read_sentences(text_path) if text_path is not None else shakespeare_sentences(count)
+    out = _prepare_out(out_dir)
+    bert = _load_encoder(model_name)
+    result = head_roles(bert, sentences)
+    _roles_table(Console(highlight=False), result)
+    _write_json(out / "roles.json", result)
+    _roles_figures(out, bert, result, sentences)
+
+
+def _load_encoder(model_name: str):
+    from attnlab.pretrained import load_bert
+
+    net = load_bert("all-MiniLM-L6-v2" if model_name == "bert" else model_name)
+    net.name = "all-MiniLM-L6-v2" if model_name == "bert" else Path(model_name).name
+    return net
+
+
+def _roles_table(console: Console, result: dict) -> None:
+    from attnlab.heads.roles import ROLES
+
+    table = Table(title=tr("{model}: what the heads look at, each layer's mean over its heads ({sentences} "
+                           "sentences, {queries} query tokens)", model=escape(result["model"]),
+                           sentences=result["sentences"], queries=result["queries"]), title_justify="left")
+    table.add_column(tr("layer"), justify="right")
+    for role in ROLES:
+        table.add_column(role, justify="right")
+    for layer, heads in enumerate(result["layers"]):
+        table.add_row(str(layer), *(f"{sum(h[r] for h in heads) / len(heads):.3f}" for r in ROLES))
+    table.add_section()
+    table.add_row(tr("even"), *(f"{result['uniform'][r]:.3f}" if r in result["uniform"] else "" for r in ROLES))
+    console.print(table)
+    for role in ("prev", "next", "cls", "punct"):
+        layer, head, value = strongest(result, role)
+        click.echo(tr("strongest {role} head: layer {layer}, head {head} ({value:.3f})", role=role, layer=layer,
+                      head=head, value=value))
+
+
+def strongest(result: dict, role: str) -> tuple[int, int, float]:
+    """``(layer, head, value)`` of the head with the highest ``role`` statistic."""
+    return max(((layer, head, stats[role]) for layer, heads in enumerate(result["layers"])
+                for head, stats in enumerate(heads)), key=lambda x: x[2])
+
+
+def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
+    from attnlab.inspect import capture
+    from attnlab.viz.roles_figures import positional_heads_figure, special_tokens_figure
+
+    _write_figure(special_tokens_figure(result), str(out / "roles_special_tokens.png"))
+    sentence = max(sentences[:50], key=lambda s: (len(s.split()) <= 16, len(s)))  # a longish one that fits a figure
+    cap = capture(bert, sentence, tokenizer=bert.tokenizer, qkv=False)
+    panels = []
+    for role in ("prev", "next"):
+        layer, head, value = strongest(result, role)
+        panels.append((cap.weights(layer, head), f"{role}: layer {layer}, head {head} ({value:.2f} on average)"))
+    _write_figure(positional_heads_figure(cap.tokens, panels), str(out / "roles_positional_heads.png"))
