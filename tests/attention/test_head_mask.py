@@ -3,8 +3,6 @@ zeroed) by hand, through a forward pre-hook, with no head mask given to the mode
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 from hypothesis import given, settings
@@ -12,29 +10,7 @@ from hypothesis import strategies as st
 
 from attnlab.attention import GroupedQueryAttention, MultiHeadAttention
 from attnlab.models import GPT, EncoderConfig, GPTConfig, ModernDecoder, ModernDecoderConfig, TransformerEncoder
-
-
-@contextlib.contextmanager
-def scaled_by_hand(modules, head_mask: torch.Tensor, head_dim: int):
-    """While open: each module's ``out_proj`` input has head h's columns ``h·head_dim .. (h+1)·head_dim`` multiplied
-    by ``head_mask[l, h]`` (the reference: written here, not by the code under test)."""
-
-    def hook_for(row):
-        def hook(_module, args):
-            (context,) = args
-            context = context.clone()
-            for h, value in enumerate(row.tolist()):
-                context[..., h * head_dim:(h + 1) * head_dim] *= value
-            return (context,)
-        return hook
-
-    handles = [m.out_proj.register_forward_pre_hook(hook_for(row)) for m, row in zip(modules, head_mask, strict=True)]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
+from references import scaled_by_hand
 
 MASKS = [torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0.0, 0.0, 0.0, 0.0]), torch.tensor([0.5, 1.0, 0.0, 2.0])]
 

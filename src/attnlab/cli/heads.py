@@ -4,6 +4,8 @@
   forms induction heads in a phase change (Olsson et al., 2022);
 * ``roles``: every head of a pretrained BERT measured over a corpus, as Clark et al. (2019) did;
 * ``rollout TEXT``: raw attention, attention rollout and attention flow of any model attnlab can look through;
+* ``prune --checkpoint DIR``: each head's importance, its ablation, and the loss as heads are removed (Michel et al.,
+  2019).
 """
 
 from __future__ import annotations
@@ -250,3 +252,99 @@ def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
         layer, head, value = strongest(result, role)
         panels.append((cap.weights(layer, head), f"{role}: layer {layer}, head {head} ({value:.2f} on average)"))
     _write_figure(positional_heads_figure(cap.tokens, panels), str(out / "roles_positional_heads.png"))
+
+
+@command.command(name="prune", cls=Command,
+                 help=N_("Rank the heads of a trained GPT by gradient importance, remove each alone, then remove "
+                         "more and more of them and plot the loss (Michel et al., 2019)."))
+@click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False),
+              help=N_("A directory that attnlab train wrote (or one of its checkpoints)."))
+@click.option("--data", default=None,
+              help=N_("Text to measure the loss on [default: the validation split of the checkpoint's corpus]."))
+@click.option("--step", default=0.1, show_default=True, type=float,
+              help=N_("Fraction of the heads removed at each point of the curve, in (0, 1)."))
+@click.option("--batches", default=20, show_default=True, type=click.IntRange(min=1),
+              help=N_("Fixed batches of held-out text every loss is measured on."))
+@click.option("--batch-size", default=16, show_default=True, type=click.IntRange(min=1),
+              help=N_("Sequences per batch."))
+@click.option("--seed", default=0, show_default=True, help=N_("Seed of the batches drawn."))
+@click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
+              help=N_("Where prune.json and the figures are written."))
+def prune_command(checkpoint: str, data: str | None, step: float, batches: int, batch_size: int, seed: int,
+                  out_dir: str) -> None:
+    from attnlab.heads.importance import pruning_fractions
+
+    pruning_fractions(step)  # a wrong step is reported before anything is loaded
+    out = _prepare_out(out_dir)
+    model, batches_, source = _prune_inputs(checkpoint, data, batches, batch_size, seed)
+    result = _measure_heads(model, batches_, step)
+    result.update(checkpoint=str(checkpoint), data=source, batches=batches, batch_size=batch_size, seed=seed)
+    _prune_report(result)
+    _write_json(out / "prune.json", result)
+    from attnlab.viz.pruning_figures import head_grid_figure, pruning_curve_figure
+
+    _write_figure(pruning_curve_figure(result), str(out / "prune_curve.png"))
+    _write_figure(head_grid_figure(result), str(out / "prune_heads.png"))
+
+
+def _prune_inputs(checkpoint: str, data: str | None, count: int, batch_size: int, seed: int):
+    """The model (eval mode, CPU), the fixed batches and where their text came from."""
+    from attnlab.data.corpus import load_text
+    from attnlab.data.tokens import train_val_split
+    from attnlab.heads.importance import held_out_batches
+    from attnlab.models import load_trained
+    from attnlab.models.trained import read_state, resolve_checkpoint
+
+    model, tokenizer = load_trained(checkpoint, "cpu", kind="decoder")
+    train_config = read_state(resolve_checkpoint(checkpoint)).get("train_config", {})
+    if data is None:
+        source = train_config.get("data", "shakespeare")
+        tokens = tokenizer.encode(load_text(source))
+        tokens = train_val_split(tokens, train_config.get("val_fraction", 0.1))[1]
+        source = tr("{source} (validation split)", source=source)
+    else:
+        source, tokens = data, tokenizer.encode(load_text(data))
+    batches = held_out_batches(tokens, model.config.context_length, batch_size, count, seed)
+    return model, batches, source
+
+
+def _measure_heads(model, batches, step: float) -> dict:
+    from attnlab.heads.importance import (
+        ablation,
+        gradient_importance,
+        heads_shape,
+        mean_loss,
+        pruning_curve,
+        pruning_order,
+    )
+
+    layers, heads = heads_shape(model)
+    base = mean_loss(model, batches)
+    importance = gradient_importance(model, batches)
+    click.echo(tr("loss with every head: {loss:.4f}; removing each of the {count} heads alone ...", loss=base,
+                  count=layers * heads))
+    change = ablation(model, batches, base)
+
+    def show(point) -> None:
+        click.echo(tr("{pruned:>3} heads removed ({fraction:.0%}): loss {loss:.4f} ({change:+.1%})",
+                      pruned=point.pruned, fraction=point.fraction, loss=point.loss,
+                      change=point.loss / base - 1))
+
+    curve = pruning_curve(model, batches, importance, step, show)
+    return {"num_layers": layers, "num_heads": heads, "base_loss": base,
+            "importance": [[round(float(v), 6) for v in row] for row in importance],
+            "ablation": [[round(float(v), 6) for v in row] for row in change],
+            "order": [list(pair) for pair in pruning_order(importance)],
+            "curve": [{"fraction": p.fraction, "pruned": p.pruned, "loss": p.loss} for p in curve]}
+
+
+def _prune_report(result: dict) -> None:
+    base, heads = result["base_loss"], result["num_layers"] * result["num_heads"]
+    changes = sorted(((v, layer, head) for layer, row in enumerate(result["ablation"]) for head, v in enumerate(row)),
+                     reverse=True)
+    small = sum(1 for v, _, _ in changes if v < 0.01 * base)
+    click.echo(tr("{small} of {heads} heads cost less than 1% of the loss when removed alone; the costliest:",
+                  small=small, heads=heads))
+    for value, layer, head in changes[:3]:
+        click.echo(tr("  layer {layer}, head {head}: {change:+.4f} ({relative:+.1%})", layer=layer, head=head,
+                      change=value, relative=value / base))
