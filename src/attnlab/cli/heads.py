@@ -27,7 +27,8 @@ class HeadsGroup(Translated, click.Group):
     """The ``heads`` group: its subcommands' one-line help in the reader's language too."""
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, _(self.commands[name].help or "").split("\n")[0]) for name in self.list_commands(ctx)]
+        helps = {name: self.commands[name].help for name in self.list_commands(ctx)}
+        rows = [(name, _(text).split("\n")[0] if text else "") for name, text in helps.items()]
         with formatter.section(_("Commands")):
             formatter.write_dl(rows)
 
@@ -273,10 +274,12 @@ def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
 def prune_command(checkpoint: str, data: str | None, step: float, batches: int, batch_size: int, seed: int,
                   out_dir: str) -> None:
     from attnlab.heads.importance import pruning_fractions
+    from attnlab.models import load_trained
 
     pruning_fractions(step)  # a wrong step is reported before anything is loaded
+    model, tokenizer = load_trained(checkpoint, "cpu", kind="decoder")
     out = _prepare_out(out_dir)
-    model, batches_, source = _prune_inputs(checkpoint, data, batches, batch_size, seed)
+    batches_, source = _held_out(checkpoint, tokenizer, model.config.context_length, data, batches, batch_size, seed)
     result = _measure_heads(model, batches_, step)
     result.update(checkpoint=str(checkpoint), data=source, batches=batches, batch_size=batch_size, seed=seed)
     _prune_report(result)
@@ -287,25 +290,22 @@ def prune_command(checkpoint: str, data: str | None, step: float, batches: int, 
     _write_figure(head_grid_figure(result), str(out / "prune_heads.png"))
 
 
-def _prune_inputs(checkpoint: str, data: str | None, count: int, batch_size: int, seed: int):
-    """The model (eval mode, CPU), the fixed batches and where their text came from."""
+def _held_out(checkpoint: str, tokenizer, context_length: int, data: str | None, count: int, batch_size: int,
+              seed: int):
+    """The fixed batches every loss is measured on, and where their text came from."""
     from attnlab.data.corpus import load_text
     from attnlab.data.tokens import train_val_split
     from attnlab.heads.importance import held_out_batches
-    from attnlab.models import load_trained
     from attnlab.models.trained import read_state, resolve_checkpoint
 
-    model, tokenizer = load_trained(checkpoint, "cpu", kind="decoder")
-    train_config = read_state(resolve_checkpoint(checkpoint)).get("train_config", {})
     if data is None:
-        source = train_config.get("data", "shakespeare")
-        tokens = tokenizer.encode(load_text(source))
-        tokens = train_val_split(tokens, train_config.get("val_fraction", 0.1))[1]
-        source = tr("{source} (validation split)", source=source)
+        train_config = read_state(resolve_checkpoint(checkpoint)).get("train_config", {})
+        data = train_config.get("data", "shakespeare")
+        tokens = train_val_split(tokenizer.encode(load_text(data)), train_config.get("val_fraction", 0.1))[1]
+        source = tr("{source} (validation split)", source=data)
     else:
         source, tokens = data, tokenizer.encode(load_text(data))
-    batches = held_out_batches(tokens, model.config.context_length, batch_size, count, seed)
-    return model, batches, source
+    return held_out_batches(tokens, context_length, batch_size, count, seed), source
 
 
 def _measure_heads(model, batches, step: float) -> dict:
@@ -343,7 +343,7 @@ def _prune_report(result: dict) -> None:
     changes = sorted(((v, layer, head) for layer, row in enumerate(result["ablation"]) for head, v in enumerate(row)),
                      reverse=True)
     small = sum(1 for v, _, _ in changes if v < 0.01 * base)
-    click.echo(tr("{small} of {heads} heads cost less than 1% of the loss when removed alone; the costliest:",
+    click.echo(tr("{small} of {heads} heads raise the loss by less than 1 per cent when removed alone; the costliest:",
                   small=small, heads=heads))
     for value, layer, head in changes[:3]:
         click.echo(tr("  layer {layer}, head {head}: {change:+.4f} ({relative:+.1%})", layer=layer, head=head,
