@@ -187,6 +187,37 @@ CASES = [
      ["query index", "got 99", "the translation is"], []),
     ("sample-seq2seq-checkpoint", ["sample", "--checkpoint", "{dir}/s2s", "12"], 1,
      ["{dir}/s2s", "encoder-decoder", "attnlab translate"], []),
+    # heads
+    ("heads-rollout-empty-text", ["heads", "rollout", "", "-o", "{dir}/r.png"], 2, ["text", "empty"], ["r.png"]),
+    ("heads-rollout-layer-out-of-range", ["heads", "rollout", "a b c", "--layer", "5", "-o", "{dir}/r.png"], 2,
+     ["--layer", "0..0", "got 5"], ["r.png"]),
+    ("heads-rollout-output-suffix", ["heads", "rollout", "a b c", "-o", "{dir}/r.txt"], 2, [".png or .svg", "r.txt"],
+     ["r.txt"]),
+    ("heads-rollout-translation-checkpoint", ["heads", "rollout", "12", "--model", "{dir}/s2s", "-o", "{dir}/r.png"],
+     2, ["encoder-decoder", "attnlab translate"], ["r.png"]),
+    ("heads-induction-head-out-of-range", ["heads", "induction", "--out", "{dir}/ind", "--layer", "0", "--head", "7"],
+     2, ["--head", "0..3", "got 7"], ["ind"]),
+    ("heads-induction-layer-out-of-range", ["heads", "induction", "--out", "{dir}/ind", "--layer", "2", "--head",
+                                            "0"], 2, ["--layer", "0..1", "2-layer", "got 2"], ["ind"]),
+    ("heads-induction-steps-zero", ["heads", "induction", "--out", "{dir}/ind", "--steps", "0"], 1,
+     ["steps", "positive", "got 0"], ["ind"]),
+    ("heads-roles-text-empty", ["heads", "roles", "--text", "{dir}/empty.txt", "--out", "{dir}/roles"], 1,
+     ["--text", "empty.txt", "no sentences"], ["roles"]),
+    ("heads-roles-text-not-utf8", ["heads", "roles", "--text", "{dir}/binary.dat", "--out", "{dir}/roles"], 1,
+     ["--text", "binary.dat", "not UTF-8", "offset 3"], ["roles"]),
+    ("heads-roles-text-missing", ["heads", "roles", "--text", "{dir}/nope.txt", "--out", "{dir}/roles"], 1,
+     ["--text", "nope.txt", "cannot read"], ["roles"]),
+    ("heads-prune-step-zero", ["heads", "prune", "--checkpoint", "{dir}/run", "--step", "0", "--out", "{dir}/prune"],
+     1, ["step", "(0, 1)", "got 0"], ["prune"]),
+    ("heads-prune-step-one", ["heads", "prune", "--checkpoint", "{dir}/run", "--step", "1", "--out", "{dir}/prune"],
+     1, ["step", "(0, 1)", "got 1"], ["prune"]),
+    ("heads-prune-translation-checkpoint", ["heads", "prune", "--checkpoint", "{dir}/s2s", "--out", "{dir}/prune"], 1,
+     ["encoder-decoder", "attnlab translate"], ["prune"]),
+    ("heads-prune-checkpoint-without-attention", ["heads", "prune", "--checkpoint", "{dir}/no_attention", "--out",
+                                                  "{dir}/prune"], 1,
+     ["no_attention", "does not match the model", "missing", "attn"], ["prune"]),
+    ("heads-prune-data-missing", ["heads", "prune", "--checkpoint", "{dir}/run", "--data", "{dir}/nope.txt", "--out",
+                                  "{dir}/prune"], 1, ["data:", "nope.txt"], ["prune"]),
 ]
 
 
@@ -215,10 +246,19 @@ def fixtures(tmp_path_factory):
                          ("corrupt_weights", lambda c: (c / "model.safetensors").write_bytes(b"\x00" * 100)),
                          ("no_tokenizer", lambda c: (c / "tokenizer.json").unlink()),
                          ("bad_pointer", lambda c: (c.parents[1] / "checkpoint.json").write_text(
-                             '{"latest": "checkpoints/none"}'))):
+                             '{"latest": "checkpoints/none"}')),
+                         ("no_attention", _drop_attention_weights)):
         shutil.copytree(d / "run", d / name)
         damage(d / name / checkpoint)
     return d
+
+
+def _drop_attention_weights(checkpoint: Path) -> None:
+    """The checkpoint's weights without its attention layers' tensors (a model with no attention to measure)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(checkpoint / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if ".attn." not in k}, checkpoint / "model.safetensors")
 
 
 def test_at_least_sixty_cases_with_distinct_ids():

@@ -278,8 +278,8 @@ def prune_command(checkpoint: str, data: str | None, step: float, batches: int, 
 
     pruning_fractions(step)  # a wrong step is reported before anything is loaded
     model, tokenizer = load_trained(checkpoint, "cpu", kind="decoder")
-    out = _prepare_out(out_dir)
     batches_, source = _held_out(checkpoint, tokenizer, model.config.context_length, data, batches, batch_size, seed)
+    out = _prepare_out(out_dir)
     result = _measure_heads(model, batches_, step)
     result.update(checkpoint=str(checkpoint), data=source, batches=batches, batch_size=batch_size, seed=seed)
     _prune_report(result)
