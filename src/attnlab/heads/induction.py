@@ -221,10 +221,19 @@ def train_model(config: InductionConfig, num_layers: int, eval_data: EvalData,
 
 def train_induction(config: InductionConfig | None = None,
                     on_eval: Callable[[str, Evaluation], None] | None = None) -> dict[str, InductionRun]:
-    """Both models of the experiment, trained: ``{"1-layer": run, "2-layer": run}`` (``config.layers``)."""
+    """Both models of the experiment, trained: ``{"1-layer": run, "2-layer": run}`` (``config.layers``).
+
+    On one thread: matrices this small gain nothing from a second (on a busy machine they lose much), and one thread
+    sums in the same order on every machine.
+    """
     config = config or InductionConfig()
     eval_data = EvalData(config)
-    return {f"{n}-layer": train_model(config, n, eval_data, on_eval) for n in config.layers}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {f"{n}-layer": train_model(config, n, eval_data, on_eval) for n in config.layers}
+    finally:
+        torch.set_num_threads(threads)
 
 
 def results(config: InductionConfig, runs: dict[str, InductionRun]) -> dict[str, Any]:
