@@ -76,8 +76,10 @@ induction_head_figure(cap.weights(layer, head), cap.tokens, layer, head,
 # ## Removing a head: the head mask
 #
 # Every attention module takes `head_mask`: one number per head that multiplies the head's output before the heads
-# are mixed by `out_proj`; 0 removes the head. Remove the induction head alone, and the model loses what it
-# learned about the repeat; remove another head of the same layer, and much less happens:
+# are mixed by `out_proj`; 0 removes the head. The model formed more than one induction head, so removing the
+# best one alone costs little: the others stand in for it. Remove every head that scores over 0.5, or layer 0
+# (whose heads tell each position which token came before it, what the induction heads look up), and the
+# repeat can no longer be read:
 
 # %%
 seq = repeated_halves(64, config.half, config.vocab_size, torch.Generator().manual_seed(2))
@@ -90,12 +92,13 @@ def repeat_loss(head_mask=None):
         return float(two.model(inputs, targets=targets, head_mask=head_mask).loss)
 
 
-other = (head + 1) % config.num_heads
-for removed in [None, (layer, head), (layer, other)]:
-    mask = torch.ones(2, config.num_heads)
-    if removed is not None:
-        mask[removed] = 0.0
-    print(f"removed {removed}: loss on the repeated half {repeat_loss(mask):.3f}")
+scores = torch.tensor(result["models"]["2-layer"]["prefix_matching"])  # (layers, heads)
+masks = {"nothing": torch.ones_like(scores), "the best induction head": torch.ones_like(scores),
+         "every head scoring over 0.5": (scores <= 0.5).float(), "all of layer 0": torch.ones_like(scores)}
+masks["the best induction head"][layer, head] = 0.0
+masks["all of layer 0"][0] = 0.0
+for removed, mask in masks.items():
+    print(f"removed {removed:<28} loss on the repeated half {repeat_loss(mask):.3f}")
 
 # %% [markdown]
 # ## What BERT's heads look at
@@ -130,7 +133,8 @@ special_tokens_figure(roles)
 # %%
 cap = capture(bert, "The cat sat on the mat because it was tired.", tokenizer=bert.tokenizer)
 rolled = rollout(cap.attentions)
-print(dict(zip(cap.tokens, rolled[0].tolist(), strict=True)))  # where [CLS] gets its information from
+# where [CLS] gets its information from
+print([(t, round(w, 3)) for t, w in zip(cap.tokens, rolled[0].tolist(), strict=True)])
 flow = attention_flow(cap.attentions)
 rollout_figure(cap.tokens, cap.attentions[-1].mean(dim=0), rolled, flow, layer=cap.num_layers - 1)
 

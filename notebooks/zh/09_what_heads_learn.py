@@ -70,7 +70,8 @@ induction_head_figure(cap.weights(layer, head), cap.tokens, layer, head,
 # ## 去掉一个头：头掩码
 #
 # 每个注意力模块都接受 `head_mask`：每个头一个数，在各个头的输出被 `out_proj` 混合之前乘到这个头的输出上；0 就是
-# 去掉这个头。只去掉归纳头，模型就丢了它学到的关于重复的本事；去掉同一层的另一个头，变化就小得多：
+# 去掉这个头。模型形成了不止一个归纳头，所以只去掉得分最高的那个代价很小：其他的会顶上。去掉所有得分超过 0.5 的头，
+# 或者去掉第 0 层（它的头告诉每个位置前一个词元是什么，也就是归纳头要查的东西），重复的部分就读不出来了：
 
 # %%
 seq = repeated_halves(64, config.half, config.vocab_size, torch.Generator().manual_seed(2))
@@ -83,12 +84,13 @@ def repeat_loss(head_mask=None):
         return float(two.model(inputs, targets=targets, head_mask=head_mask).loss)
 
 
-other = (head + 1) % config.num_heads
-for removed in [None, (layer, head), (layer, other)]:
-    mask = torch.ones(2, config.num_heads)
-    if removed is not None:
-        mask[removed] = 0.0
-    print(f"removed {removed}: loss on the repeated half {repeat_loss(mask):.3f}")
+scores = torch.tensor(result["models"]["2-layer"]["prefix_matching"])  # (layers, heads)
+masks = {"nothing": torch.ones_like(scores), "the best induction head": torch.ones_like(scores),
+         "every head scoring over 0.5": (scores <= 0.5).float(), "all of layer 0": torch.ones_like(scores)}
+masks["the best induction head"][layer, head] = 0.0
+masks["all of layer 0"][0] = 0.0
+for removed, mask in masks.items():
+    print(f"removed {removed:<28} loss on the repeated half {repeat_loss(mask):.3f}")
 
 # %% [markdown]
 # ## BERT 的头在看什么
@@ -122,7 +124,8 @@ special_tokens_figure(roles)
 # %%
 cap = capture(bert, "The cat sat on the mat because it was tired.", tokenizer=bert.tokenizer)
 rolled = rollout(cap.attentions)
-print(dict(zip(cap.tokens, rolled[0].tolist(), strict=True)))  # [CLS] 的信息从哪里来
+# [CLS] 的信息从哪里来
+print([(t, round(w, 3)) for t, w in zip(cap.tokens, rolled[0].tolist(), strict=True)])
 flow = attention_flow(cap.attentions)
 rollout_figure(cap.tokens, cap.attentions[-1].mean(dim=0), rolled, flow, layer=cap.num_layers - 1)
 
