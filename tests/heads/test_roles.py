@@ -100,9 +100,12 @@ def test_even_attention_scores_the_uniform_baseline():
     is_sep = torch.zeros(3, t, dtype=torch.bool)
     for row, n in enumerate(lengths):
         is_sep[row, n - 1] = True
+    is_punct = torch.zeros(3, t, dtype=torch.bool)
+    is_punct[1, 2] = is_punct[2, 3:6] = True                # 4 of the 16 tokens
     sums = RoleSums()
-    add_batch(sums, [a], mask, is_cls, is_sep, torch.zeros(3, t, dtype=torch.bool))
-    means, even = sums.means(), uniform_baseline(lengths)
+    add_batch(sums, [a], mask, is_cls, is_sep, is_punct)
+    means, even = sums.means(), uniform_baseline(lengths, punctuation=4)
+    assert set(even) == set(ROLES)
     for role, value in even.items():
         torch.testing.assert_close(means[role], torch.full((1, 2), value, dtype=torch.float64), atol=1e-12, rtol=0)
 

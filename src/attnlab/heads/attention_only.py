@@ -24,6 +24,15 @@ from attnlab.models.checks import check_decoder_inputs
 from attnlab.models.initialisation import init_weights
 
 
+def check_positive_ints(config: object, names: tuple[str, ...]) -> None:
+    """Each of ``config``'s fields ``names`` is a positive int; a ValueError names the first that is not."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}", owner=type(config).__name__,
+                                name=name, value=value))
+
+
 @dataclass(frozen=True)
 class AttentionOnlyConfig:
     """An attention-only Transformer's sizes (every field a positive int; ``num_heads`` divides ``d_model``)."""
@@ -35,11 +44,7 @@ class AttentionOnlyConfig:
     num_heads: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(tr("AttentionOnlyConfig: {name} must be a positive int, got {value!r}", name=name,
-                                    value=value))
+        check_positive_ints(self, ("vocab_size", "context_length", "d_model", "num_layers", "num_heads"))
         if self.d_model % self.num_heads:
             raise ValueError(tr("AttentionOnlyConfig: d_model={d_model} must be divisible by num_heads={num_heads}",
                                 d_model=self.d_model, num_heads=self.num_heads))

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.data.tokens import stream_generator
-from attnlab.heads.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
+from attnlab.heads.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer, check_positive_ints
 from attnlab.heads.repeated_tokens import check_half, repeated_halves, repeated_span_batch
 from attnlab.i18n import tr
 from attnlab.training.optim import configure_optimizer, lr_at
@@ -95,10 +95,7 @@ class InductionConfig:
     copies: int = 3                  # spans repeated per training sequence
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_interval", "eval_batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(tr("{name} must be a positive int, got {value!r}", name=name, value=value))
+        check_positive_ints(self, ("steps", "batch_size", "eval_interval", "eval_batch", "copies"))
         if not self.learning_rate > 0:
             raise ValueError(tr("learning_rate must be > 0, got {value!r}", value=self.learning_rate))
         self.model_config(1)  # the sizes, checked once

@@ -76,14 +76,16 @@ def add_batch(sums: RoleSums, attentions: Sequence[Tensor], attention_mask: Tens
         sums.add(role, torch.stack(per_layer[role]), counts.get(role, int(rows.sum())))
 
 
-def uniform_baseline(lengths: Sequence[int]) -> dict[str, float]:
+def uniform_baseline(lengths: Sequence[int], punctuation: int = 0) -> dict[str, float]:
     """What a head spreading its weight evenly over an ``n``-token sentence would score, pooled as the roles are:
-    ``1/n`` on [CLS], on [SEP] (one each per sentence), on itself and on each neighbour; entropy ``log n``."""
+    ``1/n`` on [CLS], on [SEP] (one each per sentence), on itself and on each neighbour; entropy ``log n``; and on
+    punctuation, the share of the tokens that are (``punctuation`` of them in all the sentences)."""
     rows = sum(lengths)
     neighbour = sum((n - 1) / n for n in lengths) / max(1, sum(n - 1 for n in lengths))
     entropy = sum(n * math.log(n) for n in lengths) / rows
     one = len(lengths) / rows  # Σ n · (1/n) over Σ n rows
-    return {"cls": one, "sep": one, "self": one, "prev": neighbour, "next": neighbour, "entropy": entropy}
+    return {"cls": one, "sep": one, "punct": punctuation / rows, "self": one, "prev": neighbour, "next": neighbour,
+            "entropy": entropy}
 
 
 @torch.no_grad()
@@ -102,7 +104,7 @@ def head_roles(bert: Any, sentences: Sequence[str], batch_size: int = 32,
         raise ValueError(tr("{model}: the tokenizer has no [CLS]/[SEP] tokens; head roles need a BERT-style tokenizer",
                             model=getattr(bert, "name", type(bert).__name__)))
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))  # similar lengths pad little
-    sums, lengths = RoleSums(), []
+    sums, lengths, punctuation = RoleSums(), [], 0
     for start in range(0, len(order), batch_size):
         batch = bert.tokenize([sentences[i] for i in order[start:start + batch_size]])
         out = bert(batch.input_ids, batch.attention_mask, batch.token_type_ids, return_weights=True)
@@ -111,10 +113,12 @@ def head_roles(bert: Any, sentences: Sequence[str], batch_size: int = 32,
         add_batch(sums, out.attentions, batch.attention_mask, batch.input_ids == cls_id, batch.input_ids == sep_id,
                   punct)
         lengths += batch.attention_mask.sum(dim=1).tolist()
+        punctuation += int(punct.sum())
         if on_batch is not None:
             on_batch(min(start + batch_size, len(order)), len(order))
     means = sums.means()
     layers = [[{role: round(float(means[role][layer, head]), 6) for role in ROLES}
                for head in range(means["cls"].shape[1])] for layer in range(means["cls"].shape[0])]
     return {"model": getattr(bert, "name", ""), "sentences": len(sentences), "queries": sums.rows["cls"],
-            "mean_tokens": sum(lengths) / len(lengths), "uniform": uniform_baseline(lengths), "layers": layers}
+            "mean_tokens": sum(lengths) / len(lengths), "uniform": uniform_baseline(lengths, punctuation),
+            "layers": layers}
