@@ -122,3 +122,26 @@ def test_a_short_run_records_every_evaluation_and_is_reproducible(one_thread):
         assert model["prefix_matching"] == model["history"][-1]["prefix_matching"]
         assert model["icl_score"] == model["history"][-1]["icl_score"]
     assert results(config, train_induction(config)) == first  # fixed seed, fixed steps: the same numbers
+
+
+@pytest.mark.slow
+def test_the_finding_two_layers_form_an_induction_head_in_a_phase_change_one_layer_none():
+    """The default experiment (800 steps, about 45 s of one core): the two-layer model's best head passes 0.5, and
+    its in-context learning score and its loss on the repeated half fall at that same evaluation more than at any
+    other; every head of the one-layer model stays under 0.2."""
+    config = InductionConfig()
+    result = results(config, train_induction(config))
+    one, two = result["models"]["1-layer"], result["models"]["2-layer"]
+    assert max(max(row) for e in one["history"] for row in e["prefix_matching"]) < 0.2
+    assert one["phase_change_step"] is None
+    assert max(max(row) for row in two["prefix_matching"]) > 0.5
+    step = two["phase_change_step"]
+    assert step is not None
+    history = two["history"]
+    at = next(i for i, e in enumerate(history) if e["step"] == step)
+    for key in ("icl_score", "repeated_loss"):
+        falls = [history[i][key] - history[i + 1][key] for i in range(len(history) - 1)]
+        steepest = max(range(len(falls)), key=falls.__getitem__)
+        assert abs(steepest + 1 - at) <= 1, (key, history[steepest + 1]["step"], step)  # the same evaluation, ±1
+    assert two["icl_score"] < history[at - 1]["icl_score"] - 0.5
+    assert two["repeated_loss"] < 0.5 * history[at - 1]["repeated_loss"]
