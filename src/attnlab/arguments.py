@@ -10,8 +10,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attnlab.i18n import tr
-
 
 def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
               enable_gqa: bool = False) -> tuple[int, ...]:
@@ -24,31 +22,26 @@ def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
     query, key, value = tuple(query), tuple(key), tuple(value)
     for name, shape in (("query", query), ("key", key), ("value", value)):
         if len(shape) < (3 if enable_gqa else 2):
-            raise ValueError(tr("{name} must have shape ({value}, T, D), got shape {shape}", name=name,
-                                value='..., H' if enable_gqa else '...', shape=shape))
+            raise ValueError(f"{name} must have shape ({'..., H' if enable_gqa else '...'}, T, D), got shape {shape}")
     if enable_gqa:
         return _gqa_batch(query, key, value)
     if query[-1] != key[-1]:
-        raise ValueError(tr("query and key must have the same head dim (last dim), got query {query} and key {key}",
-                            query=query, key=key))
+        raise ValueError(f"query and key must have the same head dim (last dim), got query {query} and key {key}")
     if key[-2] != value[-2]:
         raise ValueError(
-            tr("key and value must have the same sequence length (dim -2), got key {key} and value {value}", key=key,
-               value=value)
+            f"key and value must have the same sequence length (dim -2), got key {key} and value {value}"
         )
     try:
         return tuple(np.broadcast_shapes(query[:-2], key[:-2], value[:-2]))
     except ValueError:
-        raise ValueError(tr("query, key and value batch dims must broadcast, got {query}, {key}, {value}", query=query,
-                            key=key, value=value)) from None
+        raise ValueError(f"query, key and value batch dims must broadcast, got {query}, {key}, {value}") from None
 
 
 def _gqa_batch(query: tuple[int, ...], key: tuple[int, ...], value: tuple[int, ...]) -> tuple[int, ...]:
     h_q, h_k, h_v = query[-3], key[-3], value[-3]
     if h_k != h_v or h_q % h_k:
-        raise ValueError(tr("enable_gqa=True needs key and value with the same number of heads (dim -3), dividing the "
-                            "query's, got query {query}, key {key} and value {value}", query=query, key=key,
-                            value=value))
+        raise ValueError("enable_gqa=True needs key and value with the same number of heads (dim -3), dividing the "
+                         f"query's, got query {query}, key {key} and value {value}")
     # the heads dim aside, q, k and v follow the plain rules; the batch shape ends with the query's heads
     return (*qkv_batch((*query[:-3], *query[-2:]), (*key[:-3], *key[-2:]), (*value[:-3], *value[-2:])), h_q)
 
@@ -62,8 +55,7 @@ def check_mask_shape(mask: Sequence[int], batch: tuple[int, ...], t_q: int, t_k:
         ok = False
     if not ok:
         raise ValueError(
-            tr("attn_mask of shape {mask} does not broadcast to the scores' shape {target} (batch..., Tq, Tk)",
-               mask=mask, target=target)
+            f"attn_mask of shape {mask} does not broadcast to the scores' shape {target} (batch..., Tq, Tk)"
         )
 
 
@@ -71,18 +63,17 @@ def check_scale(scale: float | None) -> None:
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
     ):
-        raise ValueError(tr("scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}", scale=scale))
+        raise ValueError(f"scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}")
 
 
 def check_choice(name: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
-        raise ValueError(tr("{name} must be one of {valid}, got {value!r}", name=name,
-                            valid=', '.join(map(repr, valid)), value=value))
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}, got {value!r}")
 
 
 def resolve_backend(backend: str, auto_choice: str, return_weights: bool) -> str:
     """The backend to run: ``auto_choice`` for ``"auto"``; only ``"math"`` can return the weights."""
     chosen = auto_choice if backend == "auto" else backend
     if return_weights and chosen != "math":
-        raise ValueError(tr("backend={backend!r} cannot return weights; use backend='math' or 'auto'", backend=backend))
+        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
     return chosen

@@ -77,7 +77,10 @@ def _scores_table(e, digits: int) -> Table:
 
 def render(console: Console, e, digits: int = 4) -> None:
     """Print an :class:`~attnlab.inspect.Explanation` as rich tables."""
-    where = tr("{model_name} (layer {layer}, head {head})", model_name=escape(e.model_name), layer=e.layer, head=e.head)
+    from attnlab.inspect import shown_name
+
+    where = tr("{model_name} (layer {layer}, head {head})", model_name=escape(shown_name(e.model_name)),
+               layer=e.layer, head=e.head)
     console.rule(tr("[bold]Attention of {query_token} in {where}", query_token=escape(repr(e.query_token)),
                     where=where))
     if e.query_tokens is not None:

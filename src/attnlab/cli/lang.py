@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import click
 
+from attnlab.cli.help_format import CellContext
 from attnlab.i18n import LANGUAGES, N_, _, set_language
 
 LANG_HELP = N_("Language of the output: en or zh [default: $ATTNLAB_LANG, else the locale, else en].")
@@ -86,7 +87,10 @@ def lang_option() -> click.Option:
 
 
 class Translated(click.Command):
-    """Help shown in the reader's language; ``--lang`` read first. Mixed into every attnlab command."""
+    """Help shown in the reader's language, laid out in terminal cells; ``--lang`` read first. Mixed into every
+    attnlab command."""
+
+    context_class = CellContext
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -14,9 +14,11 @@ from typing import Any
 
 import click
 
+from attnlab.data.words import is_unspaced
 from attnlab.i18n import N_, tr
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
+SHOWN_TOKENS = 12  # the unspaced-text note lists this many tokens at most
 MODEL_CHOICES = "random, bert, or a checkpoint directory (attnlab train's, or a Hugging Face model directory)"
 
 
@@ -35,14 +37,22 @@ def model_options(default_mechanism: str) -> Callable:
 
 
 def capture_text(text: str, model_name: str, mechanism: str, seed: int, qkv: bool = True):
-    """Load the model and capture its forward pass on ``text``; bad input becomes a click usage error."""
+    """Load the model and capture its forward pass on ``text``; bad input becomes a click usage error.
+
+    A whitespace model (``random``) reads unspaced Chinese one character per token; one line on stderr says so.
+    """
     from attnlab.inspect import capture
 
     try:
         model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
-        return capture(model, text, tokenizer=tokenizer, qkv=qkv)
+        cap = capture(model, text, tokenizer=tokenizer, qkv=qkv)
     except (ValueError, TypeError, ImportError, FileNotFoundError) as err:
         raise click.UsageError(str(err)) from err
+    if tokenizer is None and is_unspaced(text):
+        shown = " / ".join(cap.tokens[:SHOWN_TOKENS]) + (" / …" if cap.seq_len > SHOWN_TOKENS else "")
+        click.echo(tr("No spaces between the Chinese characters, so each character is one token: {tokens}. Put "
+                      "spaces between words to keep them whole, as in 我 爱 学习.", tokens=shown), err=True)
+    return cap
 
 
 def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
@@ -60,8 +70,9 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
     from attnlab.models import load_trained
 
     net, tokenizer = load_trained(path, device, kind="decoder")
-    kind = "GPT" if type(net).__name__ == "GPT" else "modern decoder"
-    net.name = f"trained {kind} ({path.name})"
+    from attnlab.inspect.names import TRAINED_GPT, TRAINED_MODERN
+
+    net.name = (TRAINED_GPT if type(net).__name__ == "GPT" else TRAINED_MODERN).format(name=path.name)
     return net, tokenizer
 
 

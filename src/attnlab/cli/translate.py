@@ -12,11 +12,12 @@ from attnlab.i18n import N_, tr
 
 def load_translator(checkpoint: str, device: str = "cpu"):
     """``(model, vocab)`` of a ``train-seq2seq`` checkpoint; any other checkpoint is a one-line error."""
+    from attnlab.inspect.names import TRANSLATION
     from attnlab.models import load_trained
     from attnlab.training.distributed import pick_device
 
     model, vocab = load_trained(Path(checkpoint), str(pick_device(device)), kind="seq2seq")
-    model.name = f"translation model ({Path(checkpoint).name})"
+    model.name = TRANSLATION.format(name=Path(checkpoint).name)
     return model, vocab
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from rich.markup import escape
+from rich.table import Table
+
+from attnlab.data.pairs import Pair
 from attnlab.data.tasks import DateItem, get_task
 from attnlab.demo.context import Demo
 from attnlab.generation.translation import Translation, translate
-from attnlab.i18n import tr
+from attnlab.i18n import N_, tr
 from attnlab.inspect.encoder_decoder import capture_translation
 from attnlab.models import load_trained
 from attnlab.training import Seq2SeqTrainConfig, train_seq2seq
@@ -34,9 +38,22 @@ def example_pairs():
     return [task.render(DateItem(DAY, locale, fmt)) for locale, fmt in EXAMPLES]
 
 
+def translations_table(pairs: list[Pair], results: list[Translation]) -> Table:
+    """Source, translation and a mark per row, in columns that stay aligned whatever the script (rich measures
+    each cell's width on the terminal: a CJK character takes two columns)."""
+    table = Table(box=None, padding=(0, 1), highlight=False)
+    for header in (tr("source"), "", tr("translation (beam 4)"), ""):
+        table.add_column(header, no_wrap=True)
+    for pair, got in zip(pairs, results, strict=True):
+        mark = "[green]✓[/green]" if got.target == pair.target else tr("[red]✗ (expected {target})[/red]",
+                                                                       target=escape(pair.target))
+        table.add_row(escape(pair.source), "->", escape(got.target), mark)
+    return table
+
+
 def draw_alignment(model, vocab, result: Translation, path: Path) -> Path:
     """The cross-attention (mean of the last layer's heads) of one translation, as a PNG."""
-    cap = capture_translation(model, vocab, result.source, result.ids, name="dates model")
+    cap = capture_translation(model, vocab, result.source, result.ids, name=N_("dates model"))
     return save_figure(alignment_figure(cap), path, dpi=100)
 
 
@@ -58,10 +75,7 @@ def translation_step(demo: Demo) -> None:
     model, vocab = load_trained(out, kind="seq2seq")
     pairs = example_pairs()
     results = translate(model, vocab, [p.source for p in pairs], beam=4)
-    for pair, got in zip(pairs, results, strict=True):
-        mark = "[green]✓[/green]" if got.target == pair.target else tr("[red]✗ (expected {target})[/red]",
-                                                                                  target=pair.target)
-        console.print(f"  {pair.source:<36} -> {got.target} {mark}", highlight=False)
+    console.print(translations_table(pairs, results))
     path = draw_alignment(model, vocab, results[2], out / ALIGNMENT)
     console.print(tr("Where the decoder looked while writing {target!r} from {source!r}: {path}",
                      target=results[2].target, source=results[2].source, path=path))

@@ -19,8 +19,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab.i18n import tr
-
 
 def sliding_window_mask(t_q: int, t_k: int, window: int, device: torch.device | str | None = None) -> Tensor:
     """Bool ``(Tq, Tk)`` mask, True where query i may attend key j: ``p_i − window < j <= p_i``, p_i = Tk − Tq + i.
@@ -36,14 +34,13 @@ def sliding_window_mask(t_q: int, t_k: int, window: int, device: torch.device | 
     """
     for name, n in (("t_q", t_q), ("t_k", t_k)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(tr("sliding_window_mask: {name} must be a positive int, got {n!r}", name=name, n=n))
+            raise ValueError(f"sliding_window_mask: {name} must be a positive int, got {n!r}")
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(tr("sliding_window_mask: window must be an int >= 1 (keys seen, own included), got {window!r}",
-                            window=window))
+        raise ValueError(f"sliding_window_mask: window must be an int >= 1 (keys seen, own included), got {window!r}")
     if t_q > t_k:
         raise ValueError(
-            tr("sliding_window_mask: t_q must be <= t_k (the queries are the last t_q key positions), got t_q={t_q}, "
-               "t_k={t_k}", t_q=t_q, t_k=t_k)
+            f"sliding_window_mask: t_q must be <= t_k (the queries are the last t_q key positions), got t_q={t_q}, "
+            f"t_k={t_k}"
         )
     q_pos = torch.arange(t_k - t_q, t_k, device=device)[:, None]  # (Tq, 1)
     k_pos = torch.arange(t_k, device=device)  # (Tk,)

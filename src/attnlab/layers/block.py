@@ -17,7 +17,6 @@ from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCacheLike, MultiHeadAttention
 from attnlab.functional import Backend
-from attnlab.i18n import tr
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
 
@@ -49,7 +48,7 @@ class TransformerBlock(nn.Module):
                  eps: float = 1e-5, backend: Backend = "auto") -> None:
         super().__init__()
         if norm not in ("post", "pre"):
-            raise ValueError(tr("TransformerBlock: norm must be 'post' or 'pre', got {norm!r}", norm=norm))
+            raise ValueError(f"TransformerBlock: norm must be 'post' or 'pre', got {norm!r}")
         self.norm = norm
         self.attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias, is_causal=is_causal,
                                        out_bias=bias, backend=backend)

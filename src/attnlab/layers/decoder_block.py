@@ -22,7 +22,6 @@ from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCacheLike, MultiHeadAttention
 from attnlab.functional import Backend
-from attnlab.i18n import tr
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
 
@@ -63,7 +62,7 @@ class DecoderBlock(nn.Module):
                  backend: Backend = "auto") -> None:
         super().__init__()
         if not isinstance(norm_first, bool):
-            raise ValueError(tr("DecoderBlock: norm_first must be True or False, got {value!r}", value=norm_first))
+            raise ValueError(f"DecoderBlock: norm_first must be True or False, got {norm_first!r}")
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, bias, is_causal=True,
                                             out_bias=bias, backend=backend)
@@ -131,11 +130,11 @@ class DecoderBlock(nn.Module):
         """The memory's keys and values from the cache, projected on the first step (None without a cache)."""
         if kv_cache is None:
             if memory is None:
-                raise ValueError(tr("DecoderBlock: memory (B, S, D) is required, got None"))
+                raise ValueError("DecoderBlock: memory (B, S, D) is required, got None")
             return None
         if kv_cache.memory_kv is None:
             if memory is None:
-                raise ValueError(tr("DecoderBlock: the cache holds no memory keys yet, so memory (B, S, D) is "
-                                    "required, got None"))
+                raise ValueError("DecoderBlock: the cache holds no memory keys yet, so memory (B, S, D) is required, "
+                                 "got None")
             kv_cache.memory_kv = self.cross_attn.project_memory(memory)
         return kv_cache.memory_kv

@@ -16,8 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.i18n import tr
-
 
 class LayerNorm(nn.Module):
     """Normalise each token vector over its features: ``(..., D)`` -> ``(..., D)``.
@@ -33,17 +31,16 @@ class LayerNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True, fused: bool = True) -> None:
         super().__init__()
         if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(tr("LayerNorm: d_model must be a positive int, got {d_model!r}", d_model=d_model))
+            raise ValueError(f"LayerNorm: d_model must be a positive int, got {d_model!r}")
         if not isinstance(eps, int | float) or not eps > 0:
-            raise ValueError(tr("LayerNorm: eps must be a float > 0, got {eps!r}", eps=eps))
+            raise ValueError(f"LayerNorm: eps must be a float > 0, got {eps!r}")
         self.d_model, self.eps, self.fused = d_model, float(eps), fused
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.d_model:
-            raise ValueError(tr("LayerNorm: x must have last dim {d_model}, got shape {shape}", d_model=self.d_model,
-                                shape=tuple(x.shape)))
+            raise ValueError(f"LayerNorm: x must have last dim {self.d_model}, got shape {tuple(x.shape)}")
         if self.fused:
             return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         return self.formula(x)

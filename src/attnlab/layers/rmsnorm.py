@@ -17,8 +17,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.i18n import tr
-
 
 class RMSNorm(nn.Module):
     """Rescale each token vector to unit root-mean-square, then by γ: ``(..., D)`` -> ``(..., D)``.
@@ -35,16 +33,15 @@ class RMSNorm(nn.Module):
     def __init__(self, d_model: int, eps: float = 1e-6, fused: bool = True) -> None:
         super().__init__()
         if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(tr("RMSNorm: d_model must be a positive int, got {d_model!r}", d_model=d_model))
+            raise ValueError(f"RMSNorm: d_model must be a positive int, got {d_model!r}")
         if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps > 0:
-            raise ValueError(tr("RMSNorm: eps must be a float > 0, got {eps!r}", eps=eps))
+            raise ValueError(f"RMSNorm: eps must be a float > 0, got {eps!r}")
         self.d_model, self.eps, self.fused = d_model, float(eps), fused
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.d_model:
-            raise ValueError(tr("RMSNorm: x must have last dim {d_model}, got shape {shape}", d_model=self.d_model,
-                                shape=tuple(x.shape)))
+            raise ValueError(f"RMSNorm: x must have last dim {self.d_model}, got shape {tuple(x.shape)}")
         if self.fused:
             normed = F.rms_norm(x.float(), (self.d_model,), None, self.eps)
             return self.weight * normed.to(x.dtype)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.i18n import tr
-
 
 class SwiGLU(nn.Module):
     """``down_proj(silu(gate_proj(x)) * up_proj(x))``: ``(..., D)`` -> ``(..., D)``, through width ``d_ff``.
@@ -31,7 +29,7 @@ class SwiGLU(nn.Module):
         super().__init__()
         for name, n in (("d_model", d_model), ("d_ff", d_ff)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(tr("SwiGLU: {name} must be a positive int, got {n!r}", name=name, n=n))
+                raise ValueError(f"SwiGLU: {name} must be a positive int, got {n!r}")
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
@@ -39,7 +37,6 @@ class SwiGLU(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.gate_proj.in_features:
             raise ValueError(
-                tr("SwiGLU: x must have last dim {in_features} (d_model), got shape {shape}",
-                   in_features=self.gate_proj.in_features, shape=tuple(x.shape))
+                f"SwiGLU: x must have last dim {self.gate_proj.in_features} (d_model), got shape {tuple(x.shape)}"
             )
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
