@@ -65,6 +65,7 @@ def _check_image_path(path: str) -> None:
               help=N_("Layer whose raw attention is drawn beside rollout and flow (-1: the last)."))
 def rollout_command(text: str, output: str, model_name: str, mechanism: str, seed: int, layer: int) -> None:
     from attnlab.heads import FLOW_MAX_TOKENS, attention_flow, rollout
+    from attnlab.inspect.names import shown_name
     from attnlab.viz.rollout_figure import rollout_figure
 
     _check_image_path(output)
@@ -83,7 +84,7 @@ def rollout_command(text: str, output: str, model_name: str, mechanism: str, see
     # the row a prediction is read from: a decoder's last token, an encoder's first ([CLS])
     row = cap.seq_len - 1 if cap.is_causal else 0
     title = tr("where {token} gets its information from ({model_name})", token=escape(repr(cap.tokens[row])),
-               model_name=escape(cap.model_name))
+               model_name=escape(shown_name(cap.model_name)))
     table = Table(title=title, title_justify="left")
     for name in (tr("input token"), tr("raw, layer {layer}", layer=shown), tr("rollout"), tr("flow")):
         table.add_column(name, justify="left" if name == tr("input token") else "right")
@@ -91,7 +92,7 @@ def rollout_command(text: str, output: str, model_name: str, mechanism: str, see
         table.add_row(escape(token), f"{raw[row, j]:.3f}", f"{rolled[row, j]:.3f}",
                       "-" if flow is None else f"{flow[row, j]:.3f}")
     Console(highlight=False).print(table)
-    fig = rollout_figure(cap.tokens, raw, rolled, flow, layer=shown, title=cap.model_name)
+    fig = rollout_figure(cap.tokens, raw, rolled, flow, layer=shown, title=shown_name(cap.model_name))
     _write_figure(fig, output)
 
 
@@ -275,6 +276,7 @@ def prune_command(checkpoint: str, data: str | None, step: float, batches: int, 
                   out_dir: str) -> None:
     from attnlab.heads.importance import pruning_fractions
     from attnlab.models import load_trained
+    from attnlab.viz.pruning_figures import head_grid_figure, pruning_curve_figure
 
     pruning_fractions(step)  # a wrong step is reported before anything is loaded
     model, tokenizer = load_trained(checkpoint, "cpu", kind="decoder")
@@ -284,8 +286,6 @@ def prune_command(checkpoint: str, data: str | None, step: float, batches: int, 
     result.update(checkpoint=str(checkpoint), data=source, batches=batches, batch_size=batch_size, seed=seed)
     _prune_report(result)
     _write_json(out / "prune.json", result)
-    from attnlab.viz.pruning_figures import head_grid_figure, pruning_curve_figure
-
     _write_figure(pruning_curve_figure(result), str(out / "prune_curve.png"))
     _write_figure(head_grid_figure(result), str(out / "prune_heads.png"))
 
@@ -342,7 +342,7 @@ def _prune_report(result: dict) -> None:
     base, heads = result["base_loss"], result["num_layers"] * result["num_heads"]
     changes = sorted(((v, layer, head) for layer, row in enumerate(result["ablation"]) for head, v in enumerate(row)),
                      reverse=True)
-    small = sum(1 for v, _, _ in changes if v < 0.01 * base)
+    small = sum(1 for change in changes if change[0] < 0.01 * base)
     click.echo(tr("{small} of {heads} heads raise the loss by less than 1 per cent when removed alone; the costliest:",
                   small=small, heads=heads))
     for value, layer, head in changes[:3]:
