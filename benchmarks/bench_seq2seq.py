@@ -7,14 +7,14 @@ and beam search with and without the decoding caches.
     .venv/bin/python benchmarks/bench_seq2seq.py --quick --out /tmp/seq2seq.md   # a smoke test, about a minute
 
 A. **Quality.** For each task, ``attnlab.training`` trains the config in ``CONFIGS`` for ``--minutes`` (the
-   trainer's ``time_budget``); the cosine's length (``lr_decay_iters``) is calibrated from a short probe to end at
-   80 % of the budget, then the rate stays at ``min_lr`` until the budget stops the run. Then exact match,
+   trainer's ``time_budget``: its planner, :mod:`attnlab.training.budget`, times the first steps, fits warm-up and
+   cosine to reach ``min_lr`` when the budget ends, and re-plans as the machine's speed changes). Then exact match,
    greedy and beam 4, on 1,000 random held-out inputs (never in any training stream) and, for numbers, on the
    1,000 round numbers of ``NumbersTask.round_held_out()`` (every ``n·10^k`` and ``10^k + 1``, then held-out
    numbers with runs of zeros), where a model trained on uniform digits alone fails.
    Targets: numbers ≥ 99 % on both sets after 3 minutes on an idle 2-core machine (≥ 95 % after 2 minutes
-   with one core busy); dates ≥ 98 %. ``--steps N`` trains N steps instead (the cosine ends at 80 % of them, no
-   probe, no clock): the same figures on any machine, however busy. ``--threads 1`` helps a shared machine: two
+   with one core busy); dates ≥ 98 %. ``--steps N`` trains N steps instead (the cosine over all of them, no
+   clock): the same figures on any machine, however busy. ``--threads 1`` helps a shared machine: two
    OpenMP threads that wait for each other at every small matmul ran ten times slower than one at load 10.
 B. **Training speed.** The same model twice: ``torch.nn.Transformer`` (with ``nn.Embedding``, sinusoidal positions
    and a tied ``nn.Linear``) and attnlab's :class:`Transformer` made from it by ``Transformer.from_torch`` (the
@@ -56,33 +56,16 @@ QUICK_MODEL = dict(MODEL, d_model=32, num_heads=2, num_encoder_layers=1, num_dec
 
 
 # ---------------------------------------------------------------- A. quality
-def calibrated_config(task: str, minutes: float, out: Path, quick: bool, steps: int | None = None):
-    """The task's config with the cosine's length set from the probed step time (see the module docstring), or
-    for ``steps`` steps; and the probed seconds per step (None with ``steps``)."""
+def budget_config(task: str, minutes: float, out: Path, quick: bool, steps: int | None = None):
+    """The task's config, trained for ``minutes`` (the trainer's time budget plans the steps and the schedule),
+    or for exactly ``steps`` steps (the cosine over all of them)."""
     from attnlab.training.config import Seq2SeqTrainConfig
-    from attnlab.training.seq2seq_trainer import Seq2SeqTrainer
 
     values = dict(CONFIGS[task], model=QUICK_MODEL, train_pairs=2000, val_pairs=50) if quick else CONFIGS[task]
     if steps is not None:
-        decay = max(1, int(0.8 * steps))
-        return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=steps, lr_decay_iters=decay,
-                                  eval_interval=max(1, decay // 4)), None
-    # a step's time does not depend on how many pairs it draws from: the probe draws from a few
-    probe_values = dict(values, train_pairs=min(values.get("train_pairs", 100_000), 5000))
-    probe = Seq2SeqTrainer(Seq2SeqTrainConfig(**probe_values, out=str(out / f"{task}-probe")), quiet=True)
-    for _ in range(3):
-        probe.train_step()  # warm-up
-    n = 5 if quick else 30
-    t0 = time.perf_counter()
-    for _ in range(n):
-        probe.train_step()
-    step_s = (time.perf_counter() - t0) / n
-    # The cosine ends at 80 % of the steps the probe expects, then the rate stays at min_lr until the budget is
-    # spent: on a shared machine a step can take twice the probe's time, and a schedule cut off half-way (still at
-    # a high rate) costs more accuracy than a few hundred steps at the floor.
-    decay = max(20, int(0.8 * minutes * 60 / step_s))
-    return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=10 * decay, lr_decay_iters=decay,
-                              time_budget=minutes, eval_interval=max(1, decay // 4)), step_s
+        return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=steps, eval_interval=max(1, steps // 4))
+    return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=10**7, time_budget=minutes,
+                              eval_interval=50 if quick else 500)
 
 
 def exact_match(model, vocab, pairs, beam: int, batch: int = 250) -> tuple[float, float, list, int]:
@@ -103,10 +86,12 @@ def part_a(task: str, minutes: float, out: Path, quick: bool, steps: int | None 
     from attnlab.models import load_trained
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
-    config, step_s = calibrated_config(task, minutes, out, quick, steps)
+    config = budget_config(task, minutes, out, quick, steps)
     result = train_seq2seq(config, quiet=True)
     model, vocab = load_trained(result.out, kind="seq2seq")
-    res = {"task": task, "config": config, "probe_ms": None if step_s is None else 1000 * step_s, "steps": result.step,
+    planned_s = result.plan.step_seconds if result.plan is not None else None  # None: fixed steps, or spent early
+    res = {"task": task, "config": config, "step_ms": None if planned_s is None else 1000 * planned_s,
+           "last_lr": result.last_lr, "steps": result.step,
            "stop": result.stop_reason, "train_s": result.train_seconds, "tokens_per_s": result.tokens_per_s,
            "val_loss": result.evals[-1][2], "params": model.num_parameters(), "sets": {}}
     for name, pairs in eval_sets(task, quick).items():
@@ -245,10 +230,9 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, budget: 
              + (" — **--quick smoke run, not a measurement**" if quick else ""), "", *busy,
              *([note, ""] if note else []),
              f"## A. Exact match on held-out inputs after {budget} of training", "",
-             "| task | params | steps (cosine) | train tok/s | val loss |", "|---|---|---|---|---|"]
+             "| task | params | steps (last lr) | train tok/s | val loss |", "|---|---|---|---|---|"]
     for q in quality:
-        c = q["config"]
-        lines.append(f"| {q['task']} | {q['params']:,} | {q['steps']} ({c.lr_decay_iters}) | {q['tokens_per_s']:,.0f} "
+        lines.append(f"| {q['task']} | {q['params']:,} | {q['steps']} ({q['last_lr']:.2e}) | {q['tokens_per_s']:,.0f} "
                      f"| {q['val_loss']:.4f} |")
     lines += ["", "| task | held-out set | inputs | greedy | beam 4 | greedy s | beam 4 s |",
               "|---|---|---|---|---|---|---|"]
@@ -266,7 +250,7 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, budget: 
         lines.append(f"- {q['task']}: preset {c.preset} with {c.model}, batch {c.batch_size}, lr {c.learning_rate} "
                      f"(warm-up {c.warmup_iters}, cosine to {c.min_lr}), label smoothing {c.label_smoothing}, "
                      f"{c.train_pairs:,} training pairs; "
-                     + ("" if q["probe_ms"] is None else f"probe {q['probe_ms']:.1f} ms/step; ")
+                     + ("" if q["step_ms"] is None else f"last planned at {q['step_ms']:.1f} ms/step; ")
                      + f"{q['train_s']:.0f} s of training, stopped by {q['stop']}.")
         for name, scores in q["sets"].items():
             for src, want, got in scores["greedy"][2][:3]:

@@ -34,6 +34,7 @@ def test_quick_run_writes_every_part(bench, tmp_path, one_thread):
     (quality,) = res["quality"]
     assert quality["task"] == "dates" and quality["steps"] >= 1 and list(quality["sets"]) == ["random"]
     assert all(0.0 <= score[0] <= 1.0 and score[3] == 50 for score in quality["sets"]["random"].values())
+    assert quality["config"].time_budget == 0.05 and 0 < quality["last_lr"] <= quality["config"].learning_rate
     speed, cache = res["speed"], res["cache"]
     # the torch model and attnlab's copy of it start from the same loss: the comparison is of one model
     assert speed["first_loss"][0] == pytest.approx(speed["first_loss"][1], abs=1e-4)
@@ -47,7 +48,7 @@ def test_numbers_are_scored_on_random_and_round_held_out_sets(bench, tmp_path, o
     out = tmp_path / "seq2seq.md"
     res = bench.main(["--quick", "--steps", "30", "--tasks", "numbers", "--skip-speed", "--out", str(out)])
     (quality,) = res["quality"]
-    assert quality["steps"] == 30 and quality["probe_ms"] is None and quality["config"].lr_decay_iters == 24
+    assert quality["steps"] == 30 and quality["step_ms"] is None and quality["config"].time_budget is None
     assert list(quality["sets"]) == ["random", "round"]
     assert [quality["sets"]["round"][k][3] for k in ("greedy", "beam4")] == [100, 100]  # 80 fixed + 20 sampled
     # the bench scores the library's round set, not a copy of its own

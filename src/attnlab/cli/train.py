@@ -94,7 +94,10 @@ def draw_loss_curve(trainer) -> None:
 @click.option("--eval-iters", type=int, help=N_("Batches per loss estimate.  [default: 50]"))
 @click.option("--val-fraction", type=float, help=N_("Share of the corpus held out.  [default: 0.1]"))
 @click.option("--seed", type=int, help=N_("Seed for weights, batches and dropout.  [default: 1337]"))
-@click.option("--time-budget", type=float, help=N_("Stop cleanly after this many minutes."))
+@click.option("--time-budget", type=float,
+              help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to "
+                      "reach --min-lr when the time is spent, and re-planned as the speed changes. With --max-iters "
+                      "too, whichever ends first."))
 @click.option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model.  [default: off]"))
 @click.option("--device", help=N_("auto, cpu, cuda, cuda:N.  [default: auto]"))
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),

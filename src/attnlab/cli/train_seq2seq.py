@@ -75,7 +75,10 @@ EXAMPLES = "\n".join([
 @click.option("--norm-first/--norm-after", "norm_first", default=None,
               help=N_("Pre-LN blocks, or the paper's post-LN.  [default: the preset's]"))
 @click.option("--steps", "--max-iters", "max_iters", type=int, help=N_("Optimizer steps.  [default: 100000]"))
-@click.option("--time-budget", type=float, help=N_("Stop cleanly (with a checkpoint) after this many minutes."))
+@click.option("--time-budget", type=float,
+              help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to "
+                      "reach --min-lr when the time is spent, and re-planned as the speed changes. With --steps "
+                      "too, whichever ends first."))
 @click.option("--batch-size", type=int, help=N_("Pairs per micro-batch, per process.  [default: 64]"))
 @click.option("--grad-accum", type=int, help=N_("Micro-batches per step, over all processes.  [default: 1]"))
 @click.option("--lr", "--learning-rate", "learning_rate", type=float,

@@ -83,6 +83,12 @@ class Seq2SeqTrainer(Trainer):
             return inverse_sqrt_lr(step, c.learning_rate, c.warmup_iters)
         return super().learning_rate_at(step)
 
+    def schedule_shape(self) -> str:
+        if self.config.schedule == "inverse-sqrt":
+            return tr("the paper's schedule (warm-up {warmup}, then 1/sqrt(step)): no end to fit",
+                      warmup=self.config.warmup_iters)
+        return super().schedule_shape()
+
     @property
     def tokens_per_step(self) -> int:
         """Real (not padding) source and target tokens of the last step's training batches."""
