@@ -41,6 +41,14 @@ def _edit_state(edit):
     return apply
 
 
+def _drop_attention_weights(checkpoint: Path) -> None:
+    """The checkpoint's weights without its attention layers' tensors (a model with no attention to measure)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(checkpoint / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if ".attn." not in k}, checkpoint / "model.safetensors")
+
+
 #: name -> how a copy of the trained run is damaged (applied to its checkpoint directory)
 DAMAGES = {
     "corrupt_state": lambda c: (c / "state.json").write_text("{bad"),
@@ -56,6 +64,7 @@ DAMAGES = {
     "state_without_model": _edit_state(lambda s: s.pop("model_config")),
     "state_without_optimizer": _edit_state(lambda s: s.pop("optimizer")),
     "state_without_history": _edit_state(lambda s: s.pop("history")),
+    "no_attention": _drop_attention_weights,
     "truncated_optimizer": lambda c: (c / "optimizer.safetensors").write_bytes(
         (c / "optimizer.safetensors").read_bytes()[:100]),
     "reshaped_optimizer": lambda c: _replace_tensor(c / "optimizer.safetensors", (3,)),

@@ -65,6 +65,29 @@ def unbatch(out: Tensor, weights: Tensor | None, unbatched: bool, return_weights
     return (out, weights) if return_weights else out
 
 
+def check_head_mask(head_mask: object, shape: tuple[int, ...], owner: str) -> Tensor:
+    """A head mask (1 keeps a head, 0 removes its output; any float scales it) of exactly ``shape``: ``(H,)`` for
+    one attention module, ``(num_layers, H)`` for a model. Floating point, so its gradient can be asked for."""
+    if not isinstance(head_mask, Tensor):
+        raise TypeError(f"{owner}: head_mask must be a torch.Tensor, got {type(head_mask).__name__}")
+    if not torch.is_floating_point(head_mask):
+        raise TypeError(f"{owner}: head_mask must be a floating-point tensor (1 = keep a head, 0 = remove it), got "
+                        f"dtype {head_mask.dtype}")
+    if tuple(head_mask.shape) != tuple(shape):
+        names = "(num_heads,)" if len(shape) == 1 else "(num_layers, num_heads)"
+        raise ValueError(f"{owner}: head_mask must have shape {names} = {tuple(shape)}, got {tuple(head_mask.shape)}")
+    return head_mask
+
+
+def mask_heads(context: Tensor, head_mask: Tensor | None, owner: str) -> Tensor:
+    """``context (B, H, T, head_dim)`` with head h multiplied by ``head_mask[h]`` (Michel et al., 2019): what a
+    module does before it merges the heads, so a masked head adds nothing to ``out_proj``'s input."""
+    if head_mask is None:
+        return context
+    check_head_mask(head_mask, (context.shape[1],), owner)
+    return context * head_mask.to(device=context.device, dtype=context.dtype)[:, None, None]
+
+
 def check_module_options(owner: str, backend: str, dropout: float = 0.0) -> None:
     """Options every attention module takes, checked when it is built (the op trusts them afterwards)."""
     check_choice("backend", backend, BACKENDS)

@@ -31,7 +31,7 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
+from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.attention.multihead import cached_causal_mask
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
 
@@ -172,7 +172,7 @@ class GroupedQueryAttention(nn.Module):
 
     def forward(self, x: Tensor, *, attention_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 positions: Tensor | None = None, return_weights: bool = False,
-                kv_cache: LayerCacheLike | None = None):
+                kv_cache: LayerCacheLike | None = None, head_mask: Tensor | None = None):
         """Attend from each token of ``x`` to itself and the tokens before it (see the class docstring for shapes).
 
         Args:
@@ -186,6 +186,7 @@ class GroupedQueryAttention(nn.Module):
             return_weights: also return the weights ``(B, num_heads, T, L)``.
             kv_cache: decoding: one layer of a cache of ``num_kv_heads`` heads; this call's keys and values
                 are appended to it and the queries attend to all of them.
+            head_mask: ``(num_heads,)`` per query head: its context times its entry before the merge (0 removes it).
         """
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
@@ -212,7 +213,7 @@ class GroupedQueryAttention(nn.Module):
                                   return_weights=return_weights)
 
         # 3. merge the heads and mix them                                                   (B, T, d_out)
-        context = context.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
+        context = mask_heads(context, head_mask, owner).transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)
 
     def extra_repr(self) -> str:

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
 
 from attnlab.attention.causal import CausalAttention
-from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
+from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend
 
 
@@ -115,7 +115,7 @@ class MultiHeadAttention(nn.Module):
         backend: attention backend, see :func:`attnlab.functional.scaled_dot_product_attention`.
 
     Calling it, ``mha(x, memory=None, *, attention_mask=None, attn_mask=None, return_weights=False,
-    kv_cache=None, memory_kv=None)``:
+    kv_cache=None, memory_kv=None, head_mask=None)``:
         x: the queries' sequence ``(B, Tq, d_in)`` or ``(Tq, d_in)``.
         memory: the keys' and values' sequence ``(B, Tk, d_in)``; None for self-attention.
         attention_mask: ``(B, Tk)`` padding mask of the keys' sequence, 1 = real token (checked here).
@@ -130,6 +130,8 @@ class MultiHeadAttention(nn.Module):
             aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
         memory_kv: cross-attention with the memory's keys and values already projected and split
             (:meth:`project_memory`), instead of ``memory``: what a decoding loop computes once per source.
+        head_mask: ``(num_heads,)``: each head's context is multiplied by its entry before the heads are merged
+            (0 removes the head, 1 keeps it); differentiable, for head importance.
 
     Shapes: x ``(B, Tq, d_in)`` or ``(Tq, d_in)``, memory ``(B, Tk, d_in)`` -> ``(B, Tq, d_out)``;
     weights ``(B, num_heads, Tq, Tk)``. In the comments, ``hd`` is ``head_dim``.
@@ -170,7 +172,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None,
-                memory_kv: tuple[Tensor, Tensor] | None = None):
+                memory_kv: tuple[Tensor, Tensor] | None = None, head_mask: Tensor | None = None):
         """Attend from ``x`` to ``memory`` (default: ``x`` itself); arguments and shapes: the class docstring."""
         self.check_call(memory, attention_mask, kv_cache, memory_kv)               # arguments that exclude others
         x, unbatched = as_batched(x, self.d_in, type(self).__name__)              # (B, T, d_in); (T, d_in): B = 1
@@ -186,6 +188,7 @@ class MultiHeadAttention(nn.Module):
                                   dropout_p=self.dropout.p if self.training else 0.0,
                                   backend=self.backend, return_weights=return_weights)
         # 4. merge the heads back into d_out, then mix them
+        context = mask_heads(context, head_mask, type(self).__name__)              # head h times head_mask[h]
         context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)       # (B, T, H, hd) -> (B, T, d_out)
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)  # (B, T, d_out)
 

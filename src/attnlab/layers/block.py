@@ -58,12 +58,13 @@ class TransformerBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output, as in the paper
 
     def forward(self, x: Tensor, attention_mask: Tensor | None = None, *, attn_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCacheLike | None = None):
+                return_weights: bool = False, kv_cache: KVCacheLike | None = None, head_mask: Tensor | None = None):
         """``x (B, T, D)``; ``attention_mask (B, T)`` 1 = real token, or a model's checked ``attn_mask``
-        (see :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding."""
+        (see :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding; ``head_mask``
+        ``(num_heads,)``."""
         h = self.ln1(x) if self.norm == "pre" else x
         a = self.attn(h, attention_mask=attention_mask, attn_mask=attn_mask, return_weights=return_weights,
-                      kv_cache=kv_cache)
+                      kv_cache=kv_cache, head_mask=head_mask)
         a, weights = a if return_weights else (a, None)
         if self.norm == "pre":
             x = x + self.dropout(a)

@@ -11,6 +11,7 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
@@ -90,7 +91,8 @@ class GPT(nn.Module):
         return self.head(self.ln_f(x[:, -1]))
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCache | None = None) -> CausalLMOutput:
+                return_weights: bool = False, kv_cache: KVCache | None = None,
+                head_mask: Tensor | None = None) -> CausalLMOutput:
         """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
 
         Args:
@@ -104,11 +106,15 @@ class GPT(nn.Module):
                 (``(B, H, T, L)`` with a cache of ``L`` positions).
             kv_cache: a :meth:`new_kv_cache`; the tokens are placed after the ``kv_cache.length``
                 positions it holds, and their keys and values are added to it.
+            head_mask: ``(num_layers, num_heads)``: head h of layer l has its output multiplied by
+                ``head_mask[l, h]`` before ``out_proj`` (0 removes it); differentiable, for head importance.
         """
         c = self.config
         offset = 0 if kv_cache is None else kv_cache.length
         mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
                                                c.context_length, offset)
+        if head_mask is not None:
+            check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
         if positions is None:
             x = self.drop(self.pos_emb(self.tok_emb(idx), offset=offset))
         else:  # left padding: each row's own positions
@@ -116,7 +122,8 @@ class GPT(nn.Module):
         attentions = []
         for i, block in enumerate(self.blocks):
             x = block(x, attn_mask=mask, return_weights=return_weights,
-                      kv_cache=None if kv_cache is None else kv_cache[i])
+                      kv_cache=None if kv_cache is None else kv_cache[i],
+                      head_mask=None if head_mask is None else head_mask[i])
             if return_weights:
                 x, w = x
                 attentions.append(w)

@@ -24,6 +24,7 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, RMSNorm, RotaryEmbedding
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
@@ -85,7 +86,8 @@ class ModernDecoder(nn.Module):
                        w.device)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCache | None = None) -> CausalLMOutput:
+                return_weights: bool = False, kv_cache: KVCache | None = None,
+                head_mask: Tensor | None = None) -> CausalLMOutput:
         """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
 
         Args:
@@ -96,16 +98,20 @@ class ModernDecoder(nn.Module):
                 among the real tokens of its row, so a padded row computes what it would alone.
             return_weights: also return ``attentions``, one ``(B, num_heads, T, L)`` tensor per layer.
             kv_cache: a :meth:`new_kv_cache`; the tokens follow the ``kv_cache.length`` positions it holds.
+            head_mask: ``(num_layers, num_heads)``: each query head's output times its entry before ``out_proj``.
         """
         c = self.config
         offset = 0 if kv_cache is None else kv_cache.length
         mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
                                                c.context_length, offset)
+        if head_mask is not None:
+            check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
         x = self.drop(self.tok_emb(idx))
         attentions = []
         for i, block in enumerate(self.blocks):
             x = block(x, attn_mask=mask, positions=positions, return_weights=return_weights,
-                      kv_cache=None if kv_cache is None else kv_cache[i])
+                      kv_cache=None if kv_cache is None else kv_cache[i],
+                      head_mask=None if head_mask is None else head_mask[i])
             if return_weights:
                 x, w = x
                 attentions.append(w)
