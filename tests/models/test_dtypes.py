@@ -5,7 +5,7 @@ import torch
 
 from attnlab.generation import generate
 from attnlab.models import DTYPES, GPT, GPTConfig, compute_dtype
-from attnlab.models.dtypes import check_dtype_name
+from attnlab.models.config import check_dtype_name
 
 
 def model():

@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 
 from attnlab.data import CharVocab, Pair, write_pairs
-from attnlab.models.trained import checkpoint_kind, load_trained
+from attnlab.models.checkpoint import checkpoint_kind, load_trained
 from attnlab.training import TrainConfig, train
 from attnlab.training.config import Seq2SeqTrainConfig
 from attnlab.training.seq2seq_trainer import Seq2SeqTrainer, train_seq2seq

@@ -14,36 +14,15 @@ Two ways to build it, proven equal in the tests:
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.cache import LayerCache
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend
 from attnlab.i18n import tr
-
-
-class KVCacheLike(Protocol):
-    """What :meth:`MultiHeadAttention.forward` needs from a KV cache (see ``attnlab.models.kv_cache``)."""
-
-    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]: ...
-
-    def attn_mask(self, t_new: int, is_causal: bool) -> Tensor | None:
-        """Which of the keys ``update`` returned the ``t_new`` new queries may attend (None: all of them)."""
-        ...
-
-
-def cached_causal_mask(t_new: int, t_total: int, device: torch.device) -> Tensor | None:
-    """Bool ``(t_new, t_total)``: the new queries (the last ``t_new`` positions) see keys up to their own.
-
-    None for a single new token: it may attend every key in the cache, so no mask is needed.
-    """
-    if t_new == 1:
-        return None
-    return torch.ones(t_new, t_total, dtype=torch.bool, device=device).tril(diagonal=t_total - t_new)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -173,7 +152,7 @@ class MultiHeadAttention(nn.Module):
                 self.split_heads(self.W_value(memory)).contiguous())
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
-                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None,
+                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: LayerCache | None = None,
                 memory_kv: tuple[Tensor, Tensor] | None = None):
         """Attend from ``x`` to ``memory`` (default: ``x`` itself); see the class docstring for shapes.
 

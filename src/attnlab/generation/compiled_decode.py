@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from attnlab.generation.sampling import sample
+from attnlab.models.caches import compute_dtype
 from attnlab.models.checks import check_token_ids
-from attnlab.models.dtypes import compute_dtype
 
 _STEPS: dict[tuple[type, str, str], Callable] = {}  # one compiled step per model class, device type, options
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (key, an idle static cache)

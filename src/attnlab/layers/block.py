@@ -15,7 +15,8 @@ from typing import Literal
 
 from torch import Tensor, nn
 
-from attnlab.attention.multihead import KVCacheLike, MultiHeadAttention
+from attnlab.attention.cache import LayerCache
+from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
 from attnlab.i18n import tr
 from attnlab.layers.feedforward import Activation, FeedForward
@@ -59,7 +60,7 @@ class TransformerBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output, as in the paper
 
     def forward(self, x: Tensor, attention_mask: Tensor | None = None, *, attn_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCacheLike | None = None):
+                return_weights: bool = False, kv_cache: LayerCache | None = None):
         """``x (B, T, D)``; ``attention_mask (B, T)`` 1 = real token, or a model's checked ``attn_mask``
         (see :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding."""
         h = self.ln1(x) if self.norm == "pre" else x

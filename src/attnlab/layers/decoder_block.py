@@ -16,24 +16,14 @@ The memory itself is not normalised here: the encoder's output already is (its l
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from torch import Tensor, nn
 
-from attnlab.attention.multihead import KVCacheLike, MultiHeadAttention
+from attnlab.attention.cache import LayerCache
+from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
 from attnlab.i18n import tr
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
-
-
-class DecoderCacheLike(Protocol):
-    """What :meth:`DecoderBlock.forward` needs from one layer's decoding cache (``attnlab.models.seq2seq_cache``):
-    the self-attention's growing KV cache, and the cross-attention's keys and values of the memory, filled at the
-    first step and reused at every later one."""
-
-    self_attn: KVCacheLike
-    memory_kv: tuple[Tensor, Tensor] | None
 
 
 class DecoderBlock(nn.Module):
@@ -84,7 +74,7 @@ class DecoderBlock(nn.Module):
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 memory_attn_mask: Tensor | None = None, return_weights: bool = False,
-                kv_cache: DecoderCacheLike | None = None):
+                kv_cache: LayerCache | None = None):
         """Run the three sublayers.
 
         Args:
@@ -97,7 +87,8 @@ class DecoderBlock(nn.Module):
                 ``attn_mask`` by the self-attention itself.
             return_weights: also return the weights of the self-attention ``(B, H, T, T)`` and of the
                 cross-attention ``(B, H, T, S)``.
-            kv_cache: decoding: one layer's cache; ``x`` is then the new tokens, placed after the cached ones.
+            kv_cache: decoding: one layer's cache; ``x`` is then the new tokens, placed after the cached ones. It
+                keeps the self-attention's keys and values, and the memory's (``memory_kv``), projected once.
 
         Returns:
             ``(B, T, D)``, or ``(out, self_weights, cross_weights)`` with ``return_weights``.
@@ -106,7 +97,7 @@ class DecoderBlock(nn.Module):
 
         def self_attention(h: Tensor) -> Tensor:
             out = self.self_attn(h, attention_mask=attention_mask, attn_mask=attn_mask, return_weights=return_weights,
-                                 kv_cache=None if kv_cache is None else kv_cache.self_attn)
+                                 kv_cache=kv_cache)
             return self._dropped(out, weights, return_weights)
 
         def cross_attention(h: Tensor) -> Tensor:
@@ -127,7 +118,7 @@ class DecoderBlock(nn.Module):
             weights.append(w)
         return self.dropout(out)
 
-    def _memory_kv(self, memory: Tensor | None, kv_cache: DecoderCacheLike | None) -> tuple[Tensor, Tensor] | None:
+    def _memory_kv(self, memory: Tensor | None, kv_cache: LayerCache | None) -> tuple[Tensor, Tensor] | None:
         """The memory's keys and values from the cache, projected on the first step (None without a cache)."""
         if kv_cache is None:
             if memory is None:

@@ -9,6 +9,9 @@ so the output at a real token does not depend on how much padding the batch has.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import torch
 from torch import Tensor, nn
 
@@ -23,9 +26,68 @@ from attnlab.models.checks import (
     mask_values_error,
     read_facts,
 )
-from attnlab.models.config import EncoderConfig
+from attnlab.models.config import Presets, common_checks
 from attnlab.models.initialisation import init_weights
 from attnlab.models.outputs import EncoderOutput
+
+
+@dataclass
+class EncoderConfig(Presets):
+    """A BERT-style encoder (see :class:`attnlab.models.TransformerEncoder`).
+
+    Args:
+        vocab_size: number of token ids.
+        context_length: the most positions the model has (BERT: 512).
+        d_model: width of every token vector.
+        num_layers: number of post-LN blocks.
+        num_heads: attention heads per block; must divide ``d_model``.
+        d_ff: feed-forward hidden width; None means ``4 · d_model``.
+        type_vocab_size: number of token types (segments A/B in BERT); 0 for none.
+        dropout: on embeddings, attention weights and sublayer outputs, training only.
+        activation: feed-forward non-linearity (BERT: exact ``"gelu"``).
+        layer_norm_eps: LayerNorm epsilon (BERT: 1e-12).
+        pad_token_id: the id used for padding.
+        backend: attention backend for the blocks.
+    """
+
+    vocab_size: int
+    context_length: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    d_ff: int | None = None
+    type_vocab_size: int = 2
+    dropout: float = 0.0
+    activation: str = "gelu"
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    backend: str = "auto"
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "bert-base": dict(vocab_size=30522, context_length=512, d_model=768, num_layers=12, num_heads=12, d_ff=3072),
+        # the encoder of the usual tutorials: BERT-base's dimensions with a 30,000-token vocabulary
+        "tutorial-encoder": dict(vocab_size=30000, context_length=512, d_model=768, num_layers=12, num_heads=12,
+                                 d_ff=3072),
+        "minilm-l6": dict(vocab_size=30522, context_length=512, d_model=384, num_layers=6, num_heads=12, d_ff=1536),
+    }
+
+    def __post_init__(self) -> None:
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model if isinstance(self.d_model, int) else self.d_model
+        common_checks(self, type(self).__name__)
+        if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) \
+                or self.type_vocab_size < 0:
+            raise ValueError(tr("EncoderConfig: type_vocab_size must be an int >= 0, got {type_vocab_size!r}",
+                                type_vocab_size=self.type_vocab_size))
+        if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                tr("EncoderConfig: pad_token_id must be in [0, vocab_size={vocab_size}), got {pad_token_id!r}",
+                   vocab_size=self.vocab_size, pad_token_id=self.pad_token_id)
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
 
 
 class EncoderEmbeddings(nn.Module):

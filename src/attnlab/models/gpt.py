@@ -7,19 +7,75 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
+from attnlab.models.caches import KVCache, StaticKVCache, compute_dtype
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
-from attnlab.models.config import GPTConfig
-from attnlab.models.dtypes import compute_dtype
+from attnlab.models.config import Presets, common_checks
 from attnlab.models.initialisation import STD, init_weights
-from attnlab.models.kv_cache import KVCache
 from attnlab.models.outputs import CausalLMOutput
-from attnlab.models.static_kv_cache import StaticKVCache
+
+
+@dataclass
+class GPTConfig(Presets):
+    """A GPT-style decoder (see :class:`attnlab.models.GPT`).
+
+    Args:
+        vocab_size: number of token ids.
+        context_length: the most positions the model has (learned position table size).
+        d_model: width of every token vector.
+        num_layers: number of pre-LN causal blocks.
+        num_heads: attention heads per block; must divide ``d_model``.
+        d_ff: feed-forward hidden width; None means ``4 · d_model``.
+        dropout: on embeddings, attention weights and sublayer outputs, training only.
+        qkv_bias: biases on the query/key/value projections (GPT-2 has them).
+        bias: biases on the attention output projection, the feed-forward maps and the LayerNorms
+            (nanoGPT's ``bias=False`` is ``bias=False, qkv_bias=False``).
+        activation: feed-forward non-linearity (GPT-2: ``"gelu_tanh"``).
+        layer_norm_eps: LayerNorm epsilon.
+        backend: attention backend for the blocks.
+        tie_weights: the output head shares the token embedding's matrix (GPT-2); False gives the head its own.
+    """
+
+    vocab_size: int
+    context_length: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    d_ff: int | None = None
+    dropout: float = 0.0
+    qkv_bias: bool = False
+    bias: bool = True
+    activation: str = "gelu_tanh"
+    layer_norm_eps: float = 1e-5
+    backend: str = "auto"
+    tie_weights: bool = True
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        # trains in seconds on a laptop CPU; byte-sized vocabulary by default
+        "tiny": dict(vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=2, qkv_bias=True),
+        # nanoGPT's "baby" Shakespeare model
+        "baby": dict(vocab_size=256, context_length=64, d_model=128, num_layers=4, num_heads=4, qkv_bias=True),
+        "gpt2-small": dict(vocab_size=50257, context_length=1024, d_model=768, num_layers=12, num_heads=12,
+                           qkv_bias=True),
+        "gpt2-xl": dict(vocab_size=50257, context_length=1024, d_model=1600, num_layers=48, num_heads=25,
+                        qkv_bias=True),
+    }
+
+    def __post_init__(self) -> None:
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model if isinstance(self.d_model, int) else self.d_model
+        common_checks(self, type(self).__name__)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
 
 
 class GPT(nn.Module):

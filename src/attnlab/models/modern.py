@@ -20,17 +20,128 @@ full causal attention       optional sliding window (Mistral)      cost per toke
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
-from attnlab.layers import ModernBlock, RMSNorm, RotaryEmbedding
+from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
+from attnlab.models.caches import KVCache
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
-from attnlab.models.config import ModernDecoderConfig
+from attnlab.models.config import Presets, positive_int
 from attnlab.models.initialisation import STD, init_weights
-from attnlab.models.kv_cache import KVCache
 from attnlab.models.outputs import CausalLMOutput
+
+
+@dataclass
+class ModernDecoderConfig(Presets):
+    """A decoder of today's open models: Llama, Qwen2, Mistral (see :class:`attnlab.models.ModernDecoder`).
+
+    Args:
+        vocab_size: number of token ids.
+        context_length: the longest sequence (RoPE has no table; this is the length trained for).
+        d_model: width of every token vector.
+        num_layers: number of pre-RMSNorm blocks.
+        num_heads: query heads per block.
+        num_kv_heads: key/value heads per block; must divide ``num_heads`` (None: ``num_heads``; 1: MQA).
+        head_dim: width of one head, even (RoPE turns pairs); None means ``d_model // num_heads``.
+        d_ff: SwiGLU hidden width; None means 8/3 · ``d_model`` rounded up to a multiple of 8 (the parameters of
+            a 4 · ``d_model`` two-matrix network in three matrices).
+        dropout: on embeddings, attention weights and sublayer outputs, training only.
+        qkv_bias: biases on the query/key/value projections (Qwen2 has them).
+        out_bias: a bias on the attention's output projection.
+        rope_base: the θ of RoPE's frequencies (Llama 2 and Mistral: 10,000; Llama 3: 500,000; Qwen2.5: 10⁶).
+        rope_scaling: None or a dict of :class:`attnlab.layers.RopeScaling` fields (Llama 3.1/3.2: ``llama3``).
+        sliding_window: keys each query sees, its own included (Mistral 7B v0.1: 4096); None: all before it.
+        norm_eps: RMSNorm epsilon.
+        tie_weights: the output head shares the token embedding's matrix (Llama-3.2-1B and Qwen2.5-0.5B do).
+        backend: attention backend for the blocks.
+    """
+
+    vocab_size: int
+    context_length: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    d_ff: int | None = None
+    dropout: float = 0.0
+    qkv_bias: bool = False
+    out_bias: bool = False
+    rope_base: float = 10000.0
+    rope_scaling: dict[str, Any] | None = None
+    sliding_window: int | None = None
+    norm_eps: float = 1e-5
+    tie_weights: bool = False
+    backend: str = "auto"
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        # trains in seconds; 4 query heads over 2 key/value heads
+        "tiny": dict(vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                     d_ff=88, tie_weights=True),
+        # the GPT "baby"'s size (810,368 against 812,032 parameters at vocab_size=82): d_ff = 392 spends on the
+        # gated feed-forward what GQA and the missing position table save
+        "baby": dict(vocab_size=256, context_length=64, d_model=128, num_layers=4, num_heads=4, num_kv_heads=2,
+                     d_ff=392, tie_weights=True),
+        # the shapes of the published checkpoints (their config.json files)
+        "llama-3.2-1b": dict(vocab_size=128256, context_length=131072, d_model=2048, num_layers=16, num_heads=32,
+                             num_kv_heads=8, d_ff=8192, rope_base=500000.0,
+                             rope_scaling=dict(type="llama3", factor=32.0, low_freq_factor=1.0,
+                                               high_freq_factor=4.0, original_context_length=8192),
+                             norm_eps=1e-5, tie_weights=True),
+        "qwen2.5-0.5b": dict(vocab_size=151936, context_length=32768, d_model=896, num_layers=24, num_heads=14,
+                             num_kv_heads=2, d_ff=4864, qkv_bias=True, rope_base=1000000.0, norm_eps=1e-6,
+                             tie_weights=True),
+        "mistral-7b": dict(vocab_size=32000, context_length=32768, d_model=4096, num_layers=32, num_heads=32,
+                           num_kv_heads=8, d_ff=14336, rope_base=10000.0, sliding_window=4096, norm_eps=1e-5,
+                           tie_weights=False),
+    }
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads"):
+            positive_int(owner, name, getattr(self, name))
+        if self.num_kv_heads is None:
+            self.num_kv_heads = self.num_heads
+        positive_int(owner, "num_kv_heads", self.num_kv_heads)
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(tr("{owner}: num_heads must be divisible by num_kv_heads, got num_heads={num_heads}, "
+                                "num_kv_heads={num_kv_heads}", owner=owner, num_heads=self.num_heads,
+                                num_kv_heads=self.num_kv_heads))
+        if self.head_dim is None:
+            if self.d_model % self.num_heads:
+                raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads} (or give "
+                                    "head_dim)", owner=owner, d_model=self.d_model, num_heads=self.num_heads))
+            self.head_dim = self.d_model // self.num_heads
+        positive_int(owner, "head_dim", self.head_dim)
+        if self.head_dim % 2:
+            raise ValueError(tr("{owner}: head_dim must be even (RoPE rotates pairs of features), got {head_dim}",
+                                owner=owner, head_dim=self.head_dim))
+        if self.d_ff is None:
+            self.d_ff = math.ceil(8 * self.d_model / 3 / 8) * 8
+        positive_int(owner, "d_ff", self.d_ff)
+        if self.sliding_window is not None:
+            positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window)
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0.0 <= self.dropout < 1:
+            raise ValueError(tr("{owner}: dropout must be a float in [0, 1), got {dropout!r}", owner=owner,
+                                dropout=self.dropout))
+        for name in ("rope_base", "norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(tr("{owner}: {name} must be a number > 0, got {value!r}", owner=owner, name=name,
+                                    value=value))
+        if self.rope_scaling is not None:
+            if not isinstance(self.rope_scaling, dict):
+                raise TypeError(tr("{owner}: rope_scaling must be None or a dict, got {rope_scaling_type}",
+                                   owner=owner, rope_scaling_type=type(self.rope_scaling).__name__))
+            RopeScaling.from_dict(self.rope_scaling)  # every field checked now, not at the first forward
+        if self.backend not in BACKENDS:
+            raise ValueError(tr("{owner}: backend must be one of {backends}, got {backend!r}", owner=owner,
+                                backends=BACKENDS, backend=self.backend))
 
 
 class ModernDecoder(nn.Module):

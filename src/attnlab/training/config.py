@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.i18n import tr
-from attnlab.models.dtypes import check_dtype_name
+from attnlab.models.config import check_dtype_name
 
 
 @dataclass

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from attnlab.i18n import tr
-from attnlab.models.dtypes import check_dtype_name
+from attnlab.models.config import check_dtype_name
 
 #: the dtypes training accepts on a CPU (fp16 needs CUDA, see the module docstring)
 CPU_DTYPES = ("fp32", "bf16")

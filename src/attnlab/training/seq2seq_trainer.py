@@ -23,8 +23,7 @@ from torch import Tensor, nn
 from attnlab.data import CharVocab, encode_pairs, get_task, read_pairs, split_pairs
 from attnlab.data.pairs import Batch, EncodedPair, collate
 from attnlab.i18n import tr
-from attnlab.models.trained import ARCHITECTURES
-from attnlab.training.checkpoint import Checkpoint
+from attnlab.models.checkpoint import ARCHITECTURES, Checkpoint
 from attnlab.training.config import Seq2SeqTrainConfig, check_keys
 from attnlab.training.optim import inverse_sqrt_lr
 from attnlab.training.trainer import Trainer, TrainResult

@@ -40,7 +40,7 @@ from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
 from attnlab.i18n import _, tr
 from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
-from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from attnlab.models.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, check_keys
 from attnlab.training.distributed import (
     all_reduce_sum,

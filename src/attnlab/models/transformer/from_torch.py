@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.i18n import tr
-from attnlab.models.seq2seq_config import TransformerConfig
+from attnlab.models.transformer.config import TransformerConfig
 
 
 def _activation(layer: nn.Module) -> str:

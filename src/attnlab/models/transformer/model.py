@@ -25,15 +25,12 @@ from torch import Tensor, nn
 from attnlab.functional.masks import key_mask
 from attnlab.i18n import tr
 from attnlab.layers import DecoderBlock, LayerNorm, SinusoidalPositionalEncoding, TransformerBlock
-from attnlab.models.dtypes import compute_dtype
+from attnlab.models.caches import KVCache, compute_dtype
 from attnlab.models.outputs import Seq2SeqOutput
-from attnlab.models.seq2seq_cache import Seq2SeqCache
-from attnlab.models.seq2seq_checks import Door, check_inputs
-from attnlab.models.seq2seq_config import PRESETS, TransformerConfig
-from attnlab.models.seq2seq_step import IncrementalDecoder
-from attnlab.models.transformer_convert import config_from_torch, copy_torch_body
-
-__all__ = ["PRESETS", "Transformer", "TransformerConfig"]
+from attnlab.models.transformer.checks import Door, check_inputs
+from attnlab.models.transformer.config import TransformerConfig
+from attnlab.models.transformer.from_torch import config_from_torch, copy_torch_body
+from attnlab.models.transformer.incremental import IncrementalDecoder
 
 
 class Transformer(nn.Module):
@@ -126,7 +123,7 @@ class Transformer(nn.Module):
         return (x, tuple(weights)) if return_weights else x
 
     def _decoder_stack(self, y: Tensor, memory: Tensor | None, src_keys: Tensor | None, tgt_keys: Tensor | None,
-                       cache: Seq2SeqCache | None = None, return_weights: bool = False):
+                       cache: KVCache | None = None, return_weights: bool = False):
         self_weights, cross_weights = [], []
         for i, block in enumerate(self.decoder_blocks):
             y = block(y, memory, attn_mask=tgt_keys, memory_attn_mask=src_keys, return_weights=return_weights,
@@ -147,7 +144,7 @@ class Transformer(nn.Module):
         return self._encoder_stack(self._embed(src), src_keys)
 
     def new_cache(self, memory: Tensor, src_mask: Tensor | None = None, context_length: int | None = None
-                  ) -> Seq2SeqCache:
+                  ) -> KVCache:
         """An empty decoding cache for ``memory (B, S, D)`` with its padding mask ``src_mask (B, S)`` (None: all
         real), holding up to ``context_length`` target positions (default: the model's). Every layer's
         cross-attention keys and values of the memory are computed here, once."""
@@ -157,7 +154,7 @@ class Transformer(nn.Module):
         if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= c.context_length:
             raise ValueError(tr("Transformer.new_cache: context_length must be an int in [1, {most}], got {got!r}",
                                 most=c.context_length, got=context_length))
-        cache = Seq2SeqCache(c.num_decoder_layers, memory.shape[0], c.num_heads, length, c.head_dim,
+        cache = KVCache(c.num_decoder_layers, memory.shape[0], c.num_heads, length, c.head_dim,
                              compute_dtype(w), w.device, memory_mask=src_keys)
         for layer, block in zip(cache.layers, self.decoder_blocks, strict=True):
             layer.memory_kv = block.cross_attn.project_memory(memory)
@@ -169,7 +166,8 @@ class Transformer(nn.Module):
         ``src_mask (B, S)`` (1 = real; None: all real), ``beams`` rows per source, up to ``length`` tokens in all
         (default: the model's context_length). Each call ``step(tokens (B·beams,))`` returns the next-token logits
         ``(B·beams, vocab_size)``; ``step.reorder(rows)`` follows the beams. For inference: eval mode, under
-        ``torch.inference_mode()`` or ``torch.no_grad()``; see :class:`~attnlab.models.seq2seq_step.IncrementalDecoder`.
+        ``torch.inference_mode()`` or ``torch.no_grad()``; see
+        :class:`~attnlab.models.transformer.incremental.IncrementalDecoder`.
         """
         c = self.config
         src_keys, _ = self._door(memory=memory, src_mask=src_mask)  # None: no padding
@@ -183,7 +181,7 @@ class Transformer(nn.Module):
         return IncrementalDecoder(self, memory, None if src_keys is None else src_mask.bool(), beams, length)
 
     def decode(self, tgt: Tensor, memory: Tensor | None = None, *, src_mask: Tensor | None = None,
-               tgt_mask: Tensor | None = None, cache: Seq2SeqCache | None = None, return_weights: bool = False):
+               tgt_mask: Tensor | None = None, cache: KVCache | None = None, return_weights: bool = False):
         """The decoder: ``tgt (B, T)`` ids attending to ``memory (B, S, D)`` -> logits ``(B, T, vocab_size)``.
 
         Args:
@@ -207,9 +205,9 @@ class Transformer(nn.Module):
                                     "mask given to new_cache)"))
             offset = cache.length
             _, tgt_keys = self._door(tgt=tgt, tgt_mask=tgt_mask, offset=offset, cached=True)
-            if tgt.shape[0] != cache.self_attn[0].keys.shape[0]:
+            if tgt.shape[0] != cache[0].keys.shape[0]:
                 raise ValueError(tr("Transformer.decode: tgt has batch size {got}, the cache {batch}", got=tgt.shape[0],
-                                    batch=cache.self_attn[0].keys.shape[0]))
+                                    batch=cache[0].keys.shape[0]))
             src_keys = cache.memory_mask
         y = self._decoder_stack(self._embed(tgt, offset), memory, src_keys, tgt_keys, cache, return_weights)
         if not return_weights:

@@ -1,6 +1,6 @@
 """The encoder-decoder's decoder, one token per call: what greedy and beam search run at every step.
 
-:meth:`Transformer.decode` with a :class:`~attnlab.models.Seq2SeqCache` is the general way in: it checks the ids,
+:meth:`Transformer.decode` with a :class:`~attnlab.models.KVCache` is the general way in: it checks the ids,
 builds masks and runs every block through its modules and the attention backends. For a decoding step that is
 most of the time: the work itself is one token per row. :class:`IncrementalDecoder` does the same arithmetic with
 the blocks' own parameters, and no more:
