@@ -74,15 +74,22 @@ def check_scale(scale: float | None) -> None:
         raise ValueError(tr("scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}", scale=scale))
 
 
+def check_positive_int(owner: str, name: str, value: object) -> None:
+    """``value`` must be an int >= 1 (not a bool): else a ValueError ``owner: name must be a positive int, got …``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}", owner=owner, name=name,
+                            value=value))
+
+
 def check_choice(name: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
         raise ValueError(tr("{name} must be one of {valid}, got {value!r}", name=name,
                             valid=', '.join(map(repr, valid)), value=value))
 
 
-def resolve_backend(backend: str, auto_choice: str, return_weights: bool) -> str:
-    """The backend to run: ``auto_choice`` for ``"auto"``; only ``"math"`` can return the weights."""
-    chosen = auto_choice if backend == "auto" else backend
-    if return_weights and chosen != "math":
-        raise ValueError(tr("backend={backend!r} cannot return weights; use backend='math' or 'auto'", backend=backend))
-    return chosen
+def expect_one_of(name: str, value: object, choices: Sequence[str]) -> None:
+    """``value`` must be one of ``choices``: else a ValueError ``name: expected 'a' or 'b', got 'c'``."""
+    if value not in choices:
+        quoted = [repr(c) for c in choices]
+        listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+        raise ValueError(tr("{name}: expected {choices}, got {value!r}", name=name, choices=listed, value=value))

@@ -84,10 +84,10 @@ def test_flash_is_asked_about_only_where_the_table_could_pick_it(monkeypatch):
 
 
 def test_auto_runs_what_the_rule_chose(monkeypatch):
-    import attnlab.functional.sdpa as sdpa
+    import attnlab.functional.backends as backends
 
     seen = []
-    monkeypatch.setattr(sdpa, "chunked_attention", lambda *a: seen.append("chunked") or a[0])
+    monkeypatch.setattr(backends, "chunked_attention", lambda *a: seen.append("chunked") or a[0])
     q = torch.zeros(1, 1, LONG, 4)
     scaled_dot_product_attention(q, q, q, dropout_p=0.1)
     assert seen == ["chunked"]

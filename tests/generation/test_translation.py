@@ -34,9 +34,9 @@ def test_padding_a_source_into_a_batch_changes_nothing(dates_run):
 
 
 def test_encode_sources_pads_with_a_mask():
-    from attnlab.data import CharVocab
+    from attnlab.data import SPECIALS, CharTokenizer
 
-    vocab = CharVocab("abc")
+    vocab = CharTokenizer("abc", SPECIALS)
     src, mask = encode_sources(["ab", "c"], vocab, 8)
     assert src.tolist() == [[3, 4], [5, 0]] and mask.tolist() == [[1, 1], [1, 0]]
 

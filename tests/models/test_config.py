@@ -73,6 +73,6 @@ def test_preset_errors():
         GPTConfig.from_preset("gpt5")
     with pytest.raises(TypeError, match="n_layer"):
         GPTConfig.from_preset("tiny", n_layer=3)
-    with pytest.raises(ValueError, match="pad_token_id"):
-        EncoderConfig.from_preset("bert-base", pad_token_id=40000)
+    with pytest.raises(ValueError, match=r"^EncoderConfig: pad_id must be in \[0, vocab_size=30522\), got 40000$"):
+        EncoderConfig.from_preset("bert-base", pad_id=40000)
     assert GPTConfig(vocab_size=10, context_length=8, d_model=16, num_layers=1, num_heads=4).d_ff == 64

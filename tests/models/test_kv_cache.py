@@ -51,7 +51,7 @@ def model(ctx=80):
 def test_cached_logits_equal_recomputation_over_64_steps():
     m = model()
     seq = torch.randint(0, 61, (2, 8))
-    cache = m.new_kv_cache(2)
+    cache = m.new_cache(2)
     with torch.no_grad():
         logits = m(seq, kv_cache=cache).logits[:, -1]
         for _ in range(64):

@@ -8,14 +8,14 @@ from attnlab.models import Transformer, TransformerConfig
 
 CONFIGS = [
     dict(),  # the paper: post-LN, ReLU, biases
-    dict(norm_first=True, activation="gelu"),  # pre-LN with the final LayerNorms
+    dict(norm="pre", activation="gelu"),  # pre-LN with the final LayerNorms
     dict(bias=False, activation="gelu_tanh", final_norm=True),
 ]
 
 
 def _model(seed: int, **overrides) -> Transformer:
     torch.manual_seed(seed)
-    config = TransformerConfig.preset("transformer-tiny", vocab_size=30, context_length=12, dropout=0.0,
+    config = TransformerConfig.from_preset("transformer-tiny", vocab_size=30, context_length=12, dropout=0.0,
                                       num_decoder_layers=3, **overrides)
     model = Transformer(config).eval()
     with torch.no_grad():  # biases and LayerNorms away from 0 and 1, so that each is used where it should be

@@ -31,6 +31,7 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
@@ -43,11 +44,6 @@ class RotaryLike(Protocol):
     head_dim: int
 
     def apply(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]: ...
-
-
-def _positive_int(owner: str, name: str, n: object) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(tr("{owner}: {name} must be a positive int, got {n!r}", owner=owner, name=name, n=n))
 
 
 class GroupedQueryAttention(nn.Module):
@@ -93,9 +89,9 @@ class GroupedQueryAttention(nn.Module):
         super().__init__()
         owner = type(self).__name__
         for name, n in (("d_in", d_in), ("d_out", d_out), ("num_heads", num_heads)):
-            _positive_int(owner, name, n)
+            check_positive_int(owner, name, n)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        _positive_int(owner, "num_kv_heads", num_kv_heads)
+        check_positive_int(owner, "num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads:
             raise ValueError(tr("{owner}: num_heads must be divisible by num_kv_heads (each key/value head serves a "
                                 "whole group of query heads), got num_heads={num_heads}, num_kv_heads={num_kv_heads}",
@@ -106,7 +102,7 @@ class GroupedQueryAttention(nn.Module):
                                     "d_out={d_out}, num_heads={num_heads}", owner=owner, d_out=d_out,
                                     num_heads=num_heads))
             head_dim = d_out // num_heads
-        _positive_int(owner, "head_dim", head_dim)
+        check_positive_int(owner, "head_dim", head_dim)
         if sliding_window is not None and (isinstance(sliding_window, bool) or not isinstance(sliding_window, int)
                                            or sliding_window < 1):
             raise ValueError(tr("{owner}: sliding_window must be None or an int >= 1 (keys seen, own included), got "

@@ -24,13 +24,12 @@ import math
 import torch
 from torch import Tensor
 
+from attnlab.arguments import check_positive_int
 from attnlab.i18n import tr
 
 
 def _check_heads(num_heads: int, owner: str) -> None:
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(tr("{owner}: num_heads must be a positive int, got {num_heads!r}", owner=owner,
-                            num_heads=num_heads))
+    check_positive_int(owner, "num_heads", num_heads)
 
 
 def _geometric(n: int) -> list[float]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnlab.arguments import check_positive_int
 from attnlab.i18n import tr
 
 
@@ -35,8 +36,7 @@ def sliding_window_mask(t_q: int, t_k: int, window: int, device: torch.device | 
                 [0, 0, 1, 1]], dtype=torch.int32)
     """
     for name, n in (("t_q", t_q), ("t_k", t_k)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(tr("sliding_window_mask: {name} must be a positive int, got {n!r}", name=name, n=n))
+        check_positive_int("sliding_window_mask", name, n)
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise ValueError(tr("sliding_window_mask: window must be an int >= 1 (keys seen, own included), got {window!r}",
                             window=window))

@@ -56,7 +56,7 @@ def _take_cache(model: Any, batch: int) -> tuple[tuple, Any]:
     if held is not None and held[0] == key:
         held[1].reset()
         return held
-    return key, model.new_static_kv_cache(batch)
+    return key, model.new_cache(batch, static=True)
 
 
 @torch.no_grad()
@@ -65,7 +65,7 @@ def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
                     eos_token_id: int | None) -> Iterator[Tensor]:
     """The new tokens ``(B,)`` one by one, as :func:`~attnlab.generation.generate_stream` with ``compile=True``.
 
-    The model needs ``new_static_kv_cache(batch)`` and ``decode_step(idx, cache)`` (as
+    The model needs ``new_cache(batch, static=True)`` and ``decode_step(idx, cache)`` (as
     :class:`~attnlab.models.GPT` has). Past ``context_length``, like the eager loop: crop and recompute.
     """
     ctx = model.config.context_length

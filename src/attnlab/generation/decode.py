@@ -61,7 +61,7 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     if compile and attention_mask is not None:
         raise ValueError(tr("compile=True decodes prompts of one length; left-padded prompts (attention_mask) need "
                             "compile=False"))
-    if compile and not all(hasattr(model, name) for name in ("decode_step", "new_static_kv_cache")):
+    if compile and not all(hasattr(model, name) for name in ("decode_step", "new_cache")):
         raise ValueError(tr("compile=True needs a model with a static KV cache and a decode_step (GPT has them), got "
                             "{model_type}; decode it with compile=False", model_type=type(model).__name__))
     if compile:
@@ -85,7 +85,7 @@ def _decode(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, to
     model.eval()
     try:
         seq = idx
-        cache = model.new_kv_cache(idx.shape[0]) if use_cache else None
+        cache = model.new_cache(idx.shape[0]) if use_cache else None
         logits = model(seq[:, -ctx:], kv_cache=cache, **_masked(mask, ctx)).logits[:, -1]
         done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
         for step in range(max_new_tokens):
@@ -115,7 +115,7 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
     """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``.
 
     Args:
-        model: a :class:`attnlab.models.GPT` (anything with its ``config.context_length``, ``new_kv_cache``
+        model: a :class:`attnlab.models.GPT` (anything with its ``config.context_length``, ``new_cache``
             and ``forward(idx, kv_cache=...)`` returning ``.logits``). It runs in eval mode (no dropout) and
             is put back afterwards.
         idx: the prompt, ``(B, T)`` token ids.
@@ -131,7 +131,7 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
         compile: decode with a static KV cache and a step compiled by ``torch.compile(fullgraph=True)``, on CUDA
             captured in a CUDA graph (see :mod:`attnlab.generation.compiled_decode`); the same tokens as the eager
             loop. The first call compiles (seconds); later calls reuse the step. Needs the model's
-            ``new_static_kv_cache`` and ``decode_step``.
+            ``new_cache(batch, static=True)`` and ``decode_step``.
 
     Example:
         >>> from attnlab.models import GPT, GPTConfig

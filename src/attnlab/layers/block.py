@@ -11,7 +11,7 @@ after the last block. Post-LN is what BERT's weights were trained with, so loadi
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from torch import Tensor, nn
 
@@ -22,7 +22,12 @@ from attnlab.i18n import tr
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
 
-Norm = Literal["post", "pre"]
+Norm = Literal["post", "pre"]  # where the LayerNorm sits: after the residual addition, or before the sublayer
+
+
+def check_norm(owner: str, norm: object) -> None:
+    if norm not in get_args(Norm):
+        raise ValueError(tr("{owner}: norm must be 'post' or 'pre', got {norm!r}", owner=owner, norm=norm))
 
 
 class TransformerBlock(nn.Module):
@@ -49,8 +54,7 @@ class TransformerBlock(nn.Module):
                  is_causal: bool = False, activation: Activation = "gelu", qkv_bias: bool = True, bias: bool = True,
                  eps: float = 1e-5, backend: Backend = "auto") -> None:
         super().__init__()
-        if norm not in ("post", "pre"):
-            raise ValueError(tr("TransformerBlock: norm must be 'post' or 'pre', got {norm!r}", norm=norm))
+        check_norm(type(self).__name__, norm)
         self.norm = norm
         self.attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias, is_causal=is_causal,
                                        out_bias=bias, backend=backend)

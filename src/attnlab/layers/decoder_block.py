@@ -22,6 +22,7 @@ from attnlab.attention.cache import LayerCache
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
 from attnlab.i18n import tr
+from attnlab.layers.block import Norm, check_norm
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
 
@@ -34,7 +35,8 @@ class DecoderBlock(nn.Module):
         num_heads: attention heads of both attentions; must divide ``d_model``.
         d_ff: feed-forward hidden width.
         dropout: on the attention weights and on each sublayer's output, training mode only.
-        norm_first: pre-LN (True) or the paper's post-LN (False), as ``torch.nn.TransformerDecoderLayer``.
+        norm: ``"post"`` (the paper) or ``"pre"``, as :class:`~attnlab.layers.TransformerBlock` (torch's
+            ``norm_first=True`` is ``"pre"``).
         activation: the feed-forward non-linearity (the paper: ReLU).
         bias: biases on every projection and LayerNorm (``torch.nn.Transformer`` has them).
         eps: LayerNorm epsilon.
@@ -48,13 +50,12 @@ class DecoderBlock(nn.Module):
         torch.Size([2, 5, 16])
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, *, norm_first: bool = False,
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, *, norm: Norm = "post",
                  activation: Activation = "relu", bias: bool = True, eps: float = 1e-5,
                  backend: Backend = "auto") -> None:
         super().__init__()
-        if not isinstance(norm_first, bool):
-            raise ValueError(tr("DecoderBlock: norm_first must be True or False, got {value!r}", value=norm_first))
-        self.norm_first = norm_first
+        check_norm(type(self).__name__, norm)
+        self.norm = norm
         self.self_attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, bias, is_causal=True,
                                             out_bias=bias, backend=backend)
         self.ln1 = LayerNorm(d_model, eps=eps, bias=bias)
@@ -67,7 +68,7 @@ class DecoderBlock(nn.Module):
 
     def _residual(self, x: Tensor, sublayer, norm: LayerNorm) -> Tensor:
         """``x + sublayer(LN(x))`` (pre-LN) or ``LN(x + sublayer(x))`` (post-LN)."""
-        if self.norm_first:
+        if self.norm == "pre":
             return x + sublayer(norm(x))
         return norm(x + sublayer(x))
 

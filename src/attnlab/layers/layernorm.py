@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
 from attnlab.i18n import tr
 
 
@@ -32,8 +33,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True, fused: bool = True) -> None:
         super().__init__()
-        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(tr("LayerNorm: d_model must be a positive int, got {d_model!r}", d_model=d_model))
+        check_positive_int("LayerNorm", "d_model", d_model)
         if not isinstance(eps, int | float) or not eps > 0:
             raise ValueError(tr("LayerNorm: eps must be a float > 0, got {eps!r}", eps=eps))
         self.d_model, self.eps, self.fused = d_model, float(eps), fused

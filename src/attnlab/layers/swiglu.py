@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
 from attnlab.i18n import tr
 
 
@@ -30,8 +31,7 @@ class SwiGLU(nn.Module):
     def __init__(self, d_model: int, d_ff: int, bias: bool = False) -> None:
         super().__init__()
         for name, n in (("d_model", d_model), ("d_ff", d_ff)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(tr("SwiGLU: {name} must be a positive int, got {n!r}", name=name, n=n))
+            check_positive_int("SwiGLU", name, n)
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)

@@ -8,20 +8,20 @@ from attnlab.models.caches import (
     StaticLayerKVCache,
     compute_dtype,
 )
-from attnlab.models.checkpoint import ARCHITECTURES, load_trained
+from attnlab.models.checkpoint import load_trained
 from attnlab.models.config import DTYPES
 from attnlab.models.encoder import EncoderConfig, EncoderEmbeddings, TransformerEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
 from attnlab.models.outputs import CausalLMOutput, EncoderOutput, Seq2SeqOutput, mean_pooling, sentence_embedding
-from attnlab.models.transformer import PRESETS as TRANSFORMER_PRESETS
+from attnlab.models.registry import ARCHITECTURES, Architecture
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 __all__ = [
     "ARCHITECTURES",
     "DTYPES",
     "GPT",
-    "TRANSFORMER_PRESETS",
+    "Architecture",
     "CausalLMOutput",
     "EncoderConfig",
     "EncoderEmbeddings",

@@ -35,22 +35,12 @@ from torch import Tensor, nn
 from attnlab.data.tokenizer import Tokenizer, load_tokenizer
 from attnlab.files import atomic_write_text, current_umask
 from attnlab.i18n import tr
-from attnlab.models.gpt import GPT, GPTConfig
-from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
-from attnlab.models.transformer import Transformer, TransformerConfig
+from attnlab.models.registry import Kind, architecture, build_model
 
 POINTER = "checkpoint.json"
-FORMAT = 2
+FORMAT = 3
 #: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
 _RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
-#: what ``attnlab train --arch`` (and ``train-seq2seq``) builds: name -> (model class, config class); a
-#: checkpoint's state.json names it under "architecture" (checkpoints from before the field are GPTs)
-ARCHITECTURES: dict[str, tuple[type[nn.Module], type]] = {"gpt": (GPT, GPTConfig),
-                                                          "modern": (ModernDecoder, ModernDecoderConfig),
-                                                          "transformer": (Transformer, TransformerConfig)}
-#: what a model of each architecture does: "decoder" continues text (``attnlab sample``), "seq2seq" translates
-#: a source into a target (``attnlab translate``)
-KINDS = {"gpt": "decoder", "modern": "decoder", "transformer": "seq2seq"}
 
 
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
@@ -73,8 +63,15 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return latest
 
 
-def _renamed(sizes: dict[str, Any]) -> dict[str, Any]:
-    return {_RENAMED_IN_FORMAT_2.get(k, k): v for k, v in sizes.items()}
+def _upgraded(fields: dict[str, Any], found: int) -> dict[str, Any]:
+    """A model config's fields as a checkpoint of format ``found`` saved them, in today's names: format 1 said
+    n_layers / n_heads; format 2 said ``norm_first`` (True / False) where today's says ``norm`` ("pre" / "post")."""
+    if found < 2:
+        fields = {_RENAMED_IN_FORMAT_2.get(k, k): v for k, v in fields.items()}
+    if found < 3 and "norm_first" in fields:
+        fields = {k: v for k, v in fields.items() if k != "norm_first"} | {"norm": "pre" if fields["norm_first"]
+                                                                            else "post"}
+    return fields
 
 
 def read_state(checkpoint: Path) -> dict[str, Any]:
@@ -85,9 +82,9 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
         raise ValueError(tr("checkpoint {checkpoint!r}: state.json is not valid JSON ({err}); the checkpoint is "
                             "damaged: use another one (an older one stays in checkpoints/) or train again",
                             checkpoint=str(checkpoint), err=err)) from None
-    if state.get("format") == 1:
-        state["model_config"] = _renamed(state["model_config"])
-        state["train_config"]["model"] = _renamed(state["train_config"].get("model", {}))
+    if state.get("format") in (1, 2):
+        state["model_config"] = _upgraded(state["model_config"], state["format"])
+        state["train_config"]["model"] = _upgraded(state["train_config"].get("model", {}), state["format"])
         state["format"] = FORMAT
     if state.get("format") != FORMAT:
         raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
@@ -115,46 +112,35 @@ def load_weights(checkpoint: Path, model: nn.Module) -> None:
                             unexpected=sorted(unexpected)[:5]))
 
 
-def build_model(architecture: str, model_config: dict[str, Any]) -> nn.Module:
-    """A fresh model of ``architecture`` (a key of :data:`ARCHITECTURES`) from its config's fields."""
-    if architecture not in ARCHITECTURES:
-        raise ValueError(tr("architecture: expected one of {architectures}, got {architecture!r}",
-                            architectures=sorted(ARCHITECTURES), architecture=architecture))
-    model_cls, config_cls = ARCHITECTURES[architecture]
-    return model_cls(config_cls(**model_config))
-
-
-def checkpoint_kind(path: str | Path) -> str:
-    """``"decoder"`` (a GPT or modern decoder) or ``"seq2seq"`` (an encoder-decoder) for the checkpoint at ``path``."""
-    architecture = read_state(resolve_checkpoint(path)).get("architecture", "gpt")
-    if architecture not in KINDS:
-        raise ValueError(tr("architecture: expected one of {choices}, got {architecture!r}",
-                            choices=sorted(ARCHITECTURES), architecture=architecture))
-    return KINDS[architecture]
+def checkpoint_kind(path: str | Path) -> Kind:
+    """``"decoder"`` (a GPT or modern decoder) or ``"seq2seq"`` (an encoder-decoder) for the checkpoint at ``path``:
+    the kind (:data:`~attnlab.models.registry.ARCHITECTURES`) of the architecture its ``state.json`` names."""
+    return architecture(read_state(resolve_checkpoint(path)).get("architecture", "gpt")).kind
 
 
 def load_trained(path: str | Path, device: str | torch.device = "cpu",
-                 kind: str | None = None) -> tuple[GPT | ModernDecoder | Transformer, Tokenizer]:
+                 kind: Kind | None = None) -> tuple[nn.Module, Tokenizer]:
     """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory); the
     architecture is the one ``state.json`` records (GPT for checkpoints from before it was recorded).
 
-    ``kind`` (``"decoder"`` or ``"seq2seq"``, see :data:`KINDS`): the kind of model the caller can use; a
-    checkpoint of the other kind is a ValueError that says which command reads it.
+    ``kind`` (``"decoder"`` or ``"seq2seq"``, see :mod:`attnlab.models.registry`): the kind of model the caller can
+    use; a checkpoint of the other kind is a ValueError that says which command reads it.
     """
     if kind not in (None, "decoder", "seq2seq"):
         raise ValueError(tr("kind: expected 'decoder', 'seq2seq' or None, got {kind!r}", kind=kind))
     checkpoint = resolve_checkpoint(path)
     state = read_state(checkpoint)
-    architecture = state.get("architecture", "gpt")
-    if kind == "decoder" and KINDS.get(architecture) == "seq2seq":
+    name = state.get("architecture", "gpt")
+    found = architecture(name).kind
+    if kind == "decoder" and found == "seq2seq":
         raise ValueError(tr("checkpoint {path!r} holds an encoder-decoder (translation) model, not a language model; "
                             "translate with it: attnlab translate --checkpoint {path}", path=str(path)))
-    if kind == "seq2seq" and KINDS.get(architecture) == "decoder":
+    if kind == "seq2seq" and found == "decoder":
         raise ValueError(tr("checkpoint {path!r} holds a decoder-only language model ({architecture}), not an "
                             "encoder-decoder translation model; sample from it with attnlab sample --checkpoint "
                             "{path}, or train a translation model with attnlab train-seq2seq",
-                            path=str(path), architecture=architecture))
-    model = build_model(architecture, state["model_config"])
+                            path=str(path), architecture=name))
+    model = build_model(name, state["model_config"])
     load_weights(checkpoint, model)
     if not (checkpoint / "tokenizer.json").is_file():
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",

@@ -14,20 +14,15 @@ from typing import Any, ClassVar, Self
 
 import torch
 
+from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
 from attnlab.layers.feedforward import ACTIVATIONS
 
 
-def positive_int(owner: str, name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}", owner=owner, name=name,
-                            value=value))
-
-
 def common_checks(cfg: Any, owner: str) -> None:
     for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff"):
-        positive_int(owner, name, getattr(cfg, name))
+        check_positive_int(owner, name, getattr(cfg, name))
     if cfg.d_model % cfg.num_heads:
         raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads}", owner=owner,
                             d_model=cfg.d_model, num_heads=cfg.num_heads))

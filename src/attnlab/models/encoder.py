@@ -46,7 +46,7 @@ class EncoderConfig(Presets):
         dropout: on embeddings, attention weights and sublayer outputs, training only.
         activation: feed-forward non-linearity (BERT: exact ``"gelu"``).
         layer_norm_eps: LayerNorm epsilon (BERT: 1e-12).
-        pad_token_id: the id used for padding.
+        pad_id: the id used for padding (Hugging Face's ``pad_token_id``).
         backend: attention backend for the blocks.
     """
 
@@ -60,7 +60,7 @@ class EncoderConfig(Presets):
     dropout: float = 0.0
     activation: str = "gelu"
     layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
+    pad_id: int = 0
     backend: str = "auto"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -79,10 +79,10 @@ class EncoderConfig(Presets):
                 or self.type_vocab_size < 0:
             raise ValueError(tr("EncoderConfig: type_vocab_size must be an int >= 0, got {type_vocab_size!r}",
                                 type_vocab_size=self.type_vocab_size))
-        if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
+        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(
-                tr("EncoderConfig: pad_token_id must be in [0, vocab_size={vocab_size}), got {pad_token_id!r}",
-                   vocab_size=self.vocab_size, pad_token_id=self.pad_token_id)
+                tr("EncoderConfig: pad_id must be in [0, vocab_size={vocab_size}), got {pad_id!r}",
+                   vocab_size=self.vocab_size, pad_id=self.pad_id)
             )
 
     @property
@@ -96,7 +96,7 @@ class EncoderEmbeddings(nn.Module):
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         c = config
-        self.word_embeddings = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_token_id)
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
         self.position_embeddings = LearnedPositionalEmbedding(c.d_model, c.context_length)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.d_model) if c.type_vocab_size else None
         self.ln = LayerNorm(c.d_model, eps=c.layer_norm_eps)

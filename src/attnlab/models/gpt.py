@@ -116,19 +116,15 @@ class GPT(nn.Module):
         """Trainable parameters (a tied head counted once)."""
         return sum(p.numel() for p in self.parameters())
 
-    def new_kv_cache(self, batch: int, context_length: int | None = None) -> KVCache:
+    def new_cache(self, batch: int, context_length: int | None = None, *,
+                  static: bool = False) -> KVCache | StaticKVCache:
         """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions,
-        in the dtype the model computes in here (autocast's, under autocast)."""
+        in the dtype the model computes in here (autocast's, under autocast): a :class:`~attnlab.models.KVCache`,
+        or with ``static`` a :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`."""
         c, w = self.config, self.tok_emb.weight
-        return KVCache(c.num_layers, batch, c.num_heads, context_length or c.context_length, c.head_dim,
-                       compute_dtype(w), w.device)
-
-    def new_static_kv_cache(self, batch: int) -> StaticKVCache:
-        """A :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`: ``batch`` sequences, the model's
-        ``context_length`` positions, the dtype the model computes in here."""
-        c, w = self.config, self.tok_emb.weight
-        return StaticKVCache(c.num_layers, batch, c.num_heads, c.context_length, c.head_dim, compute_dtype(w),
-                             w.device)
+        cls = StaticKVCache if static else KVCache
+        return cls(c.num_layers, batch, c.num_heads, context_length or c.context_length, c.head_dim,
+                   compute_dtype(w), w.device)
 
     def decode_step(self, idx: Tensor, kv_cache: StaticKVCache) -> Tensor:
         """Logits of the last position ``(B, vocab_size)`` for ``idx (B, T)`` placed after what ``kv_cache`` holds.
@@ -158,7 +154,7 @@ class GPT(nn.Module):
                 with a cache: every key's); padded keys are masked and positions count real tokens only.
             return_weights: also return ``attentions``, one ``(B, H, T, T)`` weight tensor per layer
                 (``(B, H, T, L)`` with a cache of ``L`` positions).
-            kv_cache: a :meth:`new_kv_cache`; the tokens are placed after the ``kv_cache.length``
+            kv_cache: a :meth:`new_cache`; the tokens are placed after the ``kv_cache.length``
                 positions it holds, and their keys and values are added to it.
         """
         c = self.config

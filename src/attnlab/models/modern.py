@@ -26,12 +26,13 @@ from typing import Any, ClassVar
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
 from attnlab.models.caches import KVCache
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
-from attnlab.models.config import Presets, positive_int
+from attnlab.models.config import Presets
 from attnlab.models.initialisation import STD, init_weights
 from attnlab.models.outputs import CausalLMOutput
 
@@ -104,10 +105,10 @@ class ModernDecoderConfig(Presets):
     def __post_init__(self) -> None:
         owner = type(self).__name__
         for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads"):
-            positive_int(owner, name, getattr(self, name))
+            check_positive_int(owner, name, getattr(self, name))
         if self.num_kv_heads is None:
             self.num_kv_heads = self.num_heads
-        positive_int(owner, "num_kv_heads", self.num_kv_heads)
+        check_positive_int(owner, "num_kv_heads", self.num_kv_heads)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(tr("{owner}: num_heads must be divisible by num_kv_heads, got num_heads={num_heads}, "
                                 "num_kv_heads={num_kv_heads}", owner=owner, num_heads=self.num_heads,
@@ -117,15 +118,15 @@ class ModernDecoderConfig(Presets):
                 raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads} (or give "
                                     "head_dim)", owner=owner, d_model=self.d_model, num_heads=self.num_heads))
             self.head_dim = self.d_model // self.num_heads
-        positive_int(owner, "head_dim", self.head_dim)
+        check_positive_int(owner, "head_dim", self.head_dim)
         if self.head_dim % 2:
             raise ValueError(tr("{owner}: head_dim must be even (RoPE rotates pairs of features), got {head_dim}",
                                 owner=owner, head_dim=self.head_dim))
         if self.d_ff is None:
             self.d_ff = math.ceil(8 * self.d_model / 3 / 8) * 8
-        positive_int(owner, "d_ff", self.d_ff)
+        check_positive_int(owner, "d_ff", self.d_ff)
         if self.sliding_window is not None:
-            positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window)
+            check_positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window)
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0.0 <= self.dropout < 1:
             raise ValueError(tr("{owner}: dropout must be a float in [0, 1), got {dropout!r}", owner=owner,
                                 dropout=self.dropout))
@@ -154,7 +155,7 @@ class ModernDecoder(nn.Module):
         >>> model = ModernDecoder(ModernDecoderConfig.from_preset("tiny"))
         >>> model(torch.zeros(2, 5, dtype=torch.long)).logits.shape      # (B, T, vocab)
         torch.Size([2, 5, 256])
-        >>> model.new_kv_cache(1)[0].keys.shape     # (B, num_kv_heads, context_length, head_dim): 2 heads, not 4
+        >>> model.new_cache(1)[0].keys.shape     # (B, num_kv_heads, context_length, head_dim): 2 heads, not 4
         torch.Size([1, 2, 32, 8])
     """
 
@@ -188,7 +189,7 @@ class ModernDecoder(nn.Module):
         """Trainable parameters (a tied head counted once)."""
         return sum(p.numel() for p in self.parameters())
 
-    def new_kv_cache(self, batch: int, context_length: int | None = None) -> KVCache:
+    def new_cache(self, batch: int, context_length: int | None = None) -> KVCache:
         """An empty cache of ``num_kv_heads`` heads per layer, for ``batch`` sequences of up to ``context_length``
         (default: the model's) positions."""
         c, w = self.config, self.tok_emb.weight
@@ -206,7 +207,7 @@ class ModernDecoder(nn.Module):
                 with a cache: every key's). Padded keys are masked, and RoPE turns each token by its position
                 among the real tokens of its row, so a padded row computes what it would alone.
             return_weights: also return ``attentions``, one ``(B, num_heads, T, L)`` tensor per layer.
-            kv_cache: a :meth:`new_kv_cache`; the tokens follow the ``kv_cache.length`` positions it holds.
+            kv_cache: a :meth:`new_cache`; the tokens follow the ``kv_cache.length`` positions it holds.
         """
         c = self.config
         offset = 0 if kv_cache is None else kv_cache.length

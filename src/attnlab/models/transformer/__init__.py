@@ -7,7 +7,7 @@
 * ``from_torch.py``: the configuration and weights of a ``torch.nn.Transformer``.
 """
 
-from attnlab.models.transformer.config import PRESETS, TransformerConfig
+from attnlab.models.transformer.config import TransformerConfig
 from attnlab.models.transformer.model import Transformer
 
-__all__ = ["PRESETS", "Transformer", "TransformerConfig"]
+__all__ = ["Transformer", "TransformerConfig"]

@@ -74,7 +74,7 @@ class IncrementalDecoder:
     def __init__(self, model: nn.Module, memory: Tensor, src_mask: Tensor | None, beams: int, length: int) -> None:
         c = model.config
         self.num_heads, self.head_dim, self.beams = c.num_heads, c.head_dim, beams
-        self.norm_first, self.activation = c.norm_first, c.activation
+        self.norm, self.activation = c.norm, c.activation
         # the token embeddings already times √d_model (§3.4), the positions in the compute dtype: one add per step
         self.embedding = model.embedding.weight * math.sqrt(c.d_model)
         self.positions = model.positions.pe[:length].to(memory.dtype)
@@ -117,7 +117,7 @@ class IncrementalDecoder:
     def _residual(self, x: Tensor, sublayer, layer: _Layer, i: int) -> Tensor:
         """``x + sublayer(LN(x))`` (pre-LN) or ``LN(x + sublayer(x))`` (post-LN), as in the decoder block."""
         norm = layer.norms[i]
-        if self.norm_first:
+        if self.norm == "pre":
             return x + sublayer(F.layer_norm(x, x.shape[-1:], *norm), layer)
         return F.layer_norm(x + sublayer(x, layer), x.shape[-1:], *norm)
 

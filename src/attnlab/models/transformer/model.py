@@ -37,7 +37,7 @@ class Transformer(nn.Module):
     """The encoder-decoder Transformer, configured by a :class:`TransformerConfig`.
 
     Example:
-        >>> model = Transformer(TransformerConfig.preset("transformer-tiny")).eval()
+        >>> model = Transformer(TransformerConfig.from_preset("transformer-tiny")).eval()
         >>> src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])    # tgt starts with bos_id
         >>> model(src, tgt).logits.shape                                          # (B, T, vocab)
         torch.Size([1, 3, 256])
@@ -52,15 +52,14 @@ class Transformer(nn.Module):
         self.embedding = nn.Embedding(c.vocab_size, c.d_model)  # source, target and output layer share it
         self.positions = SinusoidalPositionalEncoding(c.d_model, c.context_length)
         self.drop = nn.Dropout(c.dropout)
-        norm = "pre" if c.norm_first else "post"
         self.encoder_blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=norm, is_causal=False,
+            TransformerBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=c.norm, is_causal=False,
                              activation=c.activation, qkv_bias=c.bias, bias=c.bias, eps=c.layer_norm_eps,
                              backend=c.backend)
             for _ in range(c.num_encoder_layers)
         )
         self.decoder_blocks = nn.ModuleList(
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm_first=c.norm_first, activation=c.activation,
+            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=c.norm, activation=c.activation,
                          bias=c.bias, eps=c.layer_norm_eps, backend=c.backend)
             for _ in range(c.num_decoder_layers)
         )
