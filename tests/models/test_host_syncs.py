@@ -136,17 +136,17 @@ def test_the_encoder_decoder_reads_once_at_its_door(return_weights):
     assert decoding.calls == ["tolist"] * 4  # new_cache's mask, then each step's ids
 
 
-def test_the_incremental_decoder_reads_once_at_its_door():
+def test_the_searches_step_reads_nothing():
     from attnlab.models import Transformer, TransformerConfig
 
     model = Transformer(TransformerConfig.from_preset("transformer-tiny")).eval()
     src = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 10, 11, 12, 2]])
     memory = model.encode(src)
     with torch.no_grad(), HostReads() as door:
-        step = model.incremental_decoder(memory, src != 0, beams=2)
+        cache = model.new_cache(memory, src != 0, beams=2)
     assert door.calls == ["tolist"]  # the mask's values
     with torch.no_grad(), HostReads() as steps:
         for _ in range(3):
-            step(torch.randint(3, 256, (4,)))
-            step.reorder(torch.tensor([1, 0, 3, 3]))
+            model.decode_step(torch.randint(3, 256, (4, 1)), cache)
+            cache.reorder(torch.tensor([1, 0, 3, 3]), memory=False)
     assert steps.calls == []

@@ -89,7 +89,9 @@ class DecoderBlock(nn.Module):
             return_weights: also return the weights of the self-attention ``(B, H, T, T)`` and of the
                 cross-attention ``(B, H, T, S)``.
             kv_cache: decoding: one layer's cache; ``x`` is then the new tokens, placed after the cached ones. It
-                keeps the self-attention's keys and values, and the memory's (``memory_kv``), projected once.
+                keeps the self-attention's keys and values, and the memory's (``memory_kv``), projected once per
+                source: with ``beams`` rows of ``x`` per source (a search), a source's rows query its memory as one
+                sequence, so the memory is never copied per beam.
 
         Returns:
             ``(B, T, D)``, or ``(out, self_weights, cross_weights)`` with ``return_weights``.
@@ -103,10 +105,14 @@ class DecoderBlock(nn.Module):
 
         def cross_attention(h: Tensor) -> Tensor:
             memory_kv = self._memory_kv(memory, kv_cache)
+            rows, sources = h.shape[0], h.shape[0] if memory_kv is None else memory_kv[0].shape[0]
+            if sources != rows:  # a search's beams: each source's rows query its memory as one sequence
+                h = h.reshape(sources, -1, h.shape[-1])  # (B, beams · T, D)
             out = self.cross_attn(h, None if memory_kv is not None else memory, memory_kv=memory_kv,
                                   attention_mask=memory_mask, attn_mask=memory_attn_mask,
                                   return_weights=return_weights)
-            return self._dropped(out, weights, return_weights)
+            return self._dropped(out if sources == rows else _per_row(out, rows, return_weights), weights,
+                                 return_weights)
 
         x = self._residual(x, self_attention, self.ln1)
         x = self._residual(x, cross_attention, self.ln2)
@@ -131,3 +137,13 @@ class DecoderBlock(nn.Module):
                                     "required, got None"))
             kv_cache.memory_kv = self.cross_attn.project_memory(memory)
         return kv_cache.memory_kv
+
+
+def _per_row(out, rows: int, return_weights: bool):
+    """A source's beams, attended as one query sequence, back to a row each: ``(B, beams · T, D)`` ->
+    ``(B · beams, T, D)``, and the weights ``(B, H, beams · T, S)`` -> ``(B · beams, H, T, S)``."""
+    if not return_weights:
+        return out.reshape(rows, -1, out.shape[-1])
+    out, w = out
+    b, h, _, s = w.shape
+    return out.reshape(rows, -1, out.shape[-1]), w.view(b, h, rows // b, -1, s).transpose(1, 2).reshape(rows, h, -1, s)

@@ -10,12 +10,19 @@ from attnlab.models.caches import (
 )
 from attnlab.models.checkpoint import load_trained
 from attnlab.models.config import DTYPES
-from attnlab.models.encoder import EncoderConfig, EncoderEmbeddings, TransformerEncoder
+from attnlab.models.encoder import (
+    EncoderConfig,
+    EncoderEmbeddings,
+    EncoderOutput,
+    TransformerEncoder,
+    mean_pooling,
+    sentence_embedding,
+)
 from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.models.language_model import CausalLMOutput, LanguageModel
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
-from attnlab.models.outputs import CausalLMOutput, EncoderOutput, Seq2SeqOutput, mean_pooling, sentence_embedding
 from attnlab.models.registry import ARCHITECTURES, Architecture
-from attnlab.models.transformer import Transformer, TransformerConfig
+from attnlab.models.transformer import Seq2SeqOutput, Transformer, TransformerConfig
 
 __all__ = [
     "ARCHITECTURES",
@@ -28,6 +35,7 @@ __all__ = [
     "EncoderOutput",
     "GPTConfig",
     "KVCache",
+    "LanguageModel",
     "LayerKVCache",
     "ModernDecoder",
     "ModernDecoderConfig",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.functional.masks import key_mask
@@ -28,7 +29,6 @@ from attnlab.models.checks import (
 )
 from attnlab.models.config import Presets, common_checks
 from attnlab.models.initialisation import init_weights
-from attnlab.models.outputs import EncoderOutput
 
 
 @dataclass
@@ -88,6 +88,44 @@ class EncoderConfig(Presets):
     @property
     def head_dim(self) -> int:
         return self.d_model // self.num_heads
+
+
+def mean_pooling(hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """Mean of ``hidden (B, T, D)`` over the real tokens (``attention_mask (B, T)`` 1 = real) -> ``(B, D)``.
+
+    A row with no real token gets zeros (its mean is undefined), not NaN.
+    """
+    if attention_mask is None:
+        return hidden.mean(dim=1)
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+
+
+def sentence_embedding(hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """Sentence-Transformers' recipe: mean pooling over real tokens, then L2-normalised: ``(B, D)``."""
+    return F.normalize(mean_pooling(hidden, attention_mask), p=2, dim=-1)
+
+
+@dataclass
+class EncoderOutput:
+    """``TransformerEncoder.forward`` (Hugging Face's field names).
+
+    Attributes:
+        last_hidden_state: ``(B, T, D)``; rows at padding positions are computed but meaningless.
+        hidden_states: with ``return_hidden_states``: ``num_layers + 1`` tensors ``(B, T, D)``, the
+            embeddings first, then each block's output.
+        attentions: with ``return_weights``: one ``(B, H, T, T)`` per layer.
+        attention_mask: the ``(B, T)`` mask used (1 = real token), kept for pooling.
+    """
+
+    last_hidden_state: Tensor
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+    attention_mask: Tensor | None = None
+
+    def sentence_embedding(self) -> Tensor:
+        """Mean over real tokens, L2-normalised: ``(B, D)``."""
+        return sentence_embedding(self.last_hidden_state, self.attention_mask)
 
 
 class EncoderEmbeddings(nn.Module):

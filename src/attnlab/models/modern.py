@@ -23,18 +23,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
-from attnlab.models.caches import KVCache
-from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.config import Presets
-from attnlab.models.initialisation import STD, init_weights
-from attnlab.models.outputs import CausalLMOutput
+from attnlab.models.language_model import LanguageModel
 
 
 @dataclass
@@ -145,11 +141,11 @@ class ModernDecoderConfig(Presets):
                                 backends=BACKENDS, backend=self.backend))
 
 
-class ModernDecoder(nn.Module):
+class ModernDecoder(LanguageModel):
     """A Llama-style language model (Qwen2 with ``qkv_bias``, Mistral with ``sliding_window``).
 
-    Called exactly like :class:`~attnlab.models.GPT`, so :func:`attnlab.generation.generate`, the trainer and
-    :func:`attnlab.inspect.capture` take either.
+    Called exactly like :class:`~attnlab.models.GPT` (the same :class:`LanguageModel`), so
+    :func:`attnlab.generation.generate`, the trainer and :func:`attnlab.inspect.capture` take either.
 
     Example:
         >>> model = ModernDecoder(ModernDecoderConfig.from_preset("tiny"))
@@ -158,6 +154,9 @@ class ModernDecoder(nn.Module):
         >>> model.new_cache(1)[0].keys.shape     # (B, num_kv_heads, context_length, head_dim): 2 heads, not 4
         torch.Size([1, 2, 32, 8])
     """
+
+    FINAL_NORM = "norm_f"
+    ROTARY = True  # each block's attention turns q and k by the token's position: nothing is added to x
 
     def __init__(self, config: ModernDecoderConfig) -> None:
         super().__init__()
@@ -179,50 +178,9 @@ class ModernDecoder(nn.Module):
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight
-        self.apply(init_weights)
-        # as in GPT: the two residual projections of each block scaled by 1/sqrt(2 · num_layers)
-        for block in self.blocks:
-            for proj in (block.attn.out_proj, block.ff.down_proj):
-                nn.init.normal_(proj.weight, mean=0.0, std=STD / math.sqrt(2 * c.num_layers))
+        self.init_weights(residual_projections="down_proj")
 
-    def num_parameters(self) -> int:
-        """Trainable parameters (a tied head counted once)."""
-        return sum(p.numel() for p in self.parameters())
-
-    def new_cache(self, batch: int, context_length: int | None = None) -> KVCache:
-        """An empty cache of ``num_kv_heads`` heads per layer, for ``batch`` sequences of up to ``context_length``
-        (default: the model's) positions."""
-        c, w = self.config, self.tok_emb.weight
-        return KVCache(c.num_layers, batch, c.num_kv_heads, context_length or c.context_length, c.head_dim, w.dtype,
-                       w.device)
-
-    def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCache | None = None) -> CausalLMOutput:
-        """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
-
-        Args:
-            idx: integer ids in ``[0, vocab_size)``; ``T`` (plus what the cache holds) at most ``context_length``.
-            targets: ``(B, T)`` the next token at each position (or -100 to leave it out); gives ``loss``.
-            attention_mask: ``(B, T)`` 1 = real token, 0 = padding, for a left-padded batch (``(B, cached + T)``
-                with a cache: every key's). Padded keys are masked, and RoPE turns each token by its position
-                among the real tokens of its row, so a padded row computes what it would alone.
-            return_weights: also return ``attentions``, one ``(B, num_heads, T, L)`` tensor per layer.
-            kv_cache: a :meth:`new_cache`; the tokens follow the ``kv_cache.length`` positions it holds.
-        """
-        c = self.config
-        offset = 0 if kv_cache is None else kv_cache.length
-        mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
-                                               c.context_length, offset)
-        x = self.drop(self.tok_emb(idx))
-        attentions = []
-        for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask=mask, positions=positions, return_weights=return_weights,
-                      kv_cache=None if kv_cache is None else kv_cache[i])
-            if return_weights:
-                x, w = x
-                attentions.append(w)
-        logits = self.head(self.norm_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
-        return CausalLMOutput(logits, loss, tuple(attentions) if return_weights else None)
+    def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
+        """The token embedding alone: positions enter the blocks, as rotations of q and k (with a left-padded
+        batch, each token turned by its position among the real tokens of its row)."""
+        return self.tok_emb(idx)

@@ -30,6 +30,7 @@ class LayerKVCache:
         self.values = torch.empty_like(self.keys)
         self.length = 0
         self.memory_kv: tuple[Tensor, Tensor] | None = None  # an encoder-decoder's: (B, H, S, head_dim) each
+        self.spare: tuple[Tensor, Tensor] | None = None  # where a beam search's reorder writes; then the two swap
 
     @property
     def context_length(self) -> int:
@@ -58,6 +59,16 @@ class LayerKVCache:
         self.values[:, :, self.length : self.length + t] = value
         self.length += t
         return self.keys[:, :, : self.length], self.values[:, :, : self.length]
+
+    def follow(self, rows: Tensor) -> None:
+        """Row ``i`` takes over the keys and values of row ``rows[i]`` (``(B,)``, a beam search's parents): the
+        filled positions gathered in one pass into a second pair of buffers, allocated once, which then swap in."""
+        if self.spare is None or self.spare[0].dtype != self.keys.dtype:
+            self.spare = (torch.empty_like(self.keys), torch.empty_like(self.values))
+        n, (keys, values) = self.length, self.spare
+        torch.index_select(self.keys[:, :, :n], 0, rows, out=keys[:, :, :n])
+        torch.index_select(self.values[:, :, :n], 0, rows, out=values[:, :, :n])
+        self.spare, self.keys, self.values = (self.keys, self.values), keys, values
 
     def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor | None:
         """The ``t_new`` newest queries see the cached keys up to their own position (every key if not causal),
@@ -115,11 +126,10 @@ class KVCache:
         """
         for layer in self.layers:
             if index.numel() == layer.keys.shape[0]:  # a beam step: same rows, copy only the positions filled so far
-                n = layer.length
-                layer.keys[:, :, :n] = layer.keys[:, :, :n].index_select(0, index)
-                layer.values[:, :, :n] = layer.values[:, :, :n].index_select(0, index)
+                layer.follow(index)
             else:
                 layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
+                layer.spare = None
             if memory and layer.memory_kv is not None:
                 layer.memory_kv = tuple(t.index_select(0, index) for t in layer.memory_kv)
         if memory and self.memory_mask is not None:
