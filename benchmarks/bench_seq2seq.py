@@ -3,13 +3,19 @@ and beam search with and without the decoding caches.
 
     .venv/bin/python benchmarks/bench_seq2seq.py                  # full: 3 minutes per task, then the speed parts
     .venv/bin/python benchmarks/bench_seq2seq.py --tasks dates --minutes 1
+    .venv/bin/python benchmarks/bench_seq2seq.py --tasks numbers --steps 2500 --skip-speed   # the same on any machine
     .venv/bin/python benchmarks/bench_seq2seq.py --quick --out /tmp/seq2seq.md   # a smoke test, about a minute
 
 A. **Quality.** For each task, ``attnlab.training`` trains the config in ``CONFIGS`` for ``--minutes`` (the
-   trainer's ``time_budget``); the cosine's length (``lr_decay_iters``) is calibrated from a short probe to end at
-   80 % of the budget, then the rate stays at ``min_lr`` until the budget stops the run. Then exact match on
-   1,000 held-out inputs (never in any training stream), greedy and beam 4.
-   Targets: ≥ 98 % for each task in 3 minutes.
+   trainer's ``time_budget``: its planner, :mod:`attnlab.training.budget`, times the first steps, fits warm-up and
+   cosine to reach ``min_lr`` when the budget ends, and re-plans as the machine's speed changes). Then exact match,
+   greedy and beam 4, on 1,000 random held-out inputs (never in any training stream) and, for numbers, on the
+   1,000 round numbers of ``NumbersTask.round_held_out()`` (every ``n·10^k`` and ``10^k + 1``, then held-out
+   numbers with runs of zeros), where a model trained on uniform digits alone fails.
+   Targets: numbers ≥ 99 % on both sets after 3 minutes on an idle 2-core machine (≥ 95 % after 2 minutes
+   with one core busy); dates ≥ 98 %. ``--steps N`` trains N steps instead (the cosine over all of them, no
+   clock): the same figures on any machine, however busy. ``--threads 1`` helps a shared machine: two
+   OpenMP threads that wait for each other at every small matmul ran ten times slower than one at load 10.
 B. **Training speed.** The same model twice: ``torch.nn.Transformer`` (with ``nn.Embedding``, sinusoidal positions
    and a tied ``nn.Linear``) and attnlab's :class:`Transformer` made from it by ``Transformer.from_torch`` (the
    same weights). Both train on the same batches with the same fused AdamW, in interleaved chunks so that a load
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import tempfile
 import time
@@ -39,6 +46,7 @@ from attnlab.files import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "seq2seq.md"
 EVAL_SEED, N_EVAL = 2026, 1000
+DECODINGS = (("greedy", 1), ("beam4", 4))
 COMMON = dict(preset="transformer-tiny", batch_size=64, learning_rate=2e-3, min_lr=1e-4, warmup_iters=100,
               weight_decay=0.01, beta1=0.9, beta2=0.98, grad_clip=1.0, label_smoothing=0.0, eval_iters=5, seed=1337)
 MODEL = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=256, dropout=0.0,
@@ -48,32 +56,20 @@ QUICK_MODEL = dict(MODEL, d_model=32, num_heads=2, num_encoder_layers=1, num_dec
 
 
 # ---------------------------------------------------------------- A. quality
-def calibrated_config(task: str, minutes: float, out: Path, quick: bool):
-    """The task's config with the cosine's length set from the probed step time (see the module docstring)."""
+def budget_config(task: str, minutes: float, out: Path, quick: bool, steps: int | None = None):
+    """The task's config, trained for ``minutes`` (the trainer's time budget plans the steps and the schedule),
+    or for exactly ``steps`` steps (the cosine over all of them)."""
     from attnlab.training.config import Seq2SeqTrainConfig
-    from attnlab.training.seq2seq_trainer import Seq2SeqTrainer
 
     values = dict(CONFIGS[task], model=QUICK_MODEL, train_pairs=2000, val_pairs=50) if quick else CONFIGS[task]
-    # a step's time does not depend on how many pairs it draws from: the probe draws from a few
-    probe_values = dict(values, train_pairs=min(values.get("train_pairs", 100_000), 5000))
-    probe = Seq2SeqTrainer(Seq2SeqTrainConfig(**probe_values, out=str(out / f"{task}-probe")), quiet=True)
-    for _ in range(3):
-        probe.train_step()  # warm-up
-    n = 5 if quick else 30
-    t0 = time.perf_counter()
-    for _ in range(n):
-        probe.train_step()
-    step_s = (time.perf_counter() - t0) / n
-    # The cosine ends at 80 % of the steps the probe expects, then the rate stays at min_lr until the budget is
-    # spent: on a shared machine a step can take twice the probe's time, and a schedule cut off half-way (still at
-    # a high rate) costs more accuracy than a few hundred steps at the floor.
-    decay = max(20, int(0.8 * minutes * 60 / step_s))
-    return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=10 * decay, lr_decay_iters=decay,
-                              time_budget=minutes, eval_interval=max(1, decay // 4)), step_s
+    if steps is not None:
+        return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=steps, eval_interval=max(1, steps // 4))
+    return Seq2SeqTrainConfig(**values, out=str(out / task), max_iters=10**7, time_budget=minutes,
+                              eval_interval=50 if quick else 500)
 
 
-def exact_match(model, vocab, pairs, beam: int, batch: int = 250) -> tuple[float, float, list]:
-    """``(accuracy, seconds, a few misses)`` of translating ``pairs`` with beam width ``beam`` (1 = greedy)."""
+def exact_match(model, vocab, pairs, beam: int, batch: int = 250) -> tuple[float, float, list, int]:
+    """``(accuracy, seconds, a few misses, how many inputs)``: ``pairs`` translated with beam ``beam`` (1 = greedy)."""
     from attnlab.generation.translation import translate
 
     t0, right, misses = time.perf_counter(), 0, []
@@ -83,24 +79,35 @@ def exact_match(model, vocab, pairs, beam: int, batch: int = 250) -> tuple[float
             right += out.target == pair.target
             if out.target != pair.target and len(misses) < 5:
                 misses.append((pair.source, pair.target, out.target))
-    return right / len(pairs), time.perf_counter() - t0, misses
+    return right / len(pairs), time.perf_counter() - t0, misses, len(pairs)
 
 
-def part_a(task: str, minutes: float, out: Path, quick: bool) -> dict:
-    from attnlab.data import get_task
+def part_a(task: str, minutes: float, out: Path, quick: bool, steps: int | None = None) -> dict:
     from attnlab.models import load_trained
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
-    config, step_s = calibrated_config(task, minutes, out, quick)
+    config = budget_config(task, minutes, out, quick, steps)
     result = train_seq2seq(config, quiet=True)
     model, vocab = load_trained(result.out, kind="seq2seq")
-    held = get_task(task).held_out(50 if quick else N_EVAL, EVAL_SEED)
-    res = {"task": task, "config": config, "probe_ms": 1000 * step_s, "steps": result.step,
+    planned_s = result.plan.step_seconds if result.plan is not None else None  # None: fixed steps, or spent early
+    res = {"task": task, "config": config, "step_ms": None if planned_s is None else 1000 * planned_s,
+           "last_lr": result.last_lr, "steps": result.step,
            "stop": result.stop_reason, "train_s": result.train_seconds, "tokens_per_s": result.tokens_per_s,
-           "val_loss": result.evals[-1][2], "params": model.num_parameters(), "n_eval": len(held)}
-    for name, beam in (("greedy", 1), ("beam4", 4)):
-        res[name] = exact_match(model, vocab, held, beam)
+           "val_loss": result.evals[-1][2], "params": model.num_parameters(), "sets": {}}
+    for name, pairs in eval_sets(task, quick).items():
+        res["sets"][name] = {decoding: exact_match(model, vocab, pairs, beam) for decoding, beam in DECODINGS}
     return res
+
+
+def eval_sets(task: str, quick: bool) -> dict[str, list]:
+    """The held-out sets a task is scored on: random held-out inputs, and for numbers the round ones too."""
+    from attnlab.data import get_task
+
+    sets = {"random": get_task(task).held_out(50 if quick else N_EVAL, EVAL_SEED)}
+    if task == "numbers":
+        numbers = get_task(task)  # the library's round set: 1,000 numbers, or 80 + 20 for a smoke test
+        sets["round"] = numbers.round_held_out(20) if quick else numbers.round_held_out()
+    return sets
 
 
 # ---------------------------------------------------------------- B. training speed
@@ -210,31 +217,44 @@ def part_c(model, vocab, quick: bool) -> dict:
 
 
 # ---------------------------------------------------------------- the report
-def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes: float, quick: bool,
-           note: str = "") -> str:
+def report(quality: list[dict], speed: dict | None, cache: dict | None, budget: str, quick: bool,
+           note: str = "", load: tuple[float, float] | None = None) -> str:
+    """The Markdown report; ``budget`` says how long each task trained (``"3 minutes"``, ``"2,500 steps"``)."""
     from attnlab.bench.machine import machine_facts
 
     f = machine_facts()
+    busy = [] if load is None else [f"Load average (1 min) at the start {load[0]:.2f}, at the end {load[1]:.2f} "
+                                    f"(the run's own threads count too).", ""]
     lines = ["# Encoder-decoder benchmark", "",
              f"CPU {f.cpu}, {f.cores} logical cores, torch {f.torch} ({f.torch_threads} threads), Python {f.python}"
-             + (" — **--quick smoke run, not a measurement**" if quick else ""), "", *([note, ""] if note else []),
-             f"## A. Exact match on held-out inputs after {minutes:g} minutes of training", "",
-             "| task | params | steps (cosine) | train tok/s | val loss | greedy | beam 4 | greedy s | beam 4 s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             + (" — **--quick smoke run, not a measurement**" if quick else ""), "", *busy,
+             *([note, ""] if note else []),
+             f"## A. Exact match on held-out inputs after {budget} of training", "",
+             "| task | params | steps (last lr) | train tok/s | val loss |", "|---|---|---|---|---|"]
     for q in quality:
-        c = q["config"]
-        lines.append(f"| {q['task']} | {q['params']:,} | {q['steps']} ({c.lr_decay_iters}) | {q['tokens_per_s']:,.0f} "
-                     f"| {q['val_loss']:.4f} | **{100 * q['greedy'][0]:.1f} %** | **{100 * q['beam4'][0]:.1f} %** "
-                     f"| {q['greedy'][1]:.1f} | {q['beam4'][1]:.1f} |")
-    lines += ["", f"{quality[0]['n_eval'] if quality else N_EVAL} held-out inputs per task "
-              f"(`task.held_out(n, seed={EVAL_SEED})`). Target: ≥ 98 % for each task.", ""]
+        lines.append(f"| {q['task']} | {q['params']:,} | {q['steps']} ({q['last_lr']:.2e}) | {q['tokens_per_s']:,.0f} "
+                     f"| {q['val_loss']:.4f} |")
+    lines += ["", "| task | held-out set | inputs | greedy | beam 4 | greedy s | beam 4 s |",
+              "|---|---|---|---|---|---|---|"]
+    for q in quality:
+        for name, scores in q["sets"].items():
+            g, b = scores["greedy"], scores["beam4"]
+            lines.append(f"| {q['task']} | {name} | {g[3]} | **{100 * g[0]:.1f} %** | **{100 * b[0]:.1f} %** "
+                         f"| {g[1]:.1f} | {b[1]:.1f} |")
+    lines += ["", f"random: `task.held_out(n, seed={EVAL_SEED})`; round: `NumbersTask.round_held_out()`, every "
+              "`n·10^k` and `10^k + 1` (trained on, as the digits are) then held-out numbers with runs of zeros. "
+              "Targets: numbers ≥ 99 % on both sets after 3 minutes on an idle 2-core machine (≥ 95 % after 2 "
+              "minutes with one core busy); dates ≥ 98 %.", ""]
     for q in quality:
         c = q["config"]
         lines.append(f"- {q['task']}: preset {c.preset} with {c.model}, batch {c.batch_size}, lr {c.learning_rate} "
-                     f"(warm-up {c.warmup_iters}, cosine to {c.min_lr}), label smoothing {c.label_smoothing}; "
-                     f"probe {q['probe_ms']:.1f} ms/step; stopped by {q['stop']}.")
-        for src, want, got in q["greedy"][2][:3]:
-            lines.append(f"  - greedy miss: `{src}` → `{got}` (expected `{want}`)")
+                     f"(warm-up {c.warmup_iters}, cosine to {c.min_lr}), label smoothing {c.label_smoothing}, "
+                     f"{c.train_pairs:,} training pairs; "
+                     + ("" if q["step_ms"] is None else f"last planned at {q['step_ms']:.1f} ms/step; ")
+                     + f"{q['train_s']:.0f} s of training, stopped by {q['stop']}.")
+        for name, scores in q["sets"].items():
+            for src, want, got in scores["greedy"][2][:3]:
+                lines.append(f"  - {name}, greedy miss: `{src}` → `{got}` (expected `{want}`)")
     if speed is not None:
         s = speed
         lines += ["", "## B. Training speed: attnlab vs torch.nn.Transformer, the same model and batches", "",
@@ -259,6 +279,10 @@ def report(quality: list[dict], speed: dict | None, cache: dict | None, minutes:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=3.0, help="training time budget per task")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="train this many steps per task instead of --minutes (the same on any machine)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's); on a busy machine 1 can be many times faster")
     parser.add_argument("--tasks", default="dates,numbers", help="comma-separated: dates, numbers")
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny model, seconds, few inputs")
     parser.add_argument("--skip-speed", action="store_true", help="only part A")
@@ -268,12 +292,19 @@ def main(argv: list[str] | None = None) -> dict:
     tasks = [t for t in args.tasks.split(",") if t]
     if not set(tasks) <= set(CONFIGS):
         parser.error(f"--tasks: expected names from {sorted(CONFIGS)}, got {args.tasks!r}")
+    for name in ("steps", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name}: expected a positive integer, got {getattr(args, name)}")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     minutes = 0.1 if args.quick and args.minutes == 3.0 else args.minutes
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         quality = []
         for task in tasks:
-            quality.append(part_a(task, minutes, Path(tmp), args.quick))
-            print(f"{task}: greedy {quality[-1]['greedy'][0]:.3f}, beam 4 {quality[-1]['beam4'][0]:.3f}", flush=True)
+            quality.append(part_a(task, minutes, Path(tmp), args.quick, args.steps))
+            for name, scores in quality[-1]["sets"].items():
+                print(f"{task} {name}: greedy {scores['greedy'][0]:.3f}, beam 4 {scores['beam4'][0]:.3f}", flush=True)
         speed = cache = None
         if not args.skip_speed:
             speed = part_b(args.quick)
@@ -285,7 +316,9 @@ def main(argv: list[str] | None = None) -> dict:
                 cache = part_c(model, vocab, args.quick)
                 print(f"beam 4 cached/uncached speed-up: {cache['ratio']:.1f}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, report(quality, speed, cache, minutes, args.quick, args.note))
+    load = (load_start, os.getloadavg()[0])
+    budget = f"{minutes:g} minutes" if args.steps is None else f"{args.steps:,} steps"
+    atomic_write_text(args.out, report(quality, speed, cache, budget, args.quick, args.note, load))
     print(f"wrote {args.out}")
     return {"quality": quality, "speed": speed, "cache": cache}
 

@@ -75,3 +75,16 @@ def dates_run(tmp_path_factory):
         torch.set_num_threads(before)
     model, vocab = load_trained(out, kind="seq2seq")
     return out, model, vocab
+
+
+@pytest.fixture
+def small_dates_demo(monkeypatch):
+    """The demo's dates part at toy size: 6 steps of a 32-wide model, a checkpoint at 3 and 6 (both shown), 10 more
+    held-out days."""
+    import attnlab.demo.dates as dates
+
+    small = dict(dates.DATES_DEMO, model=dict(dates.DATES_DEMO["model"], d_model=32, d_ff=64), max_iters=6,
+                 eval_interval=3, eval_iters=1, train_pairs=300, val_pairs=10, warmup_iters=2)
+    monkeypatch.setattr(dates, "DATES_DEMO", small)
+    monkeypatch.setattr(dates, "EARLY_STEPS", (3,))
+    monkeypatch.setattr(dates, "HELD_OUT", 10)

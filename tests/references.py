@@ -1,5 +1,7 @@
 """Reference modules built from torch.nn, holding the weights of an attnlab module: what the tests compare to."""
 
+import contextlib
+
 import torch
 
 from attnlab.attention import MultiHeadAttention
@@ -46,3 +48,25 @@ def torch_decoder_layer(ours, activation="relu") -> torch.nn.TransformerDecoderL
                              (ours.ln2, ref.norm2), (ours.ln3, ref.norm3)):
             theirs.load_state_dict(mine.state_dict())
     return ref.eval()
+
+
+@contextlib.contextmanager
+def scaled_by_hand(modules, head_mask: torch.Tensor, head_dim: int):
+    """While open: each module's ``out_proj`` input has head h's columns ``h·head_dim .. (h+1)·head_dim`` multiplied
+    by ``head_mask[l, h]`` (the reference: written here, not by the code under test)."""
+
+    def hook_for(row):
+        def hook(_module, args):
+            (context,) = args
+            context = context.clone()
+            for h, value in enumerate(row.tolist()):
+                context[..., h * head_dim:(h + 1) * head_dim] *= value
+            return (context,)
+        return hook
+
+    handles = [m.out_proj.register_forward_pre_hook(hook_for(row)) for m, row in zip(modules, head_mask, strict=True)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

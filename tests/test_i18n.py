@@ -121,3 +121,22 @@ def test_set_language_wins_over_the_environment(monkeypatch):
 def test_every_catalog_language_is_offered():
     shipped = {p.parent.parent.name for p in LOCALES.glob("*/LC_MESSAGES/attnlab.mo")}
     assert shipped | {"en"} == set(i18n.LANGUAGES)
+
+
+BUILDING_BLOCKS = ("functional", "attention", "layers", "numpy", "arguments.py")
+
+
+def test_the_building_blocks_raise_plain_english():
+    """functional/, attention/, layers/, numpy/ and arguments.py speak to programs, as torch does: they import no
+    catalog (docs/translations.md says why); what the command line hands them is checked, translated, above."""
+    paths = [p for name in BUILDING_BLOCKS for p in ([SRC / name] if name.endswith(".py") else
+                                                     sorted((SRC / name).rglob("*.py")))]
+    assert len(paths) > 30
+    wrong = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if "attnlab.i18n" in names:
+                wrong.append(str(path.relative_to(SRC)))
+    assert not wrong

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("attnlab.models",),                                # whole models, their configs, caches, trained ones
     ("attnlab.pretrained", "attnlab.generation", "attnlab.training"),  # real weights; decoding; training
     ("attnlab.inspect",),                               # the capture and the arithmetic of attention
+    ("attnlab.heads",),                                 # what the heads learn: the papers' experiments
     ("attnlab.viz",),                                   # pictures of captures and of runs
     ("attnlab.bench",),                                 # measuring
     ("attnlab.demo",),                                  # the walk-through

@@ -83,6 +83,7 @@ OTHER_CONCEPTS = {
     "mask": ({"attnlab.functional.math_attention", "attnlab.functional.attention_scores",
               "attnlab.functional.attention_weights", "attnlab.functional.and_masks", "attnlab.numpy.math_attention",
               "attnlab.numpy.attention_scores", "attnlab.attention.GroupedQueryAttention.mask_for",
+              "attnlab.attention.MultiHeadAttention.extend_cache",
               "attnlab.functional.AttentionCall (field)", "attnlab.functional.AttentionCall.__init__",
               "attnlab.functional.AttentionCall.mask"},
              "the op's own mask, padding and causal already merged (and the kind of mask a call has), not a padding "

@@ -6,11 +6,9 @@ They look only at shapes and plain Python values, so they import no torch: the t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
-
-from attnlab.i18n import tr
 
 
 def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
@@ -24,31 +22,26 @@ def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
     query, key, value = tuple(query), tuple(key), tuple(value)
     for name, shape in (("query", query), ("key", key), ("value", value)):
         if len(shape) < (3 if enable_gqa else 2):
-            raise ValueError(tr("{name} must have shape ({value}, T, D), got shape {shape}", name=name,
-                                value='..., H' if enable_gqa else '...', shape=shape))
+            raise ValueError(f"{name} must have shape ({'..., H' if enable_gqa else '...'}, T, D), got shape {shape}")
     if enable_gqa:
         return _gqa_batch(query, key, value)
     if query[-1] != key[-1]:
-        raise ValueError(tr("query and key must have the same head dim (last dim), got query {query} and key {key}",
-                            query=query, key=key))
+        raise ValueError(f"query and key must have the same head dim (last dim), got query {query} and key {key}")
     if key[-2] != value[-2]:
         raise ValueError(
-            tr("key and value must have the same sequence length (dim -2), got key {key} and value {value}", key=key,
-               value=value)
+            f"key and value must have the same sequence length (dim -2), got key {key} and value {value}"
         )
     try:
         return tuple(np.broadcast_shapes(query[:-2], key[:-2], value[:-2]))
     except ValueError:
-        raise ValueError(tr("query, key and value batch dims must broadcast, got {query}, {key}, {value}", query=query,
-                            key=key, value=value)) from None
+        raise ValueError(f"query, key and value batch dims must broadcast, got {query}, {key}, {value}") from None
 
 
 def _gqa_batch(query: tuple[int, ...], key: tuple[int, ...], value: tuple[int, ...]) -> tuple[int, ...]:
     h_q, h_k, h_v = query[-3], key[-3], value[-3]
     if h_k != h_v or h_q % h_k:
-        raise ValueError(tr("enable_gqa=True needs key and value with the same number of heads (dim -3), dividing the "
-                            "query's, got query {query}, key {key} and value {value}", query=query, key=key,
-                            value=value))
+        raise ValueError("enable_gqa=True needs key and value with the same number of heads (dim -3), dividing the "
+                         f"query's, got query {query}, key {key} and value {value}")
     # the heads dim aside, q, k and v follow the plain rules; the batch shape ends with the query's heads
     return (*qkv_batch((*query[:-3], *query[-2:]), (*key[:-3], *key[-2:]), (*value[:-3], *value[-2:])), h_q)
 
@@ -62,8 +55,7 @@ def check_mask_shape(mask: Sequence[int], batch: tuple[int, ...], t_q: int, t_k:
         ok = False
     if not ok:
         raise ValueError(
-            tr("attn_mask of shape {mask} does not broadcast to the scores' shape {target} (batch..., Tq, Tk)",
-               mask=mask, target=target)
+            f"attn_mask of shape {mask} does not broadcast to the scores' shape {target} (batch..., Tq, Tk)"
         )
 
 
@@ -71,25 +63,35 @@ def check_scale(scale: float | None) -> None:
     if scale is not None and (
         isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
     ):
-        raise ValueError(tr("scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}", scale=scale))
+        raise ValueError(f"scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}")
 
 
-def check_positive_int(owner: str, name: str, value: object) -> None:
-    """``value`` must be an int >= 1 (not a bool): else a ValueError ``owner: name must be a positive int, got …``."""
+def plain(template: str, **fields: object) -> str:
+    """A message as written, in English: how the building blocks word their errors (as torch does)."""
+    return template.format(**fields)
+
+
+def check_positive_int(owner: str, name: str, value: object, translate: Callable[..., str] = plain) -> None:
+    """``value`` must be an int >= 1 (not a bool): else a ValueError ``owner: name must be a positive int, got …``.
+
+    ``translate``: how the message is worded; plain English, as the building blocks raise (as torch does), or
+    ``attnlab.i18n.tr`` where a user's input reaches the check (a config the command line fills).
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}", owner=owner, name=name,
-                            value=value))
+        raise ValueError(translate("{owner}: {name} must be a positive int, got {value!r}", owner=owner, name=name,
+                                   value=value))
 
 
 def check_choice(name: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
-        raise ValueError(tr("{name} must be one of {valid}, got {value!r}", name=name,
-                            valid=', '.join(map(repr, valid)), value=value))
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}, got {value!r}")
 
 
-def expect_one_of(name: str, value: object, choices: Sequence[str]) -> None:
-    """``value`` must be one of ``choices``: else a ValueError ``name: expected 'a' or 'b', got 'c'``."""
+def expect_one_of(name: str, value: object, choices: Sequence[str], translate: Callable[..., str] = plain) -> None:
+    """``value`` must be one of ``choices``: else a ValueError ``name: expected 'a' or 'b', got 'c'`` (worded by
+    ``translate``, as in :func:`check_positive_int`)."""
     if value not in choices:
         quoted = [repr(c) for c in choices]
         listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-        raise ValueError(tr("{name}: expected {choices}, got {value!r}", name=name, choices=listed, value=value))
+        raise ValueError(translate("{name}: expected {choices}, got {value!r}", name=name, choices=listed,
+                                   value=value))

@@ -7,10 +7,15 @@ or a compiled catalog is out of date.
 
 Marking messages:
 
-* ``_("…")`` translates now; messages with values use named fields, ``_("got {value!r}").format(value=v)``,
-  so a translator can move them;
+* ``tr("…")`` translates now; a message with values names its fields, ``tr("got {value!r}", value=v)``, and
+  they are filled in after translation, so a translator can move them (the template is the catalog's key:
+  never an f-string);
 * ``N_("…")`` only marks a message for extraction (help texts written where they are declared), and ``_`` is
   applied when it is shown.
+
+What is translated: everything a user of the command line reads, the errors its input can cause included. The
+building blocks (``functional``, ``attention``, ``layers``, ``numpy``, ``arguments``) raise plain English, as
+torch does: they are called by programs with values a config has checked (docs/translations.md).
 
 The language: :func:`set_language` (the CLI's ``--lang``), else ``ATTNLAB_LANG``, else the locale
 (``LC_ALL``, ``LC_MESSAGES``, ``LANG``: ``zh…`` means Chinese), else English.

@@ -164,3 +164,40 @@ def test_a_hooked_projection_is_called_while_training():
     assert seen == [(2, 5, 8)]
     with torch.no_grad():
         assert not MultiHeadAttention(8, 8, num_heads=2).may_stack()  # inference keeps the three maps
+
+
+def test_only_a_bare_linear_call_is_stacked():
+    """Whatever would make calling a projection differ from reading its weights keeps the three calls: a backward
+    hook, a global hook, a replaced forward, a subclass of nn.Linear."""
+    def fresh():
+        return MultiHeadAttention(8, 8, num_heads=2)
+
+    assert fresh().may_stack()
+    mha = fresh()
+    grads = []
+    mha.W_value.register_full_backward_hook(lambda _m, _gin, gout: grads.append(gout[0].shape))
+    assert not mha.may_stack()
+    mha(torch.randn(2, 5, 8, requires_grad=True)).sum().backward()
+    assert grads == [(2, 5, 8)]
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *_: None)
+    try:
+        assert not fresh().may_stack()
+    finally:
+        handle.remove()
+    mha = fresh()
+    mha.W_query.forward = lambda x: torch.nn.functional.linear(x, mha.W_query.weight, mha.W_query.bias)
+    assert not mha.may_stack()
+
+    class Scaled(torch.nn.Linear):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    mha, ref = fresh(), fresh()
+    ref.load_state_dict(mha.state_dict())
+    mha.W_key = Scaled(8, 8, bias=False)
+    with torch.no_grad():
+        mha.W_key.weight.copy_(ref.W_key.weight)
+        ref.W_key.weight.mul_(2)
+    assert not mha.may_stack() and ref.may_stack()
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(mha(x), ref(x), atol=1e-6, rtol=0)

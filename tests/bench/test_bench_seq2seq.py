@@ -32,8 +32,9 @@ def test_quick_run_writes_every_part(bench, tmp_path, one_thread):
     for heading in ("## A. Exact match", "## B. Training speed", "## C. Beam 4", "--quick smoke run"):
         assert heading in text
     (quality,) = res["quality"]
-    assert quality["task"] == "dates" and quality["n_eval"] == 50 and quality["steps"] >= 1
-    assert all(0.0 <= quality[k][0] <= 1.0 for k in ("greedy", "beam4"))
+    assert quality["task"] == "dates" and quality["steps"] >= 1 and list(quality["sets"]) == ["random"]
+    assert all(0.0 <= score[0] <= 1.0 and score[3] == 50 for score in quality["sets"]["random"].values())
+    assert quality["config"].time_budget == 0.05 and 0 < quality["last_lr"] <= quality["config"].learning_rate
     speed, cache = res["speed"], res["cache"]
     # the torch model and attnlab's copy of it start from the same loss: the comparison is of one model
     assert speed["first_loss"][0] == pytest.approx(speed["first_loss"][1], abs=1e-4)
@@ -41,9 +42,26 @@ def test_quick_run_writes_every_part(bench, tmp_path, one_thread):
     assert cache["same_tokens"] and cache["max_score_diff"] <= 1e-5
 
 
-def test_unknown_task_is_a_usage_error(bench, tmp_path):
+def test_numbers_are_scored_on_random_and_round_held_out_sets(bench, tmp_path, one_thread):
+    from attnlab.data import get_task
+
+    out = tmp_path / "seq2seq.md"
+    res = bench.main(["--quick", "--steps", "30", "--tasks", "numbers", "--skip-speed", "--out", str(out)])
+    (quality,) = res["quality"]
+    assert quality["steps"] == 30 and quality["step_ms"] is None and quality["config"].time_budget is None
+    assert list(quality["sets"]) == ["random", "round"]
+    assert [quality["sets"]["round"][k][3] for k in ("greedy", "beam4")] == [100, 100]  # 80 fixed + 20 sampled
+    # the bench scores the library's round set, not a copy of its own
+    assert bench.eval_sets("numbers", quick=True)["round"] == get_task("numbers").round_held_out(20)
+    text = out.read_text(encoding="utf-8")
+    assert "| numbers | random | 50 |" in text and "| numbers | round | 100 |" in text and "after 30 steps" in text
+    assert "Load average (1 min) at the start" in text
+
+
+@pytest.mark.parametrize("args", [["--tasks", "poems"], ["--steps", "0"], ["--threads", "0"]])
+def test_bad_arguments_are_usage_errors(bench, tmp_path, args):
     with pytest.raises(SystemExit):
-        bench.main(["--tasks", "poems", "--out", str(tmp_path / "x.md")])
+        bench.main([*args, "--out", str(tmp_path / "x.md")])
 
 
 def test_the_reference_is_torchs_transformer_with_a_tied_embedding(bench):

@@ -1,50 +1,33 @@
-"""Every command against bad input: a non-zero exit, one clear line, no traceback, nothing half-written.
+"""Every command against bad arguments: a non-zero exit, one clear line, no traceback, nothing half-written.
 
-Each case is one row of ``CASES``: an id, the command line (``{dir}`` is the fixtures' folder), the exit status,
-and words the one ``Error:`` line must hold: the argument, the value given and what was expected. A case may
-also name output paths that must not exist afterwards. docs/bad-input.md lists the same ids (tested).
+Each case is one row of ``CASES`` (see tests/bad_inputs.py for the check every row passes); bad files handed over
+are in test_bad_files.py. Also here: NaN and infinity for every float option, a closed pipe, and Ctrl-C from the
+first moment.
 """
 
-import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
+import click
 import pytest
-from click.testing import CliRunner
 
-from attnlab.cli import main
+from attnlab.cli import COMMANDS, main
+from bad_inputs import run_case, run_case_in_chinese, undocumented
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "bad-input.md"
-TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "2", "--eval-interval", "4", "--eval-iters",
-        "1", "--max-iters", "4", "-q"]
 TRAIN = ["train", "--data", "{dir}/corpus.txt", "--out", "{dir}/new"]
 SAMPLE = ["sample", "--checkpoint", "{dir}/run", "First"]
 LONG = " ".join(["w"] * 70)
-S2S_TINY = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1", "--d-ff",
-            "32", "--context-length", "24", "--batch-size", "4", "--steps", "2", "--eval-interval", "2",
-            "--eval-iters", "1", "--train-pairs", "50", "--val-pairs", "10", "-q"]
 S2S_TRAIN = ["train-seq2seq", "--task", "numbers", "--out", "{dir}/new"]
 TRANSLATE = ["translate", "--checkpoint", "{dir}/s2s"]
 
 # (id, argv, exit status, words the error line must hold, paths that must not exist afterwards)
 CASES = [
     # train: the corpus
-    ("train-data-missing", ["train", "--data", "{dir}/nope.txt", "--out", "{dir}/new"], 1,
-     ["data:", "nope.txt", "no such file"], ["new"]),
-    ("train-data-directory-without-text", ["train", "--data", "{dir}/emptydir", "--out", "{dir}/new"], 1,
-     ["data:", "emptydir", ".txt/.md/.text"], ["new"]),
-    ("train-data-not-utf8", ["train", "--data", "{dir}/binary.dat", "--out", "{dir}/new"], 1,
-     ["data:", "binary.dat", "not UTF-8", "offset 3"], ["new"]),
-    ("train-data-empty", ["train", "--data", "{dir}/empty.txt", "--out", "{dir}/new"], 1,
-     ["data:", "empty.txt", "empty"], ["new"]),
-    ("train-data-unreadable", ["train", "--data", "/proc/self/mem", "--out", "{dir}/new"], 1,
-     ["data:", "/proc/self/mem", "cannot read"], ["new"]),
     ("train-data-shorter-than-one-block", ["train", "--data", "{dir}/short.txt", "--out", "{dir}/new",
                                            "--context-length", "200"], 1,
      ["data:", "train split", "context_length + 1 = 201"], ["new"]),
@@ -58,6 +41,8 @@ CASES = [
     ("train-max-iters-not-a-number", [*TRAIN, "--max-iters", "abc"], 2, ["--max-iters", "'abc'", "integer"],
      ["new"]),
     ("train-batch-size-negative", [*TRAIN, "--batch-size", "-2"], 1, ["batch_size", "positive", "-2"], ["new"]),
+    ("train-lr-decay-iters-zero", [*TRAIN, "--lr-decay-iters", "0"], 1, ["lr_decay_iters", "positive", "got 0"],
+     ["new"]),
     ("train-learning-rate-negative", [*TRAIN, "--lr", "-1"], 1, ["learning_rate", "positive", "-1.0"], ["new"]),
     ("train-val-fraction-out-of-range", [*TRAIN, "--val-fraction", "2"], 1, ["val_fraction", "(0, 1)", "2.0"],
      ["new"]),
@@ -75,28 +60,11 @@ CASES = [
     ("train-device-absent", [*TRAIN, "--device", "cuda"], 1, ["device", "'cuda'", "not available"], ["new"]),
     ("train-device-unknown", [*TRAIN, "--device", "banana"], 1, ["device", "'banana'", "cuda:N"], ["new"]),
     # train: the config file
-    ("train-config-missing", [*TRAIN, "--config", "{dir}/nope.toml"], 1, ["config", "nope.toml"], ["new"]),
-    ("train-config-not-toml", [*TRAIN, "--config", "{dir}/bad.toml"], 1, ["config", "bad.toml", "not valid TOML"],
-     ["new"]),
-    ("train-config-unknown-key", [*TRAIN, "--config", "{dir}/unknown.toml"], 1,
-     ["unknown.toml", "unknown key 'nonsense_key'"], ["new"]),
-    ("train-config-directory", [*TRAIN, "--config", "{dir}/emptydir"], 2, ["--config", "emptydir", "directory"],
-     ["new"]),
     # sample
     ("sample-checkpoint-missing", ["sample", "--checkpoint", "{dir}/nope", "To"], 2,
      ["--checkpoint", "nope", "does not exist"], []),
     ("sample-checkpoint-is-a-file", ["sample", "--checkpoint", "{dir}/plain.txt", "To"], 2,
      ["--checkpoint", "plain.txt", "is a file"], []),
-    ("sample-no-checkpoint-inside", ["sample", "--checkpoint", "{dir}/emptydir", "To"], 1,
-     ["checkpoint", "emptydir", "checkpoint.json"], []),
-    ("sample-corrupt-state", ["sample", "--checkpoint", "{dir}/corrupt_state", "To"], 1,
-     ["corrupt_state", "state.json", "not valid JSON"], []),
-    ("sample-corrupt-weights", ["sample", "--checkpoint", "{dir}/corrupt_weights", "To"], 1,
-     ["corrupt_weights", "model.safetensors", "corrupt"], []),
-    ("sample-missing-tokenizer", ["sample", "--checkpoint", "{dir}/no_tokenizer", "To"], 1,
-     ["no_tokenizer", "tokenizer.json", "missing"], []),
-    ("sample-pointer-to-nothing", ["sample", "--checkpoint", "{dir}/bad_pointer", "To"], 1,
-     ["bad_pointer", "no checkpoint found"], []),
     ("sample-no-model-given", ["sample", "To"], 2, ["--checkpoint", "--model", "exactly one"], []),
     ("sample-two-models-given", ["sample", "--checkpoint", "{dir}/run", "--model", "{dir}/run", "To"], 2,
      ["--checkpoint", "--model", "exactly one"], []),
@@ -125,8 +93,6 @@ CASES = [
     ("explain-text-too-long", ["explain", LONG], 2, ["70 words", "context_length=64"], []),
     ("explain-characters-unknown", ["explain", "First Ω", "--model", "{dir}/run"], 2, ["'Ω'", "not in the vocabulary"],
      []),
-    ("explain-corrupt-checkpoint", ["explain", "To", "--model", "{dir}/corrupt_weights"], 2,
-     ["model.safetensors", "corrupt"], []),
     ("heatmap-output-unwritable", ["heatmap", "a b", "-o", "/proc/attnlab.png"], 1,
      ["cannot write '/proc/attnlab.png'"], []),
     ("heatmap-output-suffix", ["heatmap", "a b", "-o", "{dir}/h.txt"], 2, [".png or .svg", "h.txt"], ["h.txt"]),
@@ -142,8 +108,8 @@ CASES = [
     ("view-empty-text", ["view", "", "-o", "{dir}/v.html"], 2, ["text", "empty"], ["v.html"]),
     # pe-plot
     ("pe-plot-context-length-zero", ["pe-plot", "--context-length", "0", "-o", "{dir}/p.png"], 2,
-     ["context_length", "positive", "got 0"], ["p.png"]),
-    ("pe-plot-d-model-odd", ["pe-plot", "--d-model", "7", "-o", "{dir}/p.png"], 2, ["d_model", "even", "7"],
+     ["--context-length", "0", "x>=1"], ["p.png"]),
+    ("pe-plot-d-model-odd", ["pe-plot", "--d-model", "7", "-o", "{dir}/p.png"], 2, ["--d-model", "even", "7"],
      ["p.png"]),
     ("pe-plot-dims-out-of-range", ["pe-plot", "--dims", "99", "-o", "{dir}/p.png"], 2, ["dims", "0..63", "99"],
      ["p.png"]),
@@ -160,8 +126,6 @@ CASES = [
     ("demo-out-is-a-file", ["demo", "--out", "{dir}/plain.txt"], 2, ["--out", "plain.txt", "is a file"], []),
     ("command-unknown", ["nope"], 2, ["No such command 'nope'"], []),
     # train-seq2seq and translate
-    ("train-seq2seq-tsv-line-without-tab", [*S2S_TRAIN[:1], "--data", "{dir}/notab.tsv", *S2S_TRAIN[3:]], 1,
-     ["notab.tsv:2", "no tab", "source<TAB>target"], ["new"]),
     ("train-seq2seq-task-and-data", [*S2S_TRAIN, "--data", "{dir}/pairs.tsv"], 2, ["--task", "--data", "not both"],
      ["new"]),
     ("train-seq2seq-label-smoothing-out-of-range", [*S2S_TRAIN, "--label-smoothing", "1.5"], 1,
@@ -186,87 +150,192 @@ CASES = [
     ("explain-checkpoint-step-out-of-range", ["explain", "12", "--checkpoint", "{dir}/s2s", "--query", "99"], 2,
      ["query index", "got 99", "the translation is"], []),
     ("sample-seq2seq-checkpoint", ["sample", "--checkpoint", "{dir}/s2s", "12"], 1,
-     ["{dir}/s2s", "encoder-decoder", "attnlab translate"], []),
+     ["{dir}/s2s", "encoder-decoder", "attnlab translate"], []),    # every command: what the shell hands over
+    ("train-out-empty", [*TRAIN[:3], "--out", ""], 2, ["--out", "expected a value", "empty string"], []),
+    ("train-data-empty-string", ["train", "--data", "", "--out", "{dir}/new"], 2, ["--data", "empty string"],
+     ["new"]),
+    ("train-config-empty-string", [*TRAIN, "--config", ""], 2, ["--config", "empty string"], ["new"]),
+    ("bench-out-empty", ["bench", "--quick", "--out", ""], 2, ["--out", "empty string"], []),
+    ("demo-out-empty", ["demo", "toy", "--out", ""], 2, ["--out", "empty string"], []),
+    ("heatmap-output-empty", ["heatmap", "a b", "-o", ""], 2, ["--output", "empty string"], []),
+    ("train-seed-too-big", [*TRAIN, "--seed", str(2**64)], 2, ["--seed", str(2**64), f"0<=x<={2**64 - 1}"],
+     ["new"]),
+    ("train-seed-negative", [*TRAIN, "--seed", "-1"], 2, ["--seed", "-1", "0<=x"], ["new"]),
+    ("train-seq2seq-seed-too-big", [*S2S_TRAIN, "--seed", str(2**70)], 2, ["--seed", str(2**70)], ["new"]),
+    ("sample-seed-too-big", [*SAMPLE, "--seed", str(2**64)], 2, ["--seed", str(2**64)], []),
+    ("explain-seed-too-big", ["explain", "a b", "--seed", str(2**64)], 2, ["--seed", str(2**64)], []),
+    ("demo-seed-too-big", ["demo", "toy", "--seed", str(2**64), "--out", "{dir}/demo"], 2, ["--seed"], ["demo"]),
+    ("explain-text-not-utf8", ["explain", "a \udcff b"], 2, ["TEXT", "not UTF-8", "byte 0xff at character 2"], []),
+    ("explain-query-not-utf8", ["explain", "a b", "--query", "b\udce9"], 2, ["--query", "byte 0xe9"], []),
+    ("sample-prompt-not-utf8", [*SAMPLE[:3], "\udced\udca0\udc80"], 2, ["PROMPT", "not UTF-8", "byte 0xed"], []),
+    ("translate-text-not-utf8", [*TRANSLATE, "1\udcff"], 2, ["TEXTS", "not UTF-8", "0xff"], []),
+    ("heatmap-output-not-utf8", ["heatmap", "a b", "-o", "{dir}/\udcff.png"], 2, ["--output", "not UTF-8"], []),
+    ("sample-device-mps", [*SAMPLE, "--device", "mps"], 1, ["device", "'mps'", "'cuda:N'"], []),
+    ("sample-device-meta", [*SAMPLE, "--device", "meta"], 1, ["device", "'meta'", "'cuda:N'"], []),
+    # sizes that cannot fit in memory: refused before allocating, with the bytes
+    ("train-model-too-large", [*TRAIN, "--preset", "tiny", "--d-model", "1000000", "--num-heads", "1"], 1,
+     ["model sizes", "would need at least", "TiB", "bytes)", "memory"], ["new"]),
+    ("train-batch-too-large", [*TRAIN, "--preset", "tiny", "--context-length", "16", "--batch-size", "1000000000"], 1,
+     ["batch_size", "1,000,000,000 × 16", "would need at least"], ["new"]),
+    ("train-seq2seq-too-many-pairs", [*S2S_TRAIN, "--train-pairs", "10000000000"], 1,
+     ["train_pairs", "10,000,000,", "would need at least"], ["new"]),
+    ("pe-plot-table-too-large", ["pe-plot", "--context-length", "1000000000000", "-o", "{dir}/p.png"], 2,
+     ["--context-length", "1,000,000,000,000 × 64", "would need at least", "TiB"], ["p.png"]),
+    ("translate-beam-larger-than-vocabulary", [*TRANSLATE, "12", "--beam", "1000"], 1,
+     ["beam", "at most", "<pad> and <bos>", "got 1000"], []),
+    # options that do nothing where they are given
+    ("translate-layer-without-heatmap", [*TRANSLATE, "12", "--layer", "0"], 2, ["--layer 0", "without --heatmap"],
+     []),
+    ("translate-heatmap-layer-out-of-range", [*TRANSLATE, "12", "--heatmap", "{dir}/a.png", "--layer", "9"], 1,
+     ["layer", "got 9"], ["a.png"]),
+    ("view-mode-without-checkpoint", ["view", "a b", "--mode", "encoder", "-o", "{dir}/v.html"], 2,
+     ["--mode encoder", "without --checkpoint"], ["v.html"]),
+    ("explain-checkpoint-and-model", ["explain", "12", "--checkpoint", "{dir}/s2s", "--model", "bert"], 2,
+     ["--model bert", "with --checkpoint"], []),
+    ("train-resume-and-overwrite", [*TRAIN[:3], "--out", "{dir}/run", "--resume", "--overwrite"], 2,
+     ["--resume", "--overwrite", "give one of them"], []),
+    ("train-seq2seq-resume-and-overwrite", [*S2S_TRAIN[:3], "--out", "{dir}/s2s", "--resume", "--overwrite"], 2,
+     ["--resume", "--overwrite", "give one of them"], []),
+    # resuming the other command's run
+    ("train-resume-a-translation-run", ["train", "--out", "{dir}/s2s", "--resume"], 1,
+     ["resume:", "s2s", "attnlab train-seq2seq --out"], []),
+    ("train-seq2seq-resume-a-gpt-run", ["train-seq2seq", "--out", "{dir}/run", "--resume"], 1,
+     ["resume:", "run", "attnlab train --out"], []),
+    # heads
+    ("heads-rollout-empty-text", ["heads", "rollout", "", "-o", "{dir}/r.png"], 2, ["text", "empty"], ["r.png"]),
+    ("heads-rollout-layer-out-of-range", ["heads", "rollout", "a b c", "--layer", "5", "-o", "{dir}/r.png"], 2,
+     ["--layer", "0..0", "got 5"], ["r.png"]),
+    ("heads-rollout-output-suffix", ["heads", "rollout", "a b c", "-o", "{dir}/r.txt"], 2, [".png or .svg", "r.txt"],
+     ["r.txt"]),
+    ("heads-rollout-translation-checkpoint", ["heads", "rollout", "12", "--model", "{dir}/s2s", "-o", "{dir}/r.png"],
+     2, ["encoder-decoder", "attnlab translate"], ["r.png"]),
+    ("heads-induction-head-out-of-range", ["heads", "induction", "--out", "{dir}/ind", "--layer", "0", "--head", "7"],
+     2, ["--head", "0..3", "got 7"], ["ind"]),
+    ("heads-induction-layer-out-of-range", ["heads", "induction", "--out", "{dir}/ind", "--layer", "2", "--head",
+                                            "0"], 2, ["--layer", "0..1", "2-layer", "got 2"], ["ind"]),
+    ("heads-induction-steps-zero", ["heads", "induction", "--out", "{dir}/ind", "--steps", "0"], 1,
+     ["steps", "positive", "got 0"], ["ind"]),
+    ("heads-roles-text-empty", ["heads", "roles", "--text", "{dir}/empty.txt", "--out", "{dir}/roles"], 1,
+     ["--text", "empty.txt", "no sentences"], ["roles"]),
+    ("heads-roles-text-not-utf8", ["heads", "roles", "--text", "{dir}/binary.dat", "--out", "{dir}/roles"], 1,
+     ["--text", "binary.dat", "not UTF-8", "offset 3"], ["roles"]),
+    ("heads-roles-text-missing", ["heads", "roles", "--text", "{dir}/nope.txt", "--out", "{dir}/roles"], 1,
+     ["--text", "nope.txt", "cannot read"], ["roles"]),
+    ("heads-prune-step-zero", ["heads", "prune", "--checkpoint", "{dir}/run", "--step", "0", "--out", "{dir}/prune"],
+     1, ["step", "(0, 1)", "got 0"], ["prune"]),
+    ("heads-prune-step-one", ["heads", "prune", "--checkpoint", "{dir}/run", "--step", "1", "--out", "{dir}/prune"],
+     1, ["step", "(0, 1)", "got 1"], ["prune"]),
+    ("heads-prune-translation-checkpoint", ["heads", "prune", "--checkpoint", "{dir}/s2s", "--out", "{dir}/prune"], 1,
+     ["encoder-decoder", "attnlab translate"], ["prune"]),
+    ("heads-prune-checkpoint-without-attention", ["heads", "prune", "--checkpoint", "{dir}/no_attention", "--out",
+                                                  "{dir}/prune"], 1,
+     ["no_attention", "does not match the model", "missing", "attn"], ["prune"]),
+    ("heads-prune-data-missing", ["heads", "prune", "--checkpoint", "{dir}/run", "--data", "{dir}/nope.txt", "--out",
+                                  "{dir}/prune"], 1, ["data:", "nope.txt"], ["prune"]),
 ]
 
 
-@pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
-    """Files of every kind a user might hand over, and a tiny trained run with damaged copies of it."""
-    from corpora import TEXT
-
-    d = tmp_path_factory.mktemp("bad")
-    (d / "corpus.txt").write_text(TEXT, encoding="utf-8")
-    (d / "short.txt").write_text("To be, or not to be.\n", encoding="utf-8")
-    (d / "binary.dat").write_bytes(b"abc\xd0\xd1")
-    (d / "empty.txt").write_text("", encoding="utf-8")
-    (d / "plain.txt").write_text("a file, not a directory\n", encoding="utf-8")
-    (d / "emptydir").mkdir()
-    (d / "bad.toml").write_text("max_iters = \n", encoding="utf-8")
-    (d / "unknown.toml").write_text("nonsense_key = 3\n", encoding="utf-8")
-    (d / "pairs.tsv").write_text("one\tun\ntwo\tdeux\nthree\ttrois\n", encoding="utf-8")
-    (d / "notab.tsv").write_text("one\tun\ntwo deux\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["train-seq2seq", "--task", "numbers", "--out", str(d / "s2s"), *S2S_TINY])
-    assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(main, ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "run"), *TINY])
-    assert result.exit_code == 0, result.output
-    checkpoint = json.loads((d / "run" / "checkpoint.json").read_text())["latest"]
-    for name, damage in (("corrupt_state", lambda c: (c / "state.json").write_text("{bad")),
-                         ("corrupt_weights", lambda c: (c / "model.safetensors").write_bytes(b"\x00" * 100)),
-                         ("no_tokenizer", lambda c: (c / "tokenizer.json").unlink()),
-                         ("bad_pointer", lambda c: (c.parents[1] / "checkpoint.json").write_text(
-                             '{"latest": "checkpoints/none"}'))):
-        shutil.copytree(d / "run", d / name)
-        damage(d / name / checkpoint)
-    return d
-
-
-def test_at_least_sixty_cases_with_distinct_ids():
-    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
+def test_at_least_a_hundred_cases_with_distinct_ids():
+    assert len(CASES) >= 100 and len({c[0] for c in CASES}) == len(CASES)
 
 
 @pytest.mark.parametrize(("case_id", "argv", "status", "words", "absent"), CASES, ids=[c[0] for c in CASES])
-def test_bad_input(fixtures, one_thread, case_id, argv, status, words, absent):
-    args = [a.replace("{dir}", str(fixtures)) for a in argv]
-    before = set(fixtures.rglob("*"))
-    result = CliRunner().invoke(main, args)
-    out = result.output
-    assert result.exit_code == status, out
-    assert "Traceback" not in out and (result.exception is None or isinstance(result.exception, SystemExit)), out
-    errors = [line for line in out.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and out.strip().endswith(errors[0]), out  # one line, and the last thing said
-    for word in words:
-        word = word.replace("{dir}", str(fixtures))
-        assert word in errors[0], (word, errors[0])
-    for name in absent:
-        assert not (fixtures / name).exists(), f"{name} was (partly) written"
-    left = {p for p in set(fixtures.rglob("*")) - before if re.search(r"\.tmp|write-test", p.name)}
-    assert not left, f"temporary files left behind: {sorted(map(str, left))}"
+def test_bad_input(bad_dir, one_thread, case_id, argv, status, words, absent):
+    run_case(bad_dir, argv, status, words, absent)
+
+
+@pytest.mark.parametrize(("case_id", "argv", "status"), [c[:3] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_in_chinese(bad_dir, one_thread, case_id, argv, status):
+    """A reader of Chinese gets every one of these errors in Chinese: the command line checks what it hands to the
+    building blocks, whose errors are English (docs/translations.md)."""
+    run_case_in_chinese(bad_dir, argv, status)
 
 
 def test_the_docs_list_every_case():
-    listed = set(re.findall(r"`([a-z0-9-]+)`", DOCS.read_text(encoding="utf-8")))
-    missing = [c[0] for c in CASES if c[0] not in listed]
-    assert not missing, f"add to docs/bad-input.md: {missing}"
+    assert not undocumented(CASES), f"add to docs/bad-input.md: {undocumented(CASES)}"
+
+
+#: the least each command needs to reach its options (nothing runs: the float is refused while parsing)
+MINIMAL = {"train": TRAIN, "train-seq2seq": S2S_TRAIN, "sample": SAMPLE, "translate": [*TRANSLATE, "12"],
+           "explain": ["explain", "a b"], "heatmap": ["heatmap", "a b"], "view": ["view", "a b"], "bench": ["bench"],
+           "demo": ["demo"], "pe-plot": ["pe-plot"], "heads rollout": ["heads", "rollout", "a b"],
+           "heads induction": ["heads", "induction", "--out", "{dir}/new"],
+           "heads roles": ["heads", "roles", "--out", "{dir}/new"],
+           "heads prune": ["heads", "prune", "--checkpoint", "{dir}/run", "--out", "{dir}/new"]}
+
+
+def _commands(group: click.Group = main, prefix: str = "") -> dict[str, click.Command]:
+    """Every command a user can run, by what they type (a group's subcommands as ``group sub``)."""
+    found = {}
+    for name in group.list_commands(None):
+        cmd = group.get_command(None, name)
+        found.update(_commands(cmd, f"{prefix}{name} ") if isinstance(cmd, click.Group) else {prefix + name: cmd})
+    return found
+
+
+LEAVES = _commands()
+FLOAT_OPTIONS = [(name, param.opts[-1]) for name, cmd in sorted(LEAVES.items()) for param in cmd.params
+                 if isinstance(param.type, click.types.FloatParamType)]
+
+
+def test_every_command_is_reachable_with_minimal_arguments():
+    assert set(MINIMAL) == set(LEAVES) and {n.split()[0] for n in LEAVES} == set(COMMANDS)
+    assert len(FLOAT_OPTIONS) >= 15
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize(("name", "option"), FLOAT_OPTIONS, ids=[f"{n}{o}" for n, o in FLOAT_OPTIONS])
+def test_every_float_option_refuses_nan_and_infinity(bad_dir, name, option, value):
+    line = run_case(bad_dir, [*MINIMAL[name], option, value], 2, [option, value], ["new"])
+    assert "not a finite number" in line or "not in the range" in line, line  # -inf below a range's minimum
+
+
+def _attnlab(*args: str, **kwargs) -> subprocess.Popen:
+    """``attnlab ARGS`` as the installed program starts it, in a child process. Python runs without ``site``
+    (``-S``, the paths given instead) so that the interpreter's own start is short: Ctrl-C during it is Python's
+    to answer, before any of attnlab's code exists."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([src, sysconfig.get_paths()["purelib"]])}
+    kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs}
+    return subprocess.Popen([sys.executable, "-S", "-c", "from attnlab.__main__ import run; run()", *args], env=env,
+                            **kwargs)
+
+
+@pytest.mark.parametrize("delay", [0.1, 0.25, 0.5, 1.0])
+def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, delay):
+    """Ctrl-C while the program imports click, torch, the command: one line, exit 130, nothing written."""
+    proc = _attnlab("heatmap", "a b", "-o", str(tmp_path / "h.png"), cwd=tmp_path)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and err.decode().strip() == "Interrupted.", (proc.returncode, err.decode()[-2000:])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_piped_into_head_exits_quietly(bad_dir):
+    """``attnlab sample ... | head -c 10``: the reader goes away; attnlab stops, says nothing, no traceback."""
+    proc = _attnlab("sample", "--checkpoint", str(bad_dir / "run"), "--max-new-tokens", "1000000")
+    assert len(proc.stdout.read(10)) == 10
+    proc.stdout.close()  # what head does once it has its bytes
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and err == "", err[-2000:]
 
 
 def _interrupt(args: list[str], ready, workdir: Path, timeout: float = 120.0) -> tuple[int, str, str]:
     """Run ``attnlab args`` in ``workdir``, send SIGINT once ``ready(stdout so far)`` holds; (status, out, err)."""
-    attnlab = str(Path(sys.executable).with_name("attnlab"))
     stdout = workdir / "stdout.txt"
     with stdout.open("w") as sink:
-        proc = subprocess.Popen([attnlab, *args], cwd=workdir, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                                stdout=sink, stderr=subprocess.PIPE, text=True)
+        proc = _attnlab(*args, cwd=workdir, stdout=sink)
         deadline = time.time() + timeout
         while not ready(stdout.read_text(encoding="utf-8")) and time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-    return proc.returncode, stdout.read_text(encoding="utf-8"), err
+    return proc.returncode, stdout.read_text(encoding="utf-8"), err.decode()
 
 
-def test_sigint_while_sampling_exits_130_without_a_traceback(fixtures, tmp_path):
-    status, out, err = _interrupt(["sample", "--checkpoint", str(fixtures / "run"), "First", "--max-new-tokens",
+def test_sigint_while_sampling_exits_130_without_a_traceback(bad_dir, tmp_path):
+    status, out, err = _interrupt(["sample", "--checkpoint", str(bad_dir / "run"), "First", "--max-new-tokens",
                                    "100000000"], ready=lambda out: len(out) > 20, workdir=tmp_path)
     assert out.startswith("First") and status == 130 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "Interrupted."
@@ -277,3 +346,11 @@ def test_sigint_during_the_demo_stops_it_before_the_report(tmp_path):
     assert status == 130 and "Traceback" not in err, err[-2000:]
     assert not (tmp_path / "out" / "report.html").exists()
     assert not [p for p in (tmp_path / "out").rglob("*") if ".tmp" in p.name]
+
+
+def test_a_word_that_is_not_utf8_is_named_by_its_byte_or_its_code_point():
+    from attnlab.cli.params import not_utf8
+
+    assert not_utf8("a \udcff b") == "byte 0xff at character 2"  # how Python keeps a byte of argv that is not UTF-8
+    assert not_utf8("x\ud800") == "a lone surrogate U+D800 at character 1"
+    assert not_utf8("我爱学习 AI") is None

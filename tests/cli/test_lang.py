@@ -97,7 +97,7 @@ def test_explain_in_chinese_has_the_same_numbers():
 
 
 @pytest.mark.slow
-def test_the_demo_runs_end_to_end_in_chinese(tmp_path, monkeypatch, corpus, one_thread):
+def test_the_demo_runs_end_to_end_in_chinese(tmp_path, monkeypatch, corpus, small_dates_demo, one_thread):
     small = dict(shakespeare.SHAKESPEARE_DEMO, data=str(corpus), preset="tiny", max_iters=6, eval_interval=3,
                  eval_iters=1, warmup_iters=1)
     monkeypatch.setattr(shakespeare, "SHAKESPEARE_DEMO", small)
@@ -106,7 +106,8 @@ def test_the_demo_runs_end_to_end_in_chinese(tmp_path, monkeypatch, corpus, one_
     assert result.exit_code == 0, result.output
     text = result.output
     for heading in ("1. 简化的自注意力", "2. 带可训练 W_q、W_k、W_v 的缩放点积注意力", "3. 因果注意力", "4. 多头注意力",
-                    "注意力周围的 Transformer", "玩具模型", "莎士比亚上的 GPT", "报告："):
+                    "注意力周围的 Transformer", "玩具模型", "莎士比亚上的 GPT", "最初的 Transformer", "3 步之后：",
+                    "报告："):
         assert heading in text
     # no English prose of any message is left: every run of three English words in the catalog is absent
     with open(LOCALES / "zh" / "LC_MESSAGES" / "attnlab.po", "rb") as f:

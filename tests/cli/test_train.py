@@ -111,3 +111,19 @@ def test_flags_override_the_config_file(corpus, tmp_path):
     state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
     c = state["train_config"]
     assert (c["max_iters"], c["learning_rate"], c["min_lr"], c["batch_size"]) == (3, 4e-3, 2e-3, 4)
+
+
+S2S_TINY = ["--task", "numbers", "--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1",
+            "--num-decoder-layers", "1", "--d-ff", "32", "--context-length", "24", "--batch-size", "4",
+            "--eval-interval", "5", "--eval-iters", "1", "--train-pairs", "50", "--val-pairs", "10", "--warmup", "2"]
+
+
+@pytest.mark.parametrize("command", ["train", "train-seq2seq"])
+def test_a_time_budget_and_steps_whichever_ends_first(command, corpus, tmp_path):
+    """Ten minutes are far more than 12 steps need: the steps end the run, and the planned cosine ends with them."""
+    flags = ["--data", corpus, *TINY[:-1], "--max-iters", 12] if command == "train" else [*S2S_TINY, "--steps", 12]
+    r = run(command, "--out", tmp_path / "run", *flags, "--time-budget", 10)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())  # the console wraps long lines
+    assert "time budget: " in text and ": 12 steps in all; warm-up 2, the cosine ends at step 11" in text
+    assert "stopped at step 12 (max_iters), learning rate 0.0001;" in text

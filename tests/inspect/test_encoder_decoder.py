@@ -1,14 +1,17 @@
 import pytest
 import torch
 
-from attnlab.generation.translation import translate
+from attnlab.generation.translation import Translation, translate
 from attnlab.inspect.encoder_decoder import capture_translation
 
 
 @pytest.fixture(scope="module")
 def cap_and_ids(dates_run):
     _, model, vocab = dates_run
+    # this briefly trained model may write until it runs out of room: keep the first 12 ids, a translation that
+    # ended (test_a_translation_that_never_ended covers the other kind)
     out = translate(model, vocab, ["5 mars 2021"])[0]
+    out = Translation(source=out.source, target=vocab.decode(out.ids[:12]), ids=out.ids[:12])
     return capture_translation(model, vocab, "5 mars 2021", out.ids), out, model, vocab
 
 
@@ -32,6 +35,14 @@ def test_shapes_labels_and_rows(cap_and_ids):
     for maps in (cap.encoder, cap.decoder, cap.cross):
         for w in maps:
             torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-5, rtol=0)
+
+
+def test_a_translation_that_never_ended(dates_run):
+    _, model, vocab = dates_run
+    most = model.config.context_length - 1
+    ids = [vocab.encode("1")[0]] * (most + 5)  # more ids than <bos> + ids can hold
+    cap = capture_translation(model, vocab, "5 mars 2021", ids)
+    assert cap.target_tokens == ["1"] * most + ["…"] and cap.cross[0].shape[1] == most + 1
 
 
 def test_decoder_self_attention_is_causal_and_square_modes_are_captures(cap_and_ids):

@@ -43,6 +43,7 @@ NAMES = [
     "06_encoder_bert",
     "07_train_gpt",
     "08_numpy_twin",
+    "09_what_heads_learn",
 ]
 SOURCES = [NOTEBOOKS / lang / f"{name}.py" for name in NAMES for lang in LANGS]
 
@@ -56,6 +57,7 @@ WRONG_ANSWERS = {
     "06": "answer = torch.nn.functional.normalize(hidden.mean(dim=1), dim=-1)  # the padding averaged in",
     "07": "answer = generate(model, encode_prompt(tokenizer, '白日'), 9, temperature=0)  # one token short",
     "08": "answer = 2 * 2 * 1 * 8 * 1024 * 1024 * 64  # every pair, not only the causal ones",
+    "09": "answer = weights[:, torch.arange(half, 2 * half), torch.arange(half)].mean(dim=-1)  # the occurrence itself",
 }
 # The texts' terms: in a Chinese notebook the first use of each is followed by its English term in brackets.
 GLOSSARY = {

@@ -11,7 +11,6 @@ from __future__ import annotations
 from attnlab.attention.checks import check_module_options
 from attnlab.attention.self_attention import SelfAttentionV2
 from attnlab.functional import Backend
-from attnlab.i18n import tr
 
 
 class CausalAttention(SelfAttentionV2):
@@ -35,7 +34,6 @@ class CausalAttention(SelfAttentionV2):
         super().__init__(d_in, d_out, qkv_bias=qkv_bias, backend=backend)
         check_module_options(type(self).__name__, backend, dropout)
         if context_length < 1:
-            raise ValueError(tr("CausalAttention: context_length must be >= 1, got {context_length!r}",
-                                context_length=context_length))
+            raise ValueError(f"CausalAttention: context_length must be >= 1, got {context_length!r}")
         self.context_length = context_length
         self.dropout_p = dropout

@@ -13,7 +13,6 @@ from torch import Tensor
 from attnlab.arguments import check_choice
 from attnlab.functional.backends import BACKENDS
 from attnlab.functional.masks import padding_mask
-from attnlab.i18n import tr
 
 
 def as_batched(x: Tensor, d_in: int | None, owner: str, name: str = "x") -> tuple[Tensor, bool]:
@@ -22,22 +21,18 @@ def as_batched(x: Tensor, d_in: int | None, owner: str, name: str = "x") -> tupl
     Returns ``x`` as ``(B, T, d_in)`` and whether it was unbatched.
     """
     if not isinstance(x, Tensor):
-        raise TypeError(tr("{owner}: {name} must be a torch.Tensor, got {x_type}", owner=owner, name=name,
-                           x_type=type(x).__name__))
+        raise TypeError(f"{owner}: {name} must be a torch.Tensor, got {type(x).__name__}")
     if not torch.is_floating_point(x):
-        raise TypeError(tr("{owner}: {name} must be a floating-point tensor (embeddings), got dtype {dtype}",
-                           owner=owner, name=name, dtype=x.dtype))
+        raise TypeError(f"{owner}: {name} must be a floating-point tensor (embeddings), got dtype {x.dtype}")
     if x.dim() not in (2, 3) or (d_in is not None and x.shape[-1] != d_in):
         d = "D" if d_in is None else d_in
-        raise ValueError(tr("{owner}: {name} must have shape (B, T, {d}) or (T, {d}), got {shape}", owner=owner,
-                            name=name, d=d, shape=tuple(x.shape)))
+        raise ValueError(f"{owner}: {name} must have shape (B, T, {d}) or (T, {d}), got {tuple(x.shape)}")
     return (x.unsqueeze(0), True) if x.dim() == 2 else (x, False)
 
 
 def check_length(t: int, context_length: int | None, owner: str) -> None:
     if context_length is not None and t > context_length:
-        raise ValueError(tr("{owner}: sequence length {t} is longer than context_length={context_length}", owner=owner,
-                            t=t, context_length=context_length))
+        raise ValueError(f"{owner}: sequence length {t} is longer than context_length={context_length}")
 
 
 def key_padding(attention_mask: Tensor | None, x: Tensor, owner: str) -> Tensor | None:
@@ -45,14 +40,12 @@ def key_padding(attention_mask: Tensor | None, x: Tensor, owner: str) -> Tensor 
     if attention_mask is None:
         return None
     if not isinstance(attention_mask, Tensor):
-        raise TypeError(tr("{owner}: attention_mask must be a torch.Tensor, got {attention_mask_type}", owner=owner,
-                           attention_mask_type=type(attention_mask).__name__))
+        raise TypeError(f"{owner}: attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
     if attention_mask.dim() == 1 and x.shape[0] == 1:
         attention_mask = attention_mask.unsqueeze(0)  # unbatched input, unbatched mask
     if tuple(attention_mask.shape) != tuple(x.shape[:2]):
         raise ValueError(
-            tr("{owner}: attention_mask must have shape (B, T) = {shape}, got {shape_2}", owner=owner,
-               shape=tuple(x.shape[:2]), shape_2=tuple(attention_mask.shape))
+            f"{owner}: attention_mask must have shape (B, T) = {tuple(x.shape[:2])}, got {tuple(attention_mask.shape)}"
         )
     return padding_mask(attention_mask).to(x.device)
 
@@ -60,8 +53,7 @@ def key_padding(attention_mask: Tensor | None, x: Tensor, owner: str) -> Tensor 
 def one_mask(attention_mask: Tensor | None, attn_mask: Tensor | None, x: Tensor, owner: str) -> Tensor | None:
     """The mask to attend with: a caller's ``(B, T)`` padding mask (checked, converted) or a trusted ``attn_mask``."""
     if attention_mask is not None and attn_mask is not None:
-        raise ValueError(tr("{owner}: give attention_mask (B, T) or attn_mask (broadcastable to the scores), not both",
-                            owner=owner))
+        raise ValueError(f"{owner}: give attention_mask (B, T) or attn_mask (broadcastable to the scores), not both")
     return attn_mask if attention_mask is None else key_padding(attention_mask, x, owner)
 
 
@@ -73,8 +65,31 @@ def unbatch(out: Tensor, weights: Tensor | None, unbatched: bool, return_weights
     return (out, weights) if return_weights else out
 
 
+def check_head_mask(head_mask: object, shape: tuple[int, ...], owner: str) -> Tensor:
+    """A head mask (1 keeps a head, 0 removes its output; any float scales it) of exactly ``shape``: ``(H,)`` for
+    one attention module, ``(num_layers, H)`` for a model. Floating point, so its gradient can be asked for."""
+    if not isinstance(head_mask, Tensor):
+        raise TypeError(f"{owner}: head_mask must be a torch.Tensor, got {type(head_mask).__name__}")
+    if not torch.is_floating_point(head_mask):
+        raise TypeError(f"{owner}: head_mask must be a floating-point tensor (1 = keep a head, 0 = remove it), got "
+                        f"dtype {head_mask.dtype}")
+    if tuple(head_mask.shape) != tuple(shape):
+        names = "(num_heads,)" if len(shape) == 1 else "(num_layers, num_heads)"
+        raise ValueError(f"{owner}: head_mask must have shape {names} = {tuple(shape)}, got {tuple(head_mask.shape)}")
+    return head_mask
+
+
+def mask_heads(context: Tensor, head_mask: Tensor | None, owner: str) -> Tensor:
+    """``context (B, H, T, head_dim)`` with head h multiplied by ``head_mask[h]`` (Michel et al., 2019): what a
+    module does before it merges the heads, so a masked head adds nothing to ``out_proj``'s input."""
+    if head_mask is None:
+        return context
+    check_head_mask(head_mask, (context.shape[1],), owner)
+    return context * head_mask.to(device=context.device, dtype=context.dtype)[:, None, None]
+
+
 def check_module_options(owner: str, backend: str, dropout: float = 0.0) -> None:
     """Options every attention module takes, checked when it is built (the op trusts them afterwards)."""
     check_choice("backend", backend, BACKENDS)
     if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0.0 <= dropout < 1.0:
-        raise ValueError(tr("{owner}: dropout must be in [0, 1), got {dropout!r}", owner=owner, dropout=dropout))
+        raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout!r}")

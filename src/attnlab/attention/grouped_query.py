@@ -33,9 +33,8 @@ from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.attention.cache import LayerCache
-from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
+from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
-from attnlab.i18n import tr
 
 
 class RotaryLike(Protocol):
@@ -93,24 +92,21 @@ class GroupedQueryAttention(nn.Module):
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         check_positive_int(owner, "num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads:
-            raise ValueError(tr("{owner}: num_heads must be divisible by num_kv_heads (each key/value head serves a "
-                                "whole group of query heads), got num_heads={num_heads}, num_kv_heads={num_kv_heads}",
-                                owner=owner, num_heads=num_heads, num_kv_heads=num_kv_heads))
+            raise ValueError(f"{owner}: num_heads must be divisible by num_kv_heads (each key/value head serves a "
+                             f"whole group of query heads), got num_heads={num_heads}, num_kv_heads={num_kv_heads}")
         if head_dim is None:
             if d_out % num_heads:
-                raise ValueError(tr("{owner}: d_out must be divisible by num_heads (or give head_dim), got "
-                                    "d_out={d_out}, num_heads={num_heads}", owner=owner, d_out=d_out,
-                                    num_heads=num_heads))
+                raise ValueError(f"{owner}: d_out must be divisible by num_heads (or give head_dim), got "
+                                 f"d_out={d_out}, num_heads={num_heads}")
             head_dim = d_out // num_heads
         check_positive_int(owner, "head_dim", head_dim)
         if sliding_window is not None and (isinstance(sliding_window, bool) or not isinstance(sliding_window, int)
                                            or sliding_window < 1):
-            raise ValueError(tr("{owner}: sliding_window must be None or an int >= 1 (keys seen, own included), got "
-                                "{sliding_window!r}", owner=owner, sliding_window=sliding_window))
+            raise ValueError(f"{owner}: sliding_window must be None or an int >= 1 (keys seen, own included), got "
+                             f"{sliding_window!r}")
         if rotary is not None and getattr(rotary, "head_dim", None) != head_dim:
-            raise ValueError(tr("{owner}: rotary must rotate heads of width head_dim={head_dim}, got one for "
-                                "head_dim={value!r}", owner=owner, head_dim=head_dim,
-                                value=getattr(rotary, 'head_dim', None)))
+            raise ValueError(f"{owner}: rotary must rotate heads of width head_dim={head_dim}, got one for "
+                             f"head_dim={getattr(rotary, 'head_dim', None)!r}")
         check_module_options(owner, backend, dropout)
         self.d_in, self.d_out, self.num_heads, self.num_kv_heads = d_in, d_out, num_heads, num_kv_heads
         self.head_dim, self.context_length, self.is_causal, self.backend = head_dim, context_length, is_causal, backend
@@ -161,7 +157,7 @@ class GroupedQueryAttention(nn.Module):
 
     def forward(self, x: Tensor, *, attention_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 positions: Tensor | None = None, return_weights: bool = False,
-                kv_cache: LayerCache | None = None):
+                kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
         """Attend from each token of ``x`` to itself and the tokens before it (see the class docstring for shapes).
 
         Args:
@@ -175,13 +171,14 @@ class GroupedQueryAttention(nn.Module):
             return_weights: also return the weights ``(B, num_heads, T, L)``.
             kv_cache: decoding: one layer of a cache of ``num_kv_heads`` heads; this call's keys and values
                 are appended to it and the queries attend to all of them.
+            head_mask: ``(num_heads,)`` per query head: its context times its entry before the merge (0 removes it).
         """
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
         b, t, _ = x.shape
         if kv_cache is not None and attention_mask is not None:
-            raise ValueError(tr("{owner}: a (B, T) attention_mask cannot be combined with kv_cache; pass attn_mask "
-                                "over all the cached keys instead", owner=owner))
+            raise ValueError(f"{owner}: a (B, T) attention_mask cannot be combined with kv_cache; pass attn_mask over "
+                             "all the cached keys instead")
         mask = one_mask(attention_mask, attn_mask, x, owner)
         if positions is None:
             positions = torch.arange(t, device=x.device) if kv_cache is None else kv_cache.positions(t)
@@ -202,7 +199,7 @@ class GroupedQueryAttention(nn.Module):
                                   return_weights=return_weights)
 
         # 3. merge the heads and mix them                                                   (B, T, d_out)
-        context = context.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
+        context = mask_heads(context, head_mask, owner).transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)
 
     def extra_repr(self) -> str:

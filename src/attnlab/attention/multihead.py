@@ -17,12 +17,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.modules import module as torch_module
 
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.causal import CausalAttention
-from attnlab.attention.checks import as_batched, check_length, check_module_options, one_mask, unbatch
+from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend
-from attnlab.i18n import tr
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -35,8 +35,7 @@ class MultiHeadAttentionWrapper(nn.Module):
                  qkv_bias: bool = False, backend: Backend = "auto") -> None:
         super().__init__()
         if num_heads < 1:
-            raise ValueError(tr("MultiHeadAttentionWrapper: num_heads must be >= 1, got {num_heads!r}",
-                                num_heads=num_heads))
+            raise ValueError(f"MultiHeadAttentionWrapper: num_heads must be >= 1, got {num_heads!r}")
         self.heads = nn.ModuleList(
             CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, backend=backend)
             for _ in range(num_heads)
@@ -61,6 +60,20 @@ def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor
     return torch.cat(weights), torch.cat(biases)
 
 
+def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
+    """Whether ``module(x)`` would run ``cls.forward`` and nothing else, so that reading its weights directly (as
+    :func:`stack_linears` does) is the same as calling it: a ``cls`` itself (not a subclass such as a LoRA or
+    quantised linear), its ``forward`` not replaced, and no hook, its own or global, forward or backward.
+
+    PyTorch offers no public way to ask whether a module has hooks; this is the very test ``nn.Module.__call__``
+    makes before it skips straight to ``forward``, so when it holds nobody can tell the two apart.
+    """
+    hooks = (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks, module._backward_pre_hooks,
+             torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
+             torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)
+    return type(module) is cls and "forward" not in vars(module) and not any(hooks)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with weight splitting and an output projection, called as in the book.
 
@@ -80,8 +93,27 @@ class MultiHeadAttention(nn.Module):
         out_bias: give ``out_proj`` a bias (the book and GPT-2 do; ``bias=False`` models do not).
         backend: attention backend, see :func:`attnlab.functional.scaled_dot_product_attention`.
 
+    Calling it, ``mha(x, memory=None, *, attention_mask=None, attn_mask=None, return_weights=False,
+    kv_cache=None, memory_kv=None, head_mask=None)``:
+        x: the queries' sequence ``(B, Tq, d_in)`` or ``(Tq, d_in)``.
+        memory: the keys' and values' sequence ``(B, Tk, d_in)``; None for self-attention.
+        attention_mask: ``(B, Tk)`` padding mask of the keys' sequence, 1 = real token (checked here).
+        attn_mask: instead, a mask already broadcastable to the scores ``(B, H, Tq, Tk)`` (bool, True =
+            may attend, or float, added), from a model that checked its inputs; used as it is (with a
+            ``kv_cache`` it spans every cached key, and the causal mask is added to it).
+        return_weights: also return the weights ``(B, H, Tq, Tk)``.
+        kv_cache: decoding: an object whose ``update(k, v)`` appends this call's keys and values
+            ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``, and whose
+            ``attn_mask(T, is_causal)`` says which of them the new queries may attend. The T new queries
+            sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i`` (bottom-right
+            aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
+        memory_kv: cross-attention with the memory's keys and values already projected and split
+            (:meth:`project_memory`), instead of ``memory``: what a decoding loop computes once per source.
+        head_mask: ``(num_heads,)``: each head's context is multiplied by its entry before the heads are merged
+            (0 removes the head, 1 keeps it); differentiable, for head importance.
+
     Shapes: x ``(B, Tq, d_in)`` or ``(Tq, d_in)``, memory ``(B, Tk, d_in)`` -> ``(B, Tq, d_out)``;
-    weights ``(B, num_heads, Tq, Tk)``.
+    weights ``(B, num_heads, Tq, Tk)``. In the comments, ``hd`` is ``head_dim``.
 
     With ``backend="math"`` (or when weights are asked for) step 3 of :meth:`forward` is the book's code::
 
@@ -89,7 +121,7 @@ class MultiHeadAttention(nn.Module):
         attn_scores.masked_fill_(~mask, -torch.inf)                   # the causal and padding masks
         attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
         attn_weights = self.dropout(attn_weights)
-        context_vec = attn_weights @ values                           # (B, H, Tq, head_dim)
+        context_vec = attn_weights @ values                           # (B, H, Tq, hd)
 
     (:func:`attnlab.functional.math_attention`); otherwise the same arithmetic runs as one fused kernel.
 
@@ -105,8 +137,8 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         owner = type(self).__name__
         if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
-            raise ValueError(tr("{owner}: d_out must be divisible by num_heads, got d_out={d_out}, "
-                                "num_heads={num_heads}", owner=owner, d_out=d_out, num_heads=num_heads))
+            raise ValueError(f"{owner}: d_out must be divisible by num_heads, got d_out={d_out}, "
+                             f"num_heads={num_heads}")
         check_module_options(owner, backend, dropout)
         self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
         self.head_dim = d_out // num_heads
@@ -117,27 +149,60 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_out, d_out, bias=out_bias)  # mixes what the heads found
         self.dropout = nn.Dropout(dropout)
 
+    def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
+                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: LayerCache | None = None,
+                memory_kv: tuple[Tensor, Tensor] | None = None, head_mask: Tensor | None = None):
+        """Attend from ``x`` to ``memory`` (default: ``x`` itself); arguments and shapes: the class docstring."""
+        self.check_call(memory, attention_mask, kv_cache, memory_kv)               # arguments that exclude others
+        x, unbatched = as_batched(x, self.d_in, type(self).__name__)              # (B, T, d_in); (T, d_in): B = 1
+        b, num_tokens, _ = x.shape                                                 # B, T
+        # 1. project: queries from x, keys and values from memory (or x); 2. split d_out into H heads of hd
+        queries, keys, values = self.project_qkv(x, memory, memory_kv)             # (B, H, T, hd), (B, H, Tk, hd)
+        mask = self.padding_mask(keys, attention_mask, attn_mask)                  # (B, 1, 1, Tk), or the model's
+        if kv_cache is not None:  # decoding: the cached keys and values come first  (B, H, L, hd), L = cached + T
+            keys, values, mask = self.extend_cache(kv_cache, keys, values, mask, num_tokens)
+        # 3. scores Q Kᵀ / √hd, masked, softmax over the keys, dropout, weighted sum of the values
+        context, weights = attend(queries, keys, values, attn_mask=mask,          # (B, H, T, hd), (B, H, T, Tk)
+                                  is_causal=self.is_causal and kv_cache is None,  # a cache's mask says it instead
+                                  dropout_p=self.dropout.p if self.training else 0.0,
+                                  backend=self.backend, return_weights=return_weights)
+        # 4. merge the heads back into d_out, then mix them
+        context = mask_heads(context, head_mask, type(self).__name__)              # head h times head_mask[h]
+        context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)       # (B, T, H, hd) -> (B, T, d_out)
+        return unbatch(self.out_proj(context), weights, unbatched, return_weights)  # (B, T, d_out)
+
     def split_heads(self, t: Tensor) -> Tensor:
         """``(B, T, d_out)`` -> ``(B, num_heads, T, head_dim)``."""
         b, n, _ = t.shape
         return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
+    def project_qkv(self, x: Tensor, memory: Tensor | None = None,
+                    memory_kv: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Steps 1 and 2: ``queries`` from ``x (B, Tq, d_in)``, ``keys`` and ``values`` from ``memory`` (default
+        ``x``) or taken from ``memory_kv``, each split into heads: ``(B, H, Tq, hd)``, ``(B, H, Tk, hd)`` twice."""
+        if memory is None and memory_kv is None and self.may_stack():  # training's self-attention: one matmul
+            return self.project_stacked(x)
+        queries = self.split_heads(self.W_query(x))
+        if memory_kv is not None:
+            return queries, *memory_kv
+        source = x if memory is None else as_batched(memory, self.d_in, type(self).__name__, "memory")[0]
+        return queries, self.split_heads(self.W_key(source)), self.split_heads(self.W_value(source))
+
     def may_stack(self) -> bool:
-        """Whether :meth:`project_stacked` may stand in for the three maps: while training with autograd on,
-        and only for plain, unhooked ``nn.Linear`` maps (a hook or a wrapped map must see its own call).
+        """Whether :meth:`project_stacked` may stand in for the three maps: while training with autograd on, when
+        calling each map would run ``nn.Linear.forward`` and nothing else (:func:`calls_only_forward`).
 
         Stacking copies the weights, which costs as much as the matmul when a few tokens are all there is to
         project (decoding), so inference keeps the three calls.
         """
-        maps = (self.W_query, self.W_key, self.W_value)
         return (self.training and torch.is_grad_enabled()
-                and all(type(m) is nn.Linear and not (m._forward_hooks or m._forward_pre_hooks) for m in maps))
+                and all(calls_only_forward(m, nn.Linear) for m in (self.W_query, self.W_key, self.W_value)))
 
     def project_stacked(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``W_query(x)``, ``W_key(x)``, ``W_value(x)`` split into heads, as one matmul over the stacked weights
         (nanoGPT's ``c_attn``): two kernel calls fewer each way, and x's gradient comes out of one matmul
         instead of three summed (about 2 % of a small GPT's training step on a CPU)."""
-        stacked = F.linear(x, *stack_linears(self.W_query, self.W_key, self.W_value))
+        stacked = F.linear(x, *stack_linears(self.W_query, self.W_key, self.W_value))  # (B, T, 3 · d_out)
         return tuple(self.split_heads(t) for t in stacked.split(self.d_out, dim=-1))
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
@@ -151,63 +216,30 @@ class MultiHeadAttention(nn.Module):
         return (self.split_heads(self.W_key(memory)).contiguous(),
                 self.split_heads(self.W_value(memory)).contiguous())
 
-    def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
-                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: LayerCache | None = None,
-                memory_kv: tuple[Tensor, Tensor] | None = None):
-        """Attend from ``x`` to ``memory`` (default: ``x`` itself); see the class docstring for shapes.
+    def padding_mask(self, keys: Tensor, attention_mask: Tensor | None, attn_mask: Tensor | None) -> Tensor | None:
+        """The mask over ``keys (B, H, Tk, hd)``: a caller's ``(B, Tk)`` padding mask, checked and made bool
+        ``(B, 1, 1, Tk)``, or a model's ``attn_mask`` as it is; and ``Tk`` checked against ``context_length``."""
+        check_length(keys.shape[-2], self.context_length, type(self).__name__)
+        if attention_mask is None:  # the common case, and a decoding step's: no view of the keys to make
+            return attn_mask
+        return one_mask(attention_mask, attn_mask, keys[:, 0], type(self).__name__)  # keys[:, 0]: (B, Tk, hd)
 
-        Args:
-            x: the queries' sequence ``(B, Tq, d_in)``.
-            memory: the keys' and values' sequence ``(B, Tk, d_in)``; None for self-attention.
-            attention_mask: ``(B, Tk)`` padding mask of the keys' sequence, 1 = real token (checked here).
-            attn_mask: instead, a mask already broadcastable to the scores ``(B, H, Tq, Tk)`` (bool, True =
-                may attend, or float, added), from a model that checked its inputs; used as it is (with a
-                ``kv_cache`` it spans every cached key, and the causal mask is added to it).
-            return_weights: also return the weights ``(B, H, Tq, Tk)``.
-            kv_cache: decoding: an object whose ``update(k, v)`` appends this call's keys and values
-                ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``, and whose
-                ``attn_mask(T, is_causal)`` says which of them the new queries may attend. The T new queries
-                sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i`` (bottom-right
-                aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
-            memory_kv: cross-attention with the memory's keys and values already projected and split
-                (:meth:`project_memory`), instead of ``memory``: what a decoding loop computes once per source.
-        """
+    def extend_cache(self, kv_cache: LayerCache, keys: Tensor, values: Tensor, mask: Tensor | None,
+                     num_tokens: int) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Decoding: this step's ``keys``, ``values (B, H, T, hd)`` appended to the cache; all of them so far
+        ``(B, H, L, hd)`` and the mask of what the ``num_tokens`` new queries may see among them (the causal part
+        bottom-right aligned, which is why :meth:`forward` then passes ``is_causal=False``), with ``mask``."""
+        keys, values = kv_cache.update(keys, values)
+        check_length(keys.shape[-2], self.context_length, type(self).__name__)
+        return keys, values, and_masks(mask, kv_cache.attn_mask(num_tokens, self.is_causal))
+
+    def check_call(self, memory: Tensor | None, attention_mask: Tensor | None, kv_cache: LayerCache | None,
+                   memory_kv: tuple[Tensor, Tensor] | None) -> None:
+        """The arguments of :meth:`forward` that exclude each other."""
         owner = type(self).__name__
-        x, unbatched = as_batched(x, self.d_in, owner)
         if memory_kv is not None and (memory is not None or kv_cache is not None):
-            raise ValueError(tr("{owner}: memory_kv holds the memory's keys and values already; give it without "
-                                "memory and without kv_cache", owner=owner))
-        b, num_tokens, _ = x.shape
-
-        # 1. project: queries from x, keys and values from the sequence attended to      (B, T, d_out)
-        # 2. split d_out into heads, and put the heads before the tokens            (B, H, T, head_dim)
-        if memory is None and memory_kv is None and self.may_stack():  # training's fast path: the same maps
-            source, (queries, keys, values) = x, self.project_stacked(x)
-        else:
-            queries = self.split_heads(self.W_query(x))
-            if memory_kv is None:
-                source = x if memory is None else as_batched(memory, self.d_in, owner, "memory")[0]
-                keys, values = self.split_heads(self.W_key(source)), self.split_heads(self.W_value(source))
-            else:
-                keys, values = memory_kv
-                source = keys[:, 0]  # (B, Tk, head_dim): the keys' sequence, whose length the masks are checked on
-        check_length(source.shape[1], self.context_length, owner)
-        mask = one_mask(attention_mask, attn_mask, source, owner)
-        is_causal = self.is_causal
-        if kv_cache is not None:  # decoding: this step's keys and values join the cached ones
-            if attention_mask is not None:
-                raise ValueError(tr("{owner}: a padding mask cannot be combined with kv_cache; a model passes "
-                                    "attn_mask over all the cached keys instead", owner=owner))
-            keys, values = kv_cache.update(keys, values)
-            check_length(keys.shape[-2], self.context_length, owner)
-            cache_mask = kv_cache.attn_mask(num_tokens, is_causal)  # the cached keys the new queries may see
-            mask, is_causal = and_masks(mask, cache_mask), False  # with a model's padding over all of them
-
-        # 3. scores Q Kᵀ / √head_dim, masked, softmax over the keys, dropout, weighted sum of the values
-        context, weights = attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,
-                                  dropout_p=self.dropout.p if self.training else 0.0, backend=self.backend,
-                                  return_weights=return_weights)
-
-        # 4. merge the heads back into d_out, then mix them                              (B, Tq, d_out)
-        context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)
-        return unbatch(self.out_proj(context), weights, unbatched, return_weights)
+            raise ValueError(f"{owner}: memory_kv holds the memory's keys and values already; give it without "
+                             "memory and without kv_cache")
+        if kv_cache is not None and attention_mask is not None:
+            raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache; a model passes attn_mask "
+                             "over all the cached keys instead")

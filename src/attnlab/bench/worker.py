@@ -114,6 +114,9 @@ def _child(request: dict, write_fd: int) -> None:
         size = _status_kib("VmSize")
         if request.get("memory_limit") and size:  # fail with MemoryError, not by the OOM killer
             limit = size * 1024 + int(1.5 * request["memory_limit"])
+            hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+            if hard != resource.RLIM_INFINITY:  # a limit set by the user (ulimit -v) cannot be raised
+                limit = min(limit, hard)
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         result = run_case(Case(**request["case"]), request["repeats"], request["single_call"], request["seed"],
                           request.get("warmup", 1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 
 import click
 
@@ -17,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", N_("Measure every attention backend: time, GFLOP/s vs the machine's limit, memory.")),
     "demo": ("demo", N_("Walk through attention step by step, end to end.")),
     "explain": ("explain", N_("Show the arithmetic of attention for one token, step by step.")),
+    "heads": ("heads", N_("What the heads learn: induction heads, BERT's head roles, rollout and flow, pruning.")),
     "heatmap": ("heatmap", N_("Draw attention weights as a heatmap (PNG or SVG), CJK text included.")),
     "pe-plot": ("pe_plot", N_("Plot the sinusoidal positional encoding.")),
     "view": ("view", N_("Write an interactive, self-contained HTML viewer of attention.")),
@@ -26,6 +28,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
                       N_("Train an encoder-decoder Transformer to translate (dates, numbers, a TSV).")),
     "translate": ("translate", N_("Translate with a train-seq2seq checkpoint (greedy or beam search), one line each.")),
 }
+
+
+_ALLOCATION_FAILED = re.compile(r"can't allocate memory|out of memory|OutOfMemory", re.IGNORECASE)
+_TRIED = re.compile(r"tried to allocate (\d+(?:\.\d+)?) ?(bytes|[KMGT]iB)")
+
+
+def out_of_memory(err: BaseException) -> str:
+    """One line for an allocation that failed, with the size asked for when the allocator said it."""
+    tried = _TRIED.search(str(err))
+    size = f"{tried.group(1)} {tried.group(2)}" if tried else tr("more than there was")
+    return tr("not enough memory: the command tried to allocate {size} at once; choose smaller sizes (batch, "
+              "model, sequence length, beam)", size=size)
 
 
 class OneLineUsageError(click.ClickException):
@@ -61,8 +75,10 @@ class LazyGroup(Translated, click.Group):
     def invoke(self, ctx: click.Context):
         """Run the command; whatever escapes it becomes one line on stderr and an exit code, never a traceback.
 
-        Bad input (ValueError, TypeError, OSError, ImportError) exits 1 with its message; Ctrl-C exits 130;
-        anything else is a bug, reported in one line (``ATTNLAB_DEBUG=1`` shows the traceback).
+        Bad input (ValueError, TypeError, OSError, ImportError) exits 1 with its message; Ctrl-C exits 130; a closed
+        pipe exits quietly; memory that could not be had is said in one line (sizes too large for this machine are
+        refused before allocating where they can be foreseen; this is the net under the rest); anything else is a
+        bug, reported in one line (``ATTNLAB_DEBUG=1`` shows the traceback).
         """
         try:
             return super().invoke(ctx)
@@ -70,8 +86,8 @@ class LazyGroup(Translated, click.Group):
             command = f"attnlab {ctx.invoked_subcommand} --help" if ctx.invoked_subcommand else "attnlab --help"
             raise OneLineUsageError(tr("{problem} (see {command})", problem=err.format_message(),
                                        command=command)) from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
-            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort, BrokenPipeError):
+            raise  # a closed pipe (``attnlab … | head``): click exits quietly, as Unix tools do
         except KeyboardInterrupt:
             click.echo(tr("Interrupted."), err=True)
             raise click.exceptions.Exit(130) from None
@@ -80,6 +96,8 @@ class LazyGroup(Translated, click.Group):
         except Exception as err:
             if os.environ.get("ATTNLAB_DEBUG"):
                 raise
+            if isinstance(err, MemoryError) or _ALLOCATION_FAILED.search(str(err)):
+                raise click.ClickException(out_of_memory(err)) from None
             raise click.ClickException(tr("internal error ({err_type}: {err}); rerun with ATTNLAB_DEBUG=1 for the "
                                           "details, and please report it", err_type=type(err).__name__,
                                           err=err)) from None

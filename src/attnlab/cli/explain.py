@@ -11,6 +11,7 @@ from rich.table import Table
 
 from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
+from attnlab.cli.params import refuse_unused
 from attnlab.i18n import N_, tr
 
 
@@ -77,7 +78,10 @@ def _scores_table(e, digits: int) -> Table:
 
 def render(console: Console, e, digits: int = 4) -> None:
     """Print an :class:`~attnlab.inspect.Explanation` as rich tables."""
-    where = tr("{model_name} (layer {layer}, head {head})", model_name=escape(e.model_name), layer=e.layer, head=e.head)
+    from attnlab.inspect import shown_name
+
+    where = tr("{model_name} (layer {layer}, head {head})", model_name=escape(shown_name(e.model_name)),
+               layer=e.layer, head=e.head)
     console.rule(tr("[bold]Attention of {query_token} in {where}", query_token=escape(repr(e.query_token)),
                     where=where))
     if e.query_tokens is not None:
@@ -131,6 +135,8 @@ def command(text: str, query: str | None, checkpoint: str | None, mechanism: str
     from attnlab.inspect import explain
 
     if checkpoint is not None:
+        refuse_unused(click.get_current_context(), ["model_name", "mechanism", "seed"],
+                      tr("with --checkpoint, whose model is explained"))
         e = explain_translation(checkpoint, text, query, layer, head)
         if as_json:
             click.echo(json.dumps(e.to_dict(), ensure_ascii=False, indent=1))

@@ -17,7 +17,8 @@ from attnlab.i18n import N_, tr
 @click.option("--layer", default=0, show_default=True, help=N_("Layer to draw."))
 @click.option("--head", default=0, show_default=True, help=N_("Head to draw."))
 @click.option("--all-heads", is_flag=True, help=N_("Draw every head of the layer in a grid."))
-@click.option("--annotate/--no-annotate", default=None, help=N_("Write the weights in the cells (default: T ≤ 16)."))
+@click.option("--annotate/--no-annotate", default=None,
+              help=N_("Write the weights in the cells (default: when they fit at a legible size)."))
 def command(text: str, output: str, model_name: str, mechanism: str, layer: int, head: int, all_heads: bool,
             annotate: bool | None, seed: int) -> None:
     from attnlab.viz.figures import image_format, save_figure
@@ -30,7 +31,7 @@ def command(text: str, output: str, model_name: str, mechanism: str, layer: int,
     cap = capture_text(text, model_name, mechanism, seed, qkv=False)
     try:
         cap.check_layer_head(layer, None if all_heads else head)
-        fig = heads_figure(cap, layer) if all_heads else head_figure(cap, layer, head, annotate)
+        fig = heads_figure(cap, layer, annotate=annotate) if all_heads else head_figure(cap, layer, head, annotate)
     except (ValueError, TypeError, ImportError) as err:
         raise click.UsageError(str(err)) from err
     click.echo(tr("wrote {path}", path=save_figure(fig, output)))

@@ -18,7 +18,10 @@ from collections.abc import Sequence
 
 import click
 
+from attnlab.cli.help_format import CellContext
+from attnlab.cli.params import check_raw, check_values
 from attnlab.i18n import LANGUAGES, N_, _, set_language
+from attnlab.interrupt import restore_default
 
 LANG_HELP = N_("Language of the output: en or zh [default: $ATTNLAB_LANG, else the locale, else en].")
 HELP_OPTION = N_("Show this message and exit.")
@@ -86,17 +89,24 @@ def lang_option() -> click.Option:
 
 
 class Translated(click.Command):
-    """Help shown in the reader's language; ``--lang`` read first. Mixed into every attnlab command."""
+    """Help shown in the reader's language, laid out in terminal cells; ``--lang`` read first. Mixed into every
+    attnlab command."""
+
+    context_class = CellContext
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.params.append(lang_option())
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Read ``--lang`` first; check every argument as typed and as converted (:mod:`attnlab.cli.params`)."""
         lang = lang_from_args(args)
         if lang in LANGUAGES:  # a wrong value is reported by the option itself
             set_language(lang)
-        return super().parse_args(ctx, args)
+        check_raw(self, ctx, args)
+        rest = super().parse_args(ctx, args)
+        check_values(self, ctx)
+        return rest
 
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         option = super().get_help_option(ctx)
@@ -123,6 +133,10 @@ class Translated(click.Command):
 
 class Command(Translated):
     """An attnlab subcommand."""
+
+    def invoke(self, ctx: click.Context):
+        restore_default()  # from here on Ctrl-C is a KeyboardInterrupt, which the command cleans up after
+        return super().invoke(ctx)
 
 
 install_click_translations()

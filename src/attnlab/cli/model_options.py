@@ -14,9 +14,12 @@ from typing import Any
 
 import click
 
+from attnlab.cli.params import SEED
+from attnlab.data.words import is_unspaced
 from attnlab.i18n import N_, tr
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
+SHOWN_TOKENS = 12  # the unspaced-text note lists this many tokens at most
 MODEL_CHOICES = "random, bert, or a checkpoint directory (attnlab train's, or a Hugging Face model directory)"
 
 
@@ -24,7 +27,7 @@ def model_options(default_mechanism: str) -> Callable:
     """``--model``, ``--mechanism`` and ``--seed``, as one decorator."""
 
     def decorate(fn: Callable) -> Callable:
-        fn = click.option("--seed", default=123, show_default=True, help=N_("Seed of the random model."))(fn)
+        fn = click.option("--seed", default=123, show_default=True, type=SEED, help=N_("Seed of the random model."))(fn)
         fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=default_mechanism,
                           show_default=True, help=N_("Mechanism of the random model."))(fn)
         return click.option("--model", "model_name", default="random", show_default=True,
@@ -35,14 +38,22 @@ def model_options(default_mechanism: str) -> Callable:
 
 
 def capture_text(text: str, model_name: str, mechanism: str, seed: int, qkv: bool = True):
-    """Load the model and capture its forward pass on ``text``; bad input becomes a click usage error."""
+    """Load the model and capture its forward pass on ``text``; bad input becomes a click usage error.
+
+    A whitespace model (``random``) reads unspaced Chinese one character per token; one line on stderr says so.
+    """
     from attnlab.inspect import capture
 
     try:
         model, tokenizer = load_model(model_name, mechanism=mechanism, seed=seed)
-        return capture(model, text, tokenizer=tokenizer, qkv=qkv)
+        cap = capture(model, text, tokenizer=tokenizer, qkv=qkv)
     except (ValueError, TypeError, ImportError, FileNotFoundError) as err:
         raise click.UsageError(str(err)) from err
+    if tokenizer is None and is_unspaced(text):
+        shown = " / ".join(cap.tokens[:SHOWN_TOKENS]) + (" / …" if cap.seq_len > SHOWN_TOKENS else "")
+        click.echo(tr("No spaces between the Chinese characters, so each character is one token: {tokens}. Put "
+                      "spaces between words to keep them whole, as in 我 爱 学习.", tokens=shown), err=True)
+    return cap
 
 
 def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
@@ -58,10 +69,17 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
 
         return load_causal_lm(path, device=device)
     from attnlab.models import load_trained
+    from attnlab.models.checkpoint import POINTER
+
+    if (path / "config.json").is_file() and not (path / POINTER).exists() and not (path / "state.json").exists():
+        raise ValueError(tr("{path!r}: its config.json names no \"architectures\" (as a Hugging Face model's does), "
+                            "and it holds no attnlab checkpoint ({pointer} or state.json)", path=str(path),
+                            pointer=POINTER))
 
     net, tokenizer = load_trained(path, device, kind="decoder")
-    kind = "GPT" if type(net).__name__ == "GPT" else "modern decoder"
-    net.name = f"trained {kind} ({path.name})"
+    from attnlab.inspect.names import TRAINED_GPT, TRAINED_MODERN
+
+    net.name = (TRAINED_GPT if type(net).__name__ == "GPT" else TRAINED_MODERN).format(name=path.name)
     return net, tokenizer
 
 

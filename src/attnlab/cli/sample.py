@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from attnlab.cli.lang import Command
+from attnlab.cli.params import SEED
 from attnlab.i18n import N_, tr
 from attnlab.models.config import DTYPES
 
@@ -24,7 +25,7 @@ from attnlab.models.config import DTYPES
 @click.option("--top-k", type=int, default=None, help=N_("Sample only from the k most likely tokens."))
 @click.option("--top-p", type=float, default=None, help=N_("Sample only from the smallest set with this much "
                                                            "probability."))
-@click.option("--seed", type=int, default=None, help=N_("Seed, for a repeatable sample."))
+@click.option("--seed", type=SEED, default=None, help=N_("Seed, for a repeatable sample."))
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--dtype", type=click.Choice(list(DTYPES)), default="fp32", show_default=True,
               help=N_("Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only)."))

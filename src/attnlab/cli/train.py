@@ -10,6 +10,7 @@ import click
 
 from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
+from attnlab.cli.params import SEED, check_resume_or_overwrite
 from attnlab.data.tokenizer import TOKENIZERS
 from attnlab.i18n import N_, _, tr
 from attnlab.models.config import DTYPES
@@ -27,31 +28,37 @@ EXAMPLES = "\n".join([
 ])
 
 
+def resumed_config(out: str, kind: str) -> dict[str, Any]:
+    """The training config saved in the run at ``out`` (for ``--resume``), which must be a run of ``kind``
+    (``"decoder"``: ``attnlab train``; ``"seq2seq"``: ``attnlab train-seq2seq``)."""
+    from pathlib import Path
+
+    from attnlab.models.checkpoint import checkpoint_kind
+    from attnlab.training import load_checkpoint
+
+    if not Path(out).is_dir():
+        raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
+    found = checkpoint_kind(out)
+    if found != kind:
+        command = {"decoder": "attnlab train", "seq2seq": "attnlab train-seq2seq"}[found]
+        raise ValueError(tr("resume: {out!r} holds a run of {command}; resume it with {command} --out {out} --resume",
+                            out=out, command=command))
+    checkpoint = load_checkpoint(out)
+    checkpoint.check_trainer_state()
+    return checkpoint.state["train_config"]
+
+
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
     """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
     from attnlab.training import load_toml
-    from attnlab.training.config import check_keys
 
-    values = resumed(given, TrainConfig) if resume else {}
+    values = resumed_config(given.get("out") or TrainConfig.out, "decoder") if resume else {}
     if config_file:
         from_file = load_toml(config_file)
-        check_keys(from_file, [f.name for f in dataclasses.fields(TrainConfig)], f"config file {config_file!r}")
+        TrainConfig.check_values(from_file, tr("config file {path!r}", path=config_file))  # keys, types
         model = {**values.get("model", {}), **from_file.pop("model", {})}
         values = {**values, **from_file, "model": model}
     return TrainConfig.from_dict(with_flags(values, given, TrainConfig))
-
-
-def resumed(given: dict[str, Any], config: type) -> dict[str, Any]:
-    """The training config saved in the checkpoint of ``--out`` (or of ``config``'s default ``out``)."""
-    from pathlib import Path
-
-    from attnlab.training import load_checkpoint
-
-    out = given.get("out") or config.out
-    values = load_checkpoint(out).state["train_config"] if Path(out).exists() else {}
-    if not values:
-        raise ValueError(tr("resume: no checkpoint in {out!r} (expected {out}/checkpoint.json)", out=out))
-    return values
 
 
 def with_flags(values: dict[str, Any], given: dict[str, Any], config: type) -> dict[str, Any]:
@@ -114,8 +121,11 @@ option = functools.partial(click.option, cls=FieldOption, config=TrainConfig)  #
 @option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints."))
 @option("--eval-iters", type=int, help=N_("Batches per loss estimate."))
 @option("--val-fraction", type=float, help=N_("Share of the corpus held out."))
-@option("--seed", type=int, help=N_("Seed for weights, batches and dropout."))
-@option("--time-budget", type=float, help=N_("Stop cleanly after this many minutes."))
+@option("--seed", type=SEED, help=N_("Seed for weights, batches and dropout."))
+@option("--time-budget", type=float,
+        help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to reach "
+                "--min-lr when the time is spent, and re-planned as the speed changes. With --max-iters too, "
+                "whichever ends first."))
 @option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model."))
 @option("--device", help=N_("auto, cpu, cuda, cuda:N."))
 @option("--dtype", type=click.Choice(list(DTYPES)),
@@ -127,6 +137,7 @@ option = functools.partial(click.option, cls=FieldOption, config=TrainConfig)  #
 def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training import train
 
+    check_resume_or_overwrite(resume, overwrite)
     try:
         config = merge_config(given, config_file, resume)
         result = train(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)

@@ -9,7 +9,8 @@ import click
 
 from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
-from attnlab.cli.train import draw_loss_curve, resumed, with_flags
+from attnlab.cli.params import SEED, check_resume_or_overwrite
+from attnlab.cli.train import draw_loss_curve, resumed_config, with_flags
 from attnlab.data.tasks import TASKS
 from attnlab.i18n import N_, tr
 from attnlab.layers.block import Norm
@@ -20,7 +21,8 @@ from attnlab.training.config import SCHEDULES, Seq2SeqTrainConfig
 
 def merge_config(given: dict[str, Any], resume: bool) -> Seq2SeqTrainConfig:
     """Defaults < the checkpoint's config (on resume) < the flags given; ``--data`` replaces the task."""
-    values = with_flags(resumed(given, Seq2SeqTrainConfig) if resume else {}, given, Seq2SeqTrainConfig)
+    values = resumed_config(given.get("out") or Seq2SeqTrainConfig.out, "seq2seq") if resume else {}
+    values = with_flags(values, given, Seq2SeqTrainConfig)
     if given.get("data") is not None and given.get("task") is None:
         values["task"] = None  # a TSV file instead of the default (or the checkpoint's) task
     if given.get("task") is not None and given.get("data") is None:
@@ -64,7 +66,10 @@ option = functools.partial(click.option, cls=FieldOption, config=Seq2SeqTrainCon
 @option("--norm", type=click.Choice(get_args(Norm)),
         help=N_("Where each block's LayerNorms sit: the paper's post-LN, or pre-LN.  [default: the preset's]"))
 @option("--steps", "--max-iters", "max_iters", type=int, help=N_("Optimizer steps."))
-@option("--time-budget", type=float, help=N_("Stop cleanly (with a checkpoint) after this many minutes."))
+@option("--time-budget", type=float,
+        help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to reach "
+                "--min-lr when the time is spent, and re-planned as the speed changes. With --steps too, whichever "
+                "ends first."))
 @option("--batch-size", type=int, help=N_("Pairs per micro-batch, per process."))
 @option("--grad-accum", type=int, help=N_("Micro-batches per step, over all processes."))
 @option("--lr", "--learning-rate", "learning_rate", type=float, help=N_("Peak learning rate."))
@@ -81,7 +86,7 @@ option = functools.partial(click.option, cls=FieldOption, config=Seq2SeqTrainCon
 @option("--val-pairs", type=int, help=N_("--task: held-out pairs for the validation loss."))
 @option("--truncate", is_flag=True, default=None, help=N_("Cut sources longer than the context instead of refusing "
                                                           "them."))
-@option("--seed", type=int, help=N_("Seed for the data, weights, batches and dropout."))
+@option("--seed", type=SEED, help=N_("Seed for the data, weights, batches and dropout."))
 @option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model."))
 @option("--device", help=N_("auto, cpu, cuda, cuda:N."))
 @option("--dtype", type=click.Choice(list(DTYPES)),
@@ -92,6 +97,7 @@ option = functools.partial(click.option, cls=FieldOption, config=Seq2SeqTrainCon
 def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training.seq2seq_trainer import train_seq2seq
 
+    check_resume_or_overwrite(resume, overwrite)
     if given.get("task") is not None and given.get("data") is not None:
         raise click.UsageError(tr("give the data as --task NAME or --data FILE, not both"))
     try:

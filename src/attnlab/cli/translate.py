@@ -7,16 +7,18 @@ from pathlib import Path
 import click
 
 from attnlab.cli.lang import Command
+from attnlab.cli.params import refuse_unused
 from attnlab.i18n import N_, tr
 
 
 def load_translator(checkpoint: str, device: str = "cpu"):
     """``(model, vocab)`` of a ``train-seq2seq`` checkpoint; any other checkpoint is a one-line error."""
+    from attnlab.inspect.names import TRANSLATION
     from attnlab.models import load_trained
     from attnlab.training.distributed import pick_device
 
     model, vocab = load_trained(Path(checkpoint), str(pick_device(device)), kind="seq2seq")
-    model.name = f"translation model ({Path(checkpoint).name})"
+    model.name = TRANSLATION.format(name=Path(checkpoint).name)
     return model, vocab
 
 
@@ -48,21 +50,26 @@ def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, tr
             layer: int | None, head: int | None, device: str) -> None:
     from attnlab.generation.translation import translate
 
-    if heatmap is not None:
+    if heatmap is None:
+        refuse_unused(click.get_current_context(), ["layer", "head"], tr("without --heatmap FILE"))
+    else:
         from attnlab.viz.figures import image_format
 
         image_format(heatmap)  # a wrong suffix fails before any work
     model, vocab = load_translator(checkpoint, device)
     results = translate(model, vocab, list(texts), beam=beam, alpha=alpha, truncate=truncate)
-    for result in results:
-        click.echo(result.target)
-    if heatmap is not None:
+    figure = None
+    if heatmap is not None:  # drawn before anything is printed: a layer or head out of range prints nothing
         from attnlab.inspect.encoder_decoder import capture_translation
         from attnlab.viz.alignment import alignment_figure
-        from attnlab.viz.figures import save_figure
 
         first = results[0]
         source = first.source[: model.config.context_length]  # what the model read (--truncate cuts it)
         cap = capture_translation(model, vocab, source, first.ids, name=model.name)
-        path = save_figure(alignment_figure(cap, layer, head), heatmap)
-        click.echo(tr("wrote {path}", path=path), err=True)
+        figure = alignment_figure(cap, layer, head)
+    for result in results:
+        click.echo(result.target)
+    if figure is not None:
+        from attnlab.viz.figures import save_figure
+
+        click.echo(tr("wrote {path}", path=save_figure(figure, heatmap)), err=True)

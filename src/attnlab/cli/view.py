@@ -6,6 +6,7 @@ import click
 
 from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
+from attnlab.cli.params import refuse_unused
 from attnlab.i18n import N_, tr
 
 
@@ -28,6 +29,11 @@ def command(text: str, output: str, model_name: str, mechanism: str, seed: int, 
 
     if not output.lower().endswith((".html", ".htm")):
         raise click.UsageError(tr("output file must end in .html, got {output!r}", output=output))
+    ctx = click.get_current_context()
+    if checkpoint is None:
+        refuse_unused(ctx, ["mode"], tr("without --checkpoint"))
+    else:
+        refuse_unused(ctx, ["model_name", "mechanism", "seed"], tr("with --checkpoint, whose model is shown"))
     if checkpoint is not None:
         from attnlab.cli.translate import load_translator
         from attnlab.generation.translation import translate

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from attnlab.files import read_text
 from attnlab.i18n import tr
 
 SHAKESPEARE = "shakespeare"
@@ -60,15 +61,9 @@ def shakespeare_text() -> str:
 
 
 def read_utf8(path: Path) -> str:
-    """A text file's contents; a file that is not UTF-8 (or not readable) is a ValueError naming it and where."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(tr("data: {path!r} is not UTF-8 text (byte 0x{byte:02x} at offset {start}); give a UTF-8 "
-                            "text file", path=str(path), byte=err.object[err.start], start=err.start)) from None
-    except OSError as err:
-        raise ValueError(tr("data: cannot read {path!r}: {reason}", path=str(path),
-                            reason=err.strerror or err)) from None
+    """A text file's contents; a file that is not UTF-8, not readable or not a regular file (a FIFO, a device)
+    is a ValueError naming it and why."""
+    return read_text(path, "data")
 
 
 def load_text(source: str | Path) -> str:
@@ -88,7 +83,7 @@ def load_text(source: str | Path) -> str:
                 raise ValueError(tr("data: directory {path!r} holds no {text_suffixes} files", path=str(path),
                                     text_suffixes='/'.join(TEXT_SUFFIXES)))
             text = "\n".join(read_utf8(p) for p in files)
-        elif path.is_file():
+        elif path.exists():  # a file, or something that is not one (a FIFO, a device): read_utf8 says which
             text = read_utf8(path)
         else:
             raise ValueError(tr("data: expected 'shakespeare', a text file or a directory, got {source!r} (no such "

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from attnlab.arguments import check_positive_int
 from attnlab.data.tokenizer import SPECIALS, CharTokenizer, clip
-from attnlab.files import atomic_write_text
+from attnlab.files import atomic_write_text, read_bytes
 from attnlab.i18n import N_, _, tr
 
 PAD, BOS, EOS = (SPECIALS.index(name) for name in ("<pad>", "<bos>", "<eos>"))
@@ -49,7 +49,7 @@ def read_pairs(path: str | Path) -> list[Pair]:
     offset), a line with no tab or more than one, an empty (or all-whitespace) side, and a file
     with no pairs at all.
     """
-    data = Path(path).read_bytes()
+    data = read_bytes(path, "data")
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
         text = data[skip:].decode("utf-8")
@@ -201,7 +201,7 @@ def iter_batches(encoded: Sequence[EncodedPair], batch_size: int, generator: tor
     compute); the order of the batches is still shuffled. For one stream per epoch use
     ``stream_generator(seed, "train", epoch)``.
     """
-    check_positive_int("iter_batches", "batch_size", batch_size)
+    check_positive_int("iter_batches", "batch_size", batch_size, tr)
     if not encoded:
         raise ValueError(tr("iter_batches: no pairs to batch"))
     if isinstance(generator, int):

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from attnlab.arguments import expect_one_of
-from attnlab.files import atomic_write_text
+from attnlab.files import atomic_write_text, json_kind, read_text
 from attnlab.i18n import tr
 
 
@@ -189,21 +189,35 @@ TOKENIZERS: tuple[str, ...] = (CharTokenizer.kind, BPETokenizer.kind)
 
 def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
     """A tokenizer of one of the :data:`TOKENIZERS` kinds trained on ``text`` (``vocab_size`` is for BPE only)."""
-    expect_one_of("tokenizer", kind, TOKENIZERS)
+    expect_one_of("tokenizer", kind, TOKENIZERS, tr)
     if kind == BPETokenizer.kind:
         return BPETokenizer.train(text, vocab_size if vocab_size is not None else 4096)
     return CharTokenizer.train(text)
 
 
-def tokenizer_from_json(data: str) -> Tokenizer:
-    """Rebuild a tokenizer from :meth:`to_json` output (ours for char, the library's for BPE)."""
-    obj = json.loads(data)
-    # "char-pairs": how translation vocabularies were saved before one class served both
-    if isinstance(obj, dict) and obj.get("kind") in (CharTokenizer.kind, "char-pairs"):
-        return CharTokenizer(obj["chars"], obj.get("specials", ()))
-    from tokenizers import Tokenizer as HFTokenizer
+def tokenizer_from_json(data: str, source: str = "tokenizer") -> Tokenizer:
+    """Rebuild a tokenizer from :meth:`to_json` output (ours for characters, the library's for BPE).
 
-    return BPETokenizer(HFTokenizer.from_str(data))
+    Data that is not such a tokenizer (truncated, edited, another file) is a ValueError naming ``source``.
+    """
+    try:
+        obj = json.loads(data)
+    except json.JSONDecodeError as err:
+        raise ValueError(tr("{source}: not valid JSON ({err}); the file is truncated or damaged", source=source,
+                            err=err)) from None
+    if not isinstance(obj, dict):
+        raise ValueError(tr("{source}: holds a JSON {found}, expected a JSON object (a tokenizer)", source=source,
+                            found=json_kind(obj)))
+    try:
+        # "char-pairs": how translation vocabularies were saved before one class served both
+        if obj.get("kind") in (CharTokenizer.kind, "char-pairs"):
+            return CharTokenizer(obj["chars"], obj.get("specials", ()))
+        from tokenizers import Tokenizer as HFTokenizer
+
+        return BPETokenizer(HFTokenizer.from_str(data))
+    except Exception as err:  # the tokenizers' own errors name neither the file nor what to do
+        raise ValueError(tr("{source}: not a tokenizer attnlab can read ({err_type}: {err}); the file is damaged",
+                            source=source, err_type=type(err).__name__, err=err)) from None
 
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
@@ -211,4 +225,5 @@ def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    return tokenizer_from_json(Path(path).read_text(encoding="utf-8"))
+    """The tokenizer saved in ``path``; a missing or damaged file is a ValueError naming it."""
+    return tokenizer_from_json(read_text(path, "tokenizer"), source=str(path))

@@ -14,7 +14,7 @@ import torch
 from rich.console import Console
 
 from attnlab.demo.around_attention import around_attention_step
-from attnlab.demo.context import Demo, Step
+from attnlab.demo.context import Demo, Step, one_thread
 from attnlab.demo.dates import translation_step
 from attnlab.demo.mechanisms import mechanisms_step
 from attnlab.demo.report import report_step
@@ -26,11 +26,13 @@ STEPS: list[Step] = [mechanisms_step, around_attention_step, toy_step, shakespea
                      report_step]
 
 
-def run_demo(seed: int = 123, out_dir: str | Path = "out", console: Console | None = None) -> None:
-    """Run every step of the demo, printing to ``console`` (stdout by default)."""
+def run_demo(seed: int = 123, out_dir: str | Path = "out", console: Console | None = None,
+             steps: list[Step] | None = None) -> None:
+    """Run ``steps`` (every step of the demo by default), printing to ``console`` (stdout by default), on one
+    thread (see :data:`attnlab.demo.context.THREADS`)."""
     demo = Demo(console or Console(), seed, Path(out_dir))
-    with torch.no_grad():
-        for step in STEPS:
+    with torch.no_grad(), one_thread():
+        for step in STEPS if steps is None else steps:
             step(demo)
 
 

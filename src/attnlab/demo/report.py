@@ -133,27 +133,30 @@ def pe_section() -> Section:
 
 
 def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Section | None:
-    """The loss curve and a sample of the first trained model found under ``out_dir`` (None if there is none)."""
+    """The loss curve and a sample of the first trained model found under ``out_dir``, and what to make of them
+    (None if there is none)."""
+    from attnlab.demo.shakespeare import sample_guide
+
     runs = sorted(d.parent for d in out_dir.rglob("checkpoint.json") if checkpoint_kind(d.parent) == "decoder")
     if not runs:
         return None
     run = runs[0]
-    history = read_state(resolve_checkpoint(run))["history"]  # the losses the checkpoint recorded
+    state = read_state(resolve_checkpoint(run))
+    history = state["history"]  # the losses the checkpoint recorded
     parts = [p(tr("The model trained in {run}.", run=run)),
              png_img(loss_figure([tuple(x) for x in history["train"]], [tuple(x) for x in history["eval"]]),
                      "loss curve")]
     model, tokenizer = load_trained(run)
     text = "".join(stream_text(model, tokenizer, prompt, tokens, temperature=0.8, seed=1337))
     parts += [p(tr("A sample ({tokens} tokens, temperature 0.8, seed 1337):",
-                   tokens=tokens)), f"<pre>{html.escape(text)}</pre>"]
+                   tokens=tokens)), f"<pre>{html.escape(text)}</pre>", p(sample_guide(model, tokenizer, state))]
     return Section(tr("4. A model we trained: loss and sample"), "".join(parts))
 
 
 def translation_section(out_dir: Path) -> Section | None:
-    """The dates model the demo trained: its loss, a held-out day in seven languages, and one alignment (None if
-    the demo trained none)."""
-    from attnlab.demo.dates import ALIGNMENT, draw_alignment, example_pairs
-    from attnlab.generation.translation import translate
+    """The dates model the demo trained: its loss, a held-out day in seven languages early in training and at the
+    end, what the mistakes mean, and one alignment (None if the demo trained none)."""
+    from attnlab.demo.dates import ALIGNMENT, draw_alignment, example_pairs, explanation, snapshots, verdict
 
     runs = sorted(d.parent for d in out_dir.rglob("checkpoint.json") if checkpoint_kind(d.parent) == "seq2seq")
     if not runs:
@@ -161,20 +164,24 @@ def translation_section(out_dir: Path) -> Section | None:
     run = runs[0]
     history = read_state(resolve_checkpoint(run))["history"]
     model, vocab = load_trained(run, kind="seq2seq")
-    pairs = example_pairs()
-    results = translate(model, vocab, [pair.source for pair in pairs], beam=4)
-    rows = "".join(f"<tr><td>{html.escape(pair.source)}</td><td>{html.escape(got.target)}</td><td>"
-                   + ("✓" if got.target == pair.target else html.escape(tr("✗ expected {target}", target=pair.target)))
-                   + "</td></tr>" for pair, got in zip(pairs, results, strict=True))
-    alignment = draw_alignment(model, vocab, results[2], run / ALIGNMENT)
+    pairs, shots = example_pairs(), snapshots(run)
+    head = "".join(f"<th>{html.escape(x)}</th>" for x in
+                   [_("source"), *(tr("after {step} steps", step=s.step) for s in shots)])
+    rows = "".join("<tr><td>" + html.escape(pair.source) + "</td>" + "".join(
+        f"<td>{html.escape(s.translations[i].target)} {html.escape(verdict(s.translations[i].target, pair.target))}"
+        "</td>" for s in shots) + "</tr>" for i, pair in enumerate(pairs))
+    french = shots[-1].translations[2]
+    alignment = draw_alignment(model, vocab, french, run / ALIGNMENT)
     data = base64.b64encode(alignment.read_bytes()).decode("ascii")
     parts = [p(tr("An encoder-decoder Transformer (the paper's architecture, {count:,} parameters) trained in {run} "
                   "to read dates in seven languages and write them as ISO 8601. The day below was held out: the "
-                  "model never saw it, in any language.", count=model.num_parameters(), run=run)),
+                  "model never saw it, in any language. Its translations (beam 4) early in training and at the end:",
+                  count=model.num_parameters(), run=run)),
              png_img(loss_figure([tuple(x) for x in history["train"]], [tuple(x) for x in history["eval"]]),
                      "loss curve"),
-             "<table><tr><th>" + html.escape(_("source")) + "</th><th>" + html.escape(_("translation (beam 4)"))
-             + "</th><th></th></tr>" + rows + "</table>",
+             f"<table><tr>{head}</tr>{rows}</table>",
+             "<ul>" + "".join(f"<li>{html.escape(s.summary(pairs))}</li>" for s in shots) + "</ul>",
+             p(explanation()),
              p(_("Cross-attention while it translated the French date: each row is one step of the decoder (the "
                  "character it wrote), each column a source character. Once trained, the steps that write the year "
                  "look at the year, the month's digits at the month's name, the day's at the day.")),

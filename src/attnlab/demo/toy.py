@@ -18,7 +18,6 @@ loss; :func:`toy_step` trains both from the same seed and draws their heatmaps s
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 
 from attnlab.attention import MultiHeadAttention
-from attnlab.demo.context import Demo
+from attnlab.demo.context import Demo, one_thread
 from attnlab.i18n import tr
 from attnlab.inspect import Capture
 from attnlab.viz.figures import save_figure
@@ -71,17 +70,6 @@ class ToyAttention(nn.Module):
         x = self.embedding(ids)
         out, weights = self.attention(x, attention_mask=attention_mask, return_weights=True)
         return out, x, weights[:, 0]
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Run on one thread: (2, 4, 16) tensors gain nothing from more, and on a busy machine lose much."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def train_toy(mask_padding: bool, seed: int = 123, epochs: int = 200, lr: float = 1e-3, embed_dim: int = 16,

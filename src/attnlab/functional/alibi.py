@@ -25,7 +25,6 @@ import torch
 from torch import Tensor
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 
 
 def _check_heads(num_heads: int, owner: str) -> None:
@@ -64,11 +63,10 @@ def alibi_bias(num_heads: int, t_q: int, t_k: int, device: torch.device | str | 
     _check_heads(num_heads, "alibi_bias")
     for name, n in (("t_q", t_q), ("t_k", t_k)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(tr("alibi_bias: {name} must be a positive int, got {n!r}", name=name, n=n))
+            raise ValueError(f"alibi_bias: {name} must be a positive int, got {n!r}")
     if t_q > t_k:
         raise ValueError(
-            tr("alibi_bias: t_q must be <= t_k (the queries are the last t_q key positions), got t_q={t_q}, t_k={t_k}",
-               t_q=t_q, t_k=t_k)
+            f"alibi_bias: t_q must be <= t_k (the queries are the last t_q key positions), got t_q={t_q}, t_k={t_k}"
         )
     q_pos = torch.arange(t_k - t_q, t_k, device=device)[:, None]
     minus_distance = (torch.arange(t_k, device=device) - q_pos).float()  # (Tq, Tk): j − p_i, signed

@@ -21,7 +21,6 @@ from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.grouped import fold_groups, unfold_groups
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import math_attention
-from attnlab.i18n import tr
 
 #: ``run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights) -> (output, weights)``:
 #: the arguments of :func:`~attnlab.functional.attend`, checked, with ``scale`` a float and ``groups`` the number
@@ -185,5 +184,5 @@ def resolve_backend(backend: str, auto_choice: str, return_weights: bool) -> str
     """The backend to run: ``auto_choice`` for ``"auto"``; only a kernel that materialises the weights returns them."""
     chosen = auto_choice if backend == "auto" else backend
     if return_weights and not KERNELS[chosen].weights:
-        raise ValueError(tr("backend={backend!r} cannot return weights; use backend='math' or 'auto'", backend=backend))
+        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
     return chosen

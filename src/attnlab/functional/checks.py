@@ -9,20 +9,18 @@ import torch
 from torch import Tensor
 
 from attnlab.arguments import check_mask_shape, qkv_batch
-from attnlab.i18n import tr
 
 
 def check_qkv(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
     """Validate q/k/v and return their broadcast batch shape (everything but the last two dims)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
-            raise TypeError(tr("{name} must be a torch.Tensor, got {t_type}", name=name, t_type=type(t).__name__))
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if not torch.is_floating_point(t):
-            raise TypeError(tr("{name} must be a floating-point tensor, got dtype {dtype}", name=name, dtype=t.dtype))
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
     if not (query.dtype == key.dtype == value.dtype):
         raise TypeError(
-            tr("query, key and value must share a dtype, got {dtype}, {dtype_2} and {dtype_3}", dtype=query.dtype,
-               dtype_2=key.dtype, dtype_3=value.dtype)
+            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype} and {value.dtype}"
         )
     return qkv_batch(query.shape, key.shape, value.shape, enable_gqa)
 
@@ -31,11 +29,10 @@ def check_mask(attn_mask: Tensor | None, batch: tuple[int, ...], t_q: int, t_k: 
     if attn_mask is None:
         return
     if not isinstance(attn_mask, Tensor):
-        raise TypeError(tr("attn_mask must be a torch.Tensor or None, got {attn_mask_type}",
-                           attn_mask_type=type(attn_mask).__name__))
+        raise TypeError(f"attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
     if attn_mask.dtype != torch.bool and not torch.is_floating_point(attn_mask):
         raise TypeError(
-            tr("attn_mask must be bool (True = may attend) or floating (added to the scores), got dtype {dtype}",
-               dtype=attn_mask.dtype)
+            "attn_mask must be bool (True = may attend) or floating (added to the scores), got dtype "
+            f"{attn_mask.dtype}"
         )
     check_mask_shape(attn_mask.shape, batch, t_q, t_k)

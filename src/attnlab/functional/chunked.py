@@ -19,8 +19,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnlab.i18n import tr
-
 BLOCK_Q = 128
 BLOCK_K = 256
 
@@ -144,7 +142,7 @@ def chunked_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tens
     ``torch.manual_seed`` makes them repeatable and the backward pass can regenerate them.
     """
     if attn_mask is not None and attn_mask.requires_grad:
-        raise ValueError(tr("backend='chunked' does not differentiate attn_mask; use backend='math' or 'sdpa'"))
+        raise ValueError("backend='chunked' does not differentiate attn_mask; use backend='math' or 'sdpa'")
     seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0.0 else 0
     return ChunkedAttention.apply(query, key, value, attn_mask, is_causal, scale, dropout_p, seed,
                                   block_q, block_k)

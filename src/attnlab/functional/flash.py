@@ -26,7 +26,6 @@ from torch import Tensor
 
 from attnlab.arguments import check_scale
 from attnlab.functional.checks import check_mask
-from attnlab.i18n import tr
 
 _IMPORT_ERROR = ""
 try:  # triton is optional: without it, flash_status says why and the other backends still work
@@ -68,49 +67,46 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
     """Everything ``backend="flash"`` cannot run, refused with what was given and what works."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
-            raise TypeError(tr("{name} must be a torch.Tensor, got {t_type}", name=name, t_type=type(t).__name__))
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
-            raise ValueError(tr("backend='flash' needs {name} of shape (B, H, T, D), got shape {shape}", name=name,
-                                shape=tuple(t.shape)))
+            raise ValueError(f"backend='flash' needs {name} of shape (B, H, T, D), got shape {tuple(t.shape)}")
         if t.dtype not in DTYPES:
-            raise ValueError(tr("backend='flash' supports float16, bfloat16 and float32, got {name} of {dtype}",
-                                name=name, dtype=t.dtype))
+            raise ValueError(f"backend='flash' supports float16, bfloat16 and float32, got {name} of {t.dtype}")
     if not (query.dtype == key.dtype == value.dtype):
-        raise ValueError(tr("backend='flash' needs query, key and value of one dtype, got {dtype}, {dtype_2} and "
-                            "{dtype_3}", dtype=query.dtype, dtype_2=key.dtype, dtype_3=value.dtype))
+        raise ValueError(f"backend='flash' needs query, key and value of one dtype, got {query.dtype}, {key.dtype} "
+                         f"and {value.dtype}")
     if not (query.device == key.device == value.device):
-        raise ValueError(tr("backend='flash' needs query, key and value on one device, got {device}, {device_2} and "
-                            "{device_3}", device=query.device, device_2=key.device, device_3=value.device))
+        raise ValueError(f"backend='flash' needs query, key and value on one device, got {query.device}, {key.device} "
+                         f"and {value.device}")
     (b, h, t_q, d), (b_k, h_kv, t_k, d_k) = query.shape, key.shape
     if key.shape != value.shape:
-        raise ValueError(tr("backend='flash' needs key and value of one shape (B, Hkv, Tk, D), got key {shape} and "
-                            "value {shape_2}", shape=tuple(key.shape), shape_2=tuple(value.shape)))
+        raise ValueError("backend='flash' needs key and value of one shape (B, Hkv, Tk, D), got key "
+                         f"{tuple(key.shape)} and value {tuple(value.shape)}")
     if b_k != b or d_k != d:
-        raise ValueError(tr("backend='flash' needs key/value (B, Hkv, Tk, D) with query's B and D, got query {shape} "
-                            "and key {shape_2}", shape=tuple(query.shape), shape_2=tuple(key.shape)))
+        raise ValueError("backend='flash' needs key/value (B, Hkv, Tk, D) with query's B and D, got query "
+                         f"{tuple(query.shape)} and key {tuple(key.shape)}")
     if not 1 <= d <= MAX_HEAD_DIM:
-        raise ValueError(tr("backend='flash' supports head_dim from 1 to {max_head_dim}, got {d}; backend='sdpa' or "
-                            "'auto' take any head_dim", max_head_dim=MAX_HEAD_DIM, d=d))
+        raise ValueError(f"backend='flash' supports head_dim from 1 to {MAX_HEAD_DIM}, got {d}; backend='sdpa' or "
+                         "'auto' take any head_dim")
     if min(b, h, t_q, h_kv, t_k) == 0:
-        raise ValueError(tr("backend='flash' needs non-empty inputs, got query {shape} and key {shape_2}",
-                            shape=tuple(query.shape), shape_2=tuple(key.shape)))
+        raise ValueError(f"backend='flash' needs non-empty inputs, got query {tuple(query.shape)} and key "
+                         f"{tuple(key.shape)}")
     if not enable_gqa and h != h_kv:
-        raise ValueError(tr("backend='flash' needs as many key/value heads as query heads, got {h} and {h_kv}; pass "
-                            "enable_gqa=True for grouped-query attention", h=h, h_kv=h_kv))
+        raise ValueError(f"backend='flash' needs as many key/value heads as query heads, got {h} and {h_kv}; pass "
+                         "enable_gqa=True for grouped-query attention")
     if enable_gqa and h % h_kv != 0:
-        raise ValueError(tr("backend='flash' with enable_gqa=True needs num_heads a multiple of num_kv_heads, got {h} "
-                            "query heads and {h_kv} key/value heads", h=h, h_kv=h_kv))
+        raise ValueError(f"backend='flash' with enable_gqa=True needs num_heads a multiple of num_kv_heads, got {h} "
+                         f"query heads and {h_kv} key/value heads")
     check_mask(attn_mask, (b, h), t_q, t_k)
     if attn_mask is not None and attn_mask.device != query.device:
-        raise ValueError(tr("backend='flash' needs attn_mask on query's device {device}, got {device_2}",
-                            device=query.device, device_2=attn_mask.device))
+        raise ValueError(f"backend='flash' needs attn_mask on query's device {query.device}, got {attn_mask.device}")
     if attn_mask is not None and attn_mask.requires_grad:
-        raise ValueError(tr("backend='flash' does not differentiate attn_mask, which requires grad; detach it, or use "
-                            "backend='math' or 'sdpa'"))
+        raise ValueError("backend='flash' does not differentiate attn_mask, which requires grad; detach it, or use "
+                         "backend='math' or 'sdpa'")
     reason = flash_status(query.device)
     if reason is not None:
-        raise ValueError(tr("backend='flash' cannot run on {device}: {reason}; backend='sdpa' or 'auto' run everywhere",
-                            device=query.device, reason=reason))
+        raise ValueError(f"backend='flash' cannot run on {query.device}: {reason}; backend='sdpa' or 'auto' run "
+                         "everywhere")
 
 
 def _bucket(n: int) -> int:
@@ -259,8 +255,8 @@ def flash_backend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
     that broadcast. The output comes back as torch's SDPA shapes it, ``(batch..., Tq, D)``.
     """
     if dropout_p > 0.0:
-        raise ValueError(tr("backend='flash' has no dropout, got dropout_p={dropout_p}; use backend='sdpa' (torch's "
-                            "kernel, with dropout), 'chunked', 'math' or 'auto'", dropout_p=dropout_p))
+        raise ValueError(f"backend='flash' has no dropout, got dropout_p={dropout_p}; use backend='sdpa' (torch's "
+                         "kernel, with dropout), 'chunked', 'math' or 'auto'")
     rank = max(3, query.dim(), key.dim(), value.dim())  # (T, D) inputs get a batch of one head
     padded = [t.reshape((1,) * (rank - t.dim()) + tuple(t.shape)) for t in (query, key, value)]
     lead = tuple(torch.broadcast_shapes(*(t.shape[:-3] for t in padded)))

@@ -6,8 +6,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab.i18n import tr
-
 
 def causal_mask(t_q: int, t_k: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
     """Bool ``(Tq, Tk)`` mask, True where key j <= query i.
@@ -24,7 +22,7 @@ def causal_mask(t_q: int, t_k: int | None = None, *, device: torch.device | str 
     t_k = t_q if t_k is None else t_k
     for name, n in (("t_q", t_q), ("t_k", t_k)):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(tr("causal_mask: {name} must be a positive int, got {n!r}", name=name, n=n))
+            raise ValueError(f"causal_mask: {name} must be a positive int, got {n!r}")
     return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril()
 
 
@@ -38,22 +36,19 @@ def padding_mask(attention_mask: Tensor) -> Tensor:
         torch.Size([1, 1, 1, 3])
     """
     if not isinstance(attention_mask, Tensor):
-        raise TypeError(tr("attention_mask must be a torch.Tensor, got {attention_mask_type}",
-                           attention_mask_type=type(attention_mask).__name__))
+        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
     if attention_mask.dim() != 2:
         raise ValueError(
-            tr("attention_mask must have shape (B, T) with 1 for real tokens and 0 for padding, got shape {shape}",
-               shape=tuple(attention_mask.shape))
+            "attention_mask must have shape (B, T) with 1 for real tokens and 0 for padding, got shape "
+            f"{tuple(attention_mask.shape)}"
         )
     if attention_mask.dtype != torch.bool:
         if torch.is_floating_point(attention_mask) or torch.is_complex(attention_mask):
-            raise TypeError(tr("attention_mask must be bool or integer 0/1, got dtype {dtype}",
-                               dtype=attention_mask.dtype))
+            raise TypeError(f"attention_mask must be bool or integer 0/1, got dtype {attention_mask.dtype}")
         bad = (attention_mask != 0) & (attention_mask != 1)
         if bool(bad.any()):  # reads the values: the one host sync, here at the door
             raise ValueError(
-                tr("attention_mask must contain only 0 and 1, got {values}",
-                   values=attention_mask[bad].unique().tolist())
+                f"attention_mask must contain only 0 and 1, got {attention_mask[bad].unique().tolist()}"
             )
     return key_mask(attention_mask)
 

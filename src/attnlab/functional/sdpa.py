@@ -24,7 +24,6 @@ from attnlab.functional.backends import (
     resolve_backend,
 )
 from attnlab.functional.checks import check_mask, check_qkv
-from attnlab.i18n import tr
 
 
 def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
@@ -64,7 +63,7 @@ def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: 
 
 def check_options(dropout_p: float, scale: float | None, backend: str) -> None:
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float) or not 0.0 <= dropout_p < 1.0:
-        raise ValueError(tr("dropout_p must be a float in [0, 1), got {dropout_p!r}", dropout_p=dropout_p))
+        raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
     check_scale(scale)
     check_choice("backend", backend, BACKENDS)
 

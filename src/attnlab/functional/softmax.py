@@ -5,8 +5,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab.i18n import tr
-
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """softmax(x)_i = exp(x_i - max x) / sum_j exp(x_j - max x), along ``dim``.
@@ -24,7 +22,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
         tensor([0.0900, 0.2447, 0.6652])
     """
     if not torch.is_floating_point(x):
-        raise TypeError(tr("softmax: x must be a floating-point tensor, got dtype {dtype}", dtype=x.dtype))
+        raise TypeError(f"softmax: x must be a floating-point tensor, got dtype {x.dtype}")
     # The shift is a constant for the gradient (softmax ignores it), so detach it.
     shift = x.detach().amax(dim=dim, keepdim=True)
     shift = shift.masked_fill(~torch.isfinite(shift), 0.0)

@@ -20,7 +20,6 @@ import torch
 from torch import Tensor
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 
 
 def sliding_window_mask(t_q: int, t_k: int, window: int, device: torch.device | str | None = None) -> Tensor:
@@ -38,12 +37,11 @@ def sliding_window_mask(t_q: int, t_k: int, window: int, device: torch.device | 
     for name, n in (("t_q", t_q), ("t_k", t_k)):
         check_positive_int("sliding_window_mask", name, n)
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(tr("sliding_window_mask: window must be an int >= 1 (keys seen, own included), got {window!r}",
-                            window=window))
+        raise ValueError(f"sliding_window_mask: window must be an int >= 1 (keys seen, own included), got {window!r}")
     if t_q > t_k:
         raise ValueError(
-            tr("sliding_window_mask: t_q must be <= t_k (the queries are the last t_q key positions), got t_q={t_q}, "
-               "t_k={t_k}", t_q=t_q, t_k=t_k)
+            f"sliding_window_mask: t_q must be <= t_k (the queries are the last t_q key positions), got t_q={t_q}, "
+            f"t_k={t_k}"
         )
     q_pos = torch.arange(t_k - t_q, t_k, device=device)[:, None]  # (Tq, 1)
     k_pos = torch.arange(t_k, device=device)  # (Tk,)

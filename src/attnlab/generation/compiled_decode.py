@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.generation.sampling import sample
+from attnlab.generation.loop import decode_loop
 from attnlab.models.caches import compute_dtype
 from attnlab.models.checks import check_token_ids
 
@@ -59,42 +59,28 @@ def _take_cache(model: Any, batch: int) -> tuple[tuple, Any]:
     return key, model.new_cache(batch, static=True)
 
 
-@torch.no_grad()
 def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
                     top_p: float | None, generator: torch.Generator | None,
                     eos_token_id: int | None) -> Iterator[Tensor]:
-    """The new tokens ``(B,)`` one by one, as :func:`~attnlab.generation.generate_stream` with ``compile=True``.
+    """The new tokens ``(B,)`` one by one, as :func:`~attnlab.generation.generate_stream` with ``compile=True``:
+    the eager loop (:func:`~attnlab.generation.loop.decode_loop`) with a static cache and the compiled step.
 
     The model needs ``new_cache(batch, static=True)`` and ``decode_step(idx, cache)`` (as
     :class:`~attnlab.models.GPT` has). Past ``context_length``, like the eager loop: crop and recompute.
     """
-    ctx = model.config.context_length
-    was_training = model.training
-    model.eval()
+    compiled = compiled_step(model, idx.device)
+
+    def prefill(prompt: Tensor, cache: Any) -> Tensor:  # eagerly: the prompt's length is its own
+        check_token_ids(prompt, model.config.vocab_size, type(model).__name__)  # decode_step checks nothing
+        return model.decode_step(prompt, cache)
+
+    def step(token: Tensor, cache: Any) -> Tensor:
+        torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are used up: reuse their memory
+        return compiled(model, token, cache)
+
     key, cache = _take_cache(model, idx.shape[0])
     try:
-        seq = idx
-        prompt = seq[:, -ctx:]
-        check_token_ids(prompt, model.config.vocab_size, type(model).__name__)  # decode_step checks nothing
-        step = compiled_step(model, idx.device)
-        logits = model.decode_step(prompt, cache)  # prefill, eagerly: the prompt's length is its own
-        filled = prompt.shape[1]
-        done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
-        for i in range(max_new_tokens):
-            nxt = sample(logits, temperature, top_k, top_p, generator)
-            if eos_token_id is not None:  # a finished row keeps repeating its end-of-sequence token
-                nxt = nxt.masked_fill(done, eos_token_id)
-                done |= nxt == eos_token_id
-            yield nxt
-            seq = torch.cat([seq, nxt[:, None].to(seq.dtype)], dim=1)
-            if i == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
-                break
-            if filled < ctx:
-                torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are used up: reuse their memory
-                logits = step(model, nxt[:, None].to(seq.dtype), cache)
-                filled += 1
-            else:  # the window is full: crop and recompute, as the eager loop does
-                logits = model(seq[:, -ctx:]).logits[:, -1]
+        yield from decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id,
+                               None, cache, prefill, step)
     finally:
-        model.train(was_training)
         _CACHES[model] = (key, cache)

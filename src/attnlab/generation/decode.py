@@ -3,7 +3,8 @@
 The prompt is run once (prefill), filling the cache; then each new token is a forward pass of
 length 1 that attends to the cached keys and values: O(T) work per token instead of O(T²).
 
-With ``compile=True`` the steps run as one compiled graph each (:mod:`attnlab.generation.compiled_decode`).
+With ``compile=True`` the steps run as one compiled graph each (:mod:`attnlab.generation.compiled_decode`);
+eager or compiled, the tokens come from one loop (:mod:`attnlab.generation.loop`).
 
 Beyond the context: a model with learned absolute positions cannot slide its window, because
 every cached key was computed at its old position. Once ``context_length`` positions are used,
@@ -13,6 +14,7 @@ each further token is computed exactly like the no-cache loop: a full forward pa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +22,8 @@ import torch
 from torch import Tensor
 
 from attnlab.generation.compiled_decode import decode_compiled
-from attnlab.generation.sampling import check_sampling, sample
+from attnlab.generation.loop import decode_loop, last_logits
+from attnlab.generation.sampling import check_sampling
 from attnlab.i18n import tr
 
 
@@ -66,46 +69,9 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
                             "{model_type}; decode it with compile=False", model_type=type(model).__name__))
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
-    return _decode(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id,
-                   attention_mask)
-
-
-def _masked(mask: Tensor | None, length: int) -> dict[str, Tensor]:
-    """The model's ``attention_mask`` keyword for its last ``length`` keys: none at all without padding, so a
-    model without the argument still works."""
-    return {} if mask is None else {"attention_mask": mask[:, -length:]}
-
-
-@torch.no_grad()
-def _decode(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
-            top_p: float | None, generator: torch.Generator | None, use_cache: bool,
-            eos_token_id: int | None, mask: Tensor | None) -> Iterator[Tensor]:
-    ctx = model.config.context_length
-    was_training = model.training
-    model.eval()
-    try:
-        seq = idx
-        cache = model.new_cache(idx.shape[0]) if use_cache else None
-        logits = model(seq[:, -ctx:], kv_cache=cache, **_masked(mask, ctx)).logits[:, -1]
-        done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
-        for step in range(max_new_tokens):
-            nxt = sample(logits, temperature, top_k, top_p, generator)
-            if eos_token_id is not None:  # a finished row keeps repeating its end-of-sequence token
-                nxt = nxt.masked_fill(done, eos_token_id)
-                done |= nxt == eos_token_id
-            yield nxt
-            seq = torch.cat([seq, nxt[:, None].to(seq.dtype)], dim=1)
-            if mask is not None:  # the new token is real
-                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-            if step == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
-                break
-            if cache is not None and cache.length < ctx:
-                logits = model(nxt[:, None].to(seq.dtype), kv_cache=cache,
-                               **_masked(mask, cache.length + 1)).logits[:, -1]
-            else:  # no cache, or the window is full: crop and recompute
-                logits = model(seq[:, -ctx:], **_masked(mask, ctx)).logits[:, -1]
-    finally:
-        model.train(was_training)
+    step = functools.partial(last_logits, model)
+    return decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id, attention_mask,
+                       model.new_cache(idx.shape[0]) if use_cache else None, prefill=step, step=step)
 
 
 def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,

@@ -77,6 +77,10 @@ def translate(model: nn.Module, vocab: CharTokenizer, texts: Sequence[str], *, b
         raise ValueError(tr("beam: expected a positive integer (1 = greedy), got {beam!r}", beam=beam))
     if not alpha >= 0:
         raise ValueError(tr("alpha: expected a length penalty >= 0, got {alpha!r}", alpha=alpha))
+    writable = vocab.vocab_size - 2  # every token but <pad> and <bos>: more beams than that would be empty
+    if beam > writable:
+        raise ValueError(tr("beam: expected at most {writable}, the tokens the decoder can write (the vocabulary "
+                            "less <pad> and <bos>), got {beam}", writable=writable, beam=beam))
     config = model.config
     src, mask = encode_sources(texts, vocab, config.context_length, truncate)
     device = next(model.parameters()).device

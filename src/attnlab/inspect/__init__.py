@@ -3,6 +3,7 @@
 from attnlab.inspect.capture import Capture, capture, max_length
 from attnlab.inspect.encoder_decoder import Seq2SeqCapture, capture_translation, explain_cross
 from attnlab.inspect.explain import Explanation, explain
+from attnlab.inspect.names import shown_name
 from attnlab.inspect.random_model import MECHANISMS, RandomModel, RandomModelConfig
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "explain",
     "explain_cross",
     "max_length",
+    "shown_name",
 ]

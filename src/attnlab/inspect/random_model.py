@@ -1,8 +1,9 @@
 """A seeded random model for looking at one attention layer: words in, attention out.
 
-Nothing here is trained. Each whitespace-separated word gets a fixed random embedding (seeded by the
-word itself, so "爱" has the same vector wherever it stands), the sinusoidal encoding of its position
-is added, and one of the four mechanisms of :mod:`attnlab.attention` attends over the result.
+Nothing here is trained. Each word (whitespace-separated; in Chinese or Japanese written without spaces, each
+character: :func:`attnlab.data.words.split_words`) gets a fixed random embedding (seeded by the word itself, so
+"爱" has the same vector wherever it stands), the sinusoidal encoding of its position is added, and one of the
+four mechanisms of :mod:`attnlab.attention` attends over the result.
 That is enough to show every number of the arithmetic on any sentence, in any script.
 """
 
@@ -16,7 +17,9 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttentionV2, SimpleSelfAttention
+from attnlab.data.words import split_words
 from attnlab.i18n import tr
+from attnlab.inspect.names import RANDOM
 from attnlab.layers.positional import sinusoidal_table
 
 Mechanism = Literal["simple", "scaled", "causal", "multihead"]
@@ -65,7 +68,7 @@ def word_embedding(word: str, d_model: int, seed: int) -> Tensor:
 
 
 class RandomModel(nn.Module):
-    """Whitespace tokens -> seeded embeddings + positions -> one attention layer.
+    """Words -> seeded embeddings + positions -> one attention layer.
 
     ``forward(x (B, T, d_model), return_weights)`` is the attention module's own forward.
     """
@@ -87,14 +90,17 @@ class RandomModel(nn.Module):
 
     @property
     def name(self) -> str:
-        return f"random {self.config.mechanism} (seed {self.config.seed})"
+        """A label that never changes with the reader's language (it is data: ``--json`` prints it);
+        :func:`~attnlab.inspect.names.shown_name` gives it in the reader's language."""
+        return RANDOM.format(mechanism=self.config.mechanism, seed=self.config.seed)
 
     def tokenize(self, text: str) -> list[str]:
-        """Words split on whitespace; an empty text or one longer than ``context_length`` is an error."""
+        """The words of ``text`` (:func:`~attnlab.data.words.split_words`: on whitespace, and character by character
+        in unspaced Chinese); an empty text or one longer than ``context_length`` is an error."""
         if not isinstance(text, str):
             raise TypeError(tr("RandomModel.tokenize: text must be a str, got {text_type}",
                                text_type=type(text).__name__))
-        words = text.split()
+        words = split_words(text)
         if not words:
             raise ValueError(tr("text must contain at least one word, got an empty text"))
         if len(words) > self.config.context_length:

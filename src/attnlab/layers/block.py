@@ -11,23 +11,25 @@ after the last block. Post-LN is what BERT's weights were trained with, so loadi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, get_args
 
 from torch import Tensor, nn
 
+from attnlab.arguments import plain
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
-from attnlab.i18n import tr
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
 
 Norm = Literal["post", "pre"]  # where the LayerNorm sits: after the residual addition, or before the sublayer
 
 
-def check_norm(owner: str, norm: object) -> None:
+def check_norm(owner: str, norm: object, translate: Callable[..., str] = plain) -> None:
+    """``norm`` must be ``"post"`` or ``"pre"`` (worded by ``translate``: see :func:`attnlab.arguments.plain`)."""
     if norm not in get_args(Norm):
-        raise ValueError(tr("{owner}: norm must be 'post' or 'pre', got {norm!r}", owner=owner, norm=norm))
+        raise ValueError(translate("{owner}: norm must be 'post' or 'pre', got {norm!r}", owner=owner, norm=norm))
 
 
 class TransformerBlock(nn.Module):
@@ -64,12 +66,13 @@ class TransformerBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output, as in the paper
 
     def forward(self, x: Tensor, attention_mask: Tensor | None = None, *, attn_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: LayerCache | None = None):
+                return_weights: bool = False, kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
         """``x (B, T, D)``; ``attention_mask (B, T)`` 1 = real token, or a model's checked ``attn_mask``
-        (see :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding."""
+        (see :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding; ``head_mask``
+        ``(num_heads,)``."""
         h = self.ln1(x) if self.norm == "pre" else x
         a = self.attn(h, attention_mask=attention_mask, attn_mask=attn_mask, return_weights=return_weights,
-                      kv_cache=kv_cache)
+                      kv_cache=kv_cache, head_mask=head_mask)
         a, weights = a if return_weights else (a, None)
         if self.norm == "pre":
             x = x + self.dropout(a)

@@ -21,7 +21,6 @@ from torch import Tensor, nn
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
-from attnlab.i18n import tr
 from attnlab.layers.block import Norm, check_norm
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
@@ -129,12 +128,12 @@ class DecoderBlock(nn.Module):
         """The memory's keys and values from the cache, projected on the first step (None without a cache)."""
         if kv_cache is None:
             if memory is None:
-                raise ValueError(tr("DecoderBlock: memory (B, S, D) is required, got None"))
+                raise ValueError("DecoderBlock: memory (B, S, D) is required, got None")
             return None
         if kv_cache.memory_kv is None:
             if memory is None:
-                raise ValueError(tr("DecoderBlock: the cache holds no memory keys yet, so memory (B, S, D) is "
-                                    "required, got None"))
+                raise ValueError("DecoderBlock: the cache holds no memory keys yet, so memory (B, S, D) is required, "
+                                 "got None")
             kv_cache.memory_kv = self.cross_attn.project_memory(memory)
         return kv_cache.memory_kv
 

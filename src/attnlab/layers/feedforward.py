@@ -14,8 +14,6 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.i18n import tr
-
 Activation = Literal["relu", "gelu", "gelu_tanh"]
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
@@ -43,10 +41,9 @@ class FeedForward(nn.Module):
                  bias: bool = True) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(tr("FeedForward: activation must be one of {activations}, got {activation!r}",
-                                activations=ACTIVATIONS, activation=activation))
+            raise ValueError(f"FeedForward: activation must be one of {ACTIVATIONS}, got {activation!r}")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(tr("FeedForward: dropout must be in [0, 1), got {dropout!r}", dropout=dropout))
+            raise ValueError(f"FeedForward: dropout must be in [0, 1), got {dropout!r}")
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)

@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 
 
 class LayerNorm(nn.Module):
@@ -35,15 +34,14 @@ class LayerNorm(nn.Module):
         super().__init__()
         check_positive_int("LayerNorm", "d_model", d_model)
         if not isinstance(eps, int | float) or not eps > 0:
-            raise ValueError(tr("LayerNorm: eps must be a float > 0, got {eps!r}", eps=eps))
+            raise ValueError(f"LayerNorm: eps must be a float > 0, got {eps!r}")
         self.d_model, self.eps, self.fused = d_model, float(eps), fused
         self.weight = nn.Parameter(torch.ones(d_model))
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.d_model:
-            raise ValueError(tr("LayerNorm: x must have last dim {d_model}, got shape {shape}", d_model=self.d_model,
-                                shape=tuple(x.shape)))
+            raise ValueError(f"LayerNorm: x must have last dim {self.d_model}, got shape {tuple(x.shape)}")
         if self.fused:
             return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         return self.formula(x)

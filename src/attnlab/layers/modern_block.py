@@ -55,11 +55,11 @@ class ModernBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, *, attn_mask: Tensor | None = None, positions: Tensor | None = None,
-                return_weights: bool = False, kv_cache: LayerCache | None = None):
+                return_weights: bool = False, kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
         """``x (B, T, D)``; a model's checked ``attn_mask`` and RoPE ``positions`` (see
-        :meth:`GroupedQueryAttention.forward`); ``kv_cache`` for decoding."""
+        :meth:`GroupedQueryAttention.forward`); ``kv_cache`` for decoding; ``head_mask`` ``(num_heads,)``."""
         a = self.attn(self.norm1(x), attn_mask=attn_mask, positions=positions, return_weights=return_weights,
-                      kv_cache=kv_cache)
+                      kv_cache=kv_cache, head_mask=head_mask)
         a, weights = a if return_weights else (a, None)
         x = x + self.dropout(a)
         x = x + self.dropout(self.ff(self.norm2(x)))

@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.i18n import tr
 from attnlab.layers.feedforward import FeedForward, activate
 
 _POST_OPS = {"none": ("none", ""), "relu": ("relu", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
@@ -38,8 +37,7 @@ class PackedLinear(nn.Linear):
                  device=None, dtype=None) -> None:
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         if activation not in _POST_OPS:
-            raise ValueError(tr("PackedLinear: activation must be one of {post_ops}, got {activation!r}",
-                                post_ops=sorted(_POST_OPS), activation=activation))
+            raise ValueError(f"PackedLinear: activation must be one of {sorted(_POST_OPS)}, got {activation!r}")
         self.activation = activation
         self._packed: tuple[tuple[int, int], Tensor] | None = None
 

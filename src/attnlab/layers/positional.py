@@ -17,20 +17,17 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 
 
 def _check_positions(x: Tensor, d_model: int, context_length: int, offset: int, owner: str) -> None:
     if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
         got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(tr("{owner}: x must have shape (B, T, {d_model}), got {got}", owner=owner, d_model=d_model,
-                            got=got))
+        raise ValueError(f"{owner}: x must have shape (B, T, {d_model}), got {got}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(tr("{owner}: offset must be an int >= 0, got {offset!r}", owner=owner, offset=offset))
+        raise ValueError(f"{owner}: offset must be an int >= 0, got {offset!r}")
     if offset + x.shape[1] > context_length:
         raise ValueError(
-            tr("{owner}: positions {offset}..{value} exceed context_length={context_length}", owner=owner,
-               offset=offset, value=offset + x.shape[1] - 1, context_length=context_length)
+            f"{owner}: positions {offset}..{offset + x.shape[1] - 1} exceed context_length={context_length}"
         )
 
 
@@ -46,7 +43,7 @@ def sinusoidal_table(context_length: int, d_model: int) -> Tensor:
     """
     _check_sizes(d_model, context_length, "sinusoidal_table")
     if d_model % 2:
-        raise ValueError(tr("sinusoidal_table: d_model must be even (sin/cos pairs), got {d_model}", d_model=d_model))
+        raise ValueError(f"sinusoidal_table: d_model must be even (sin/cos pairs), got {d_model}")
     pos = torch.arange(context_length, dtype=torch.float64)[:, None]  # (context_length, 1)
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
     pe = torch.empty(context_length, d_model, dtype=torch.float64)

@@ -18,7 +18,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 
 
 class RMSNorm(nn.Module):
@@ -37,14 +36,13 @@ class RMSNorm(nn.Module):
         super().__init__()
         check_positive_int("RMSNorm", "d_model", d_model)
         if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps > 0:
-            raise ValueError(tr("RMSNorm: eps must be a float > 0, got {eps!r}", eps=eps))
+            raise ValueError(f"RMSNorm: eps must be a float > 0, got {eps!r}")
         self.d_model, self.eps, self.fused = d_model, float(eps), fused
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.d_model:
-            raise ValueError(tr("RMSNorm: x must have last dim {d_model}, got shape {shape}", d_model=self.d_model,
-                                shape=tuple(x.shape)))
+            raise ValueError(f"RMSNorm: x must have last dim {self.d_model}, got shape {tuple(x.shape)}")
         if self.fused:
             normed = F.rms_norm(x.float(), (self.d_model,), None, self.eps)
             return self.weight * normed.to(x.dtype)

@@ -42,7 +42,6 @@ import torch
 from torch import Tensor
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 
 SCALING_TYPES = ("linear", "dynamic", "llama3")
 # transformers' names for two of the fields, so that a checkpoint's ``rope_scaling`` dict can be passed as it is
@@ -51,7 +50,7 @@ _HF_ALIASES = {"rope_type": "type", "original_max_position_embeddings": "origina
 
 def _positive_float(owner: str, name: str, x: Any) -> None:
     if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x <= 0:
-        raise ValueError(tr("{owner}: {name} must be a finite number > 0, got {x!r}", owner=owner, name=name, x=x))
+        raise ValueError(f"{owner}: {name} must be a finite number > 0, got {x!r}")
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,7 @@ class RopeScaling:
     def __post_init__(self) -> None:
         if self.type not in SCALING_TYPES:
             raise ValueError(
-                tr("RopeScaling: type must be one of {scaling_types}, got {type!r}",
-                   scaling_types=', '.join(map(repr, SCALING_TYPES)), type=self.type)
+                f"RopeScaling: type must be one of {', '.join(map(repr, SCALING_TYPES))}, got {self.type!r}"
             )
         _positive_float("RopeScaling", "factor", self.factor)
         _positive_float("RopeScaling", "low_freq_factor", self.low_freq_factor)
@@ -83,9 +81,8 @@ class RopeScaling:
         check_positive_int("RopeScaling", "original_context_length", self.original_context_length)
         if self.type == "llama3" and not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(
-                tr("RopeScaling: llama3 needs high_freq_factor > low_freq_factor (the blend divides by their "
-                   "difference), got high_freq_factor={high_freq_factor!r}, low_freq_factor={low_freq_factor!r}",
-                   high_freq_factor=self.high_freq_factor, low_freq_factor=self.low_freq_factor)
+                "RopeScaling: llama3 needs high_freq_factor > low_freq_factor (the blend divides by their "
+                f"difference), got high_freq_factor={self.high_freq_factor!r}, low_freq_factor={self.low_freq_factor!r}"
             )
 
     @classmethod
@@ -96,11 +93,10 @@ class RopeScaling:
         unknown = sorted(set(fields) - set(cls.__dataclass_fields__))
         if unknown:
             raise ValueError(
-                tr("RopeScaling: unknown keys {unknown}; expected some of {dataclass_fields}", unknown=unknown,
-                   dataclass_fields=sorted(cls.__dataclass_fields__))
+                f"RopeScaling: unknown keys {unknown}; expected some of {sorted(cls.__dataclass_fields__)}"
             )
         if "type" not in fields or "factor" not in fields:
-            raise ValueError(tr("RopeScaling: a scaling dict needs 'type' and 'factor', got keys {d}", d=sorted(d)))
+            raise ValueError(f"RopeScaling: a scaling dict needs 'type' and 'factor', got keys {sorted(d)}")
         return cls(**fields)
 
 
@@ -109,8 +105,7 @@ def _as_scaling(scaling: RopeScaling | dict[str, Any] | None) -> RopeScaling | N
         return scaling
     if isinstance(scaling, dict):
         return RopeScaling.from_dict(scaling)
-    raise TypeError(tr("RotaryEmbedding: scaling must be a RopeScaling, a dict or None, got {scaling_type}",
-                       scaling_type=type(scaling).__name__))
+    raise TypeError(f"RotaryEmbedding: scaling must be a RopeScaling, a dict or None, got {type(scaling).__name__}")
 
 
 def llama3_inv_freq(inv_freq: Tensor, s: RopeScaling) -> Tensor:
@@ -137,17 +132,15 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """
     if not isinstance(x, Tensor) or x.dim() != 4:
         got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(tr("apply_rotary: x must have shape (B, H, T, D), got {got}", got=got))
+        raise ValueError(f"apply_rotary: x must have shape (B, H, T, D), got {got}")
     if cos.shape != sin.shape or cos.dim() not in (2, 3) or cos.shape[-2:] != x.shape[-2:]:
         raise ValueError(
-            tr("apply_rotary: cos and sin must both have shape (T, D) or (B, T, D) with (T, D) = {shape} from x "
-               "{shape_2}, got cos {shape_3} and sin {shape_4}", shape=tuple(x.shape[-2:]), shape_2=tuple(x.shape),
-               shape_3=tuple(cos.shape), shape_4=tuple(sin.shape))
+            f"apply_rotary: cos and sin must both have shape (T, D) or (B, T, D) with (T, D) = {tuple(x.shape[-2:])} "
+            f"from x {tuple(x.shape)}, got cos {tuple(cos.shape)} and sin {tuple(sin.shape)}"
         )
     if cos.dim() == 3:
         if cos.shape[0] not in (1, x.shape[0]):
-            raise ValueError(tr("apply_rotary: cos/sin batch {shape} does not match x's batch {shape_2}",
-                                shape=cos.shape[0], shape_2=x.shape[0]))
+            raise ValueError(f"apply_rotary: cos/sin batch {cos.shape[0]} does not match x's batch {x.shape[0]}")
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D): the same angles for every head
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     return x * cos + rotate_half(x) * sin
@@ -180,8 +173,7 @@ class RotaryEmbedding:
                  scaling: RopeScaling | dict[str, Any] | None = None) -> None:
         check_positive_int("RotaryEmbedding", "head_dim", head_dim)
         if head_dim % 2:
-            raise ValueError(tr("RotaryEmbedding: head_dim must be even (features rotate in pairs), got {head_dim}",
-                                head_dim=head_dim))
+            raise ValueError(f"RotaryEmbedding: head_dim must be even (features rotate in pairs), got {head_dim}")
         check_positive_int("RotaryEmbedding", "context_length", context_length)
         _positive_float("RotaryEmbedding", "base", base)
         self.head_dim, self.context_length, self.base = head_dim, context_length, float(base)
@@ -209,10 +201,9 @@ class RotaryEmbedding:
         """
         if not isinstance(positions, Tensor) or positions.dim() not in (1, 2):
             got = tuple(positions.shape) if isinstance(positions, Tensor) else type(positions).__name__
-            raise ValueError(tr("RotaryEmbedding: positions must have shape (T,) or (B, T), got {got}", got=got))
+            raise ValueError(f"RotaryEmbedding: positions must have shape (T,) or (B, T), got {got}")
         if positions.dtype.is_floating_point or positions.dtype.is_complex or positions.dtype == torch.bool:
-            raise TypeError(tr("RotaryEmbedding: positions must be an integer tensor, got dtype {dtype}",
-                               dtype=positions.dtype))
+            raise TypeError(f"RotaryEmbedding: positions must be an integer tensor, got dtype {positions.dtype}")
         device = positions.device if device is None else device
         seq_len = None
         if self.scaling is not None and self.scaling.type == "dynamic" and positions.numel():
@@ -229,8 +220,7 @@ class RotaryEmbedding:
         for name, x in (("q", q), ("k", k)):
             if not isinstance(x, Tensor) or x.dim() != 4 or x.shape[-1] != self.head_dim:
                 got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-                raise ValueError(tr("RotaryEmbedding: {name} must have shape (B, H, T, {head_dim}), got {got}",
-                                    name=name, head_dim=self.head_dim, got=got))
+                raise ValueError(f"RotaryEmbedding: {name} must have shape (B, H, T, {self.head_dim}), got {got}")
         cos, sin = self.cos_sin(positions, torch.float32, q.device)  # cast per tensor in apply_rotary
         return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
 

@@ -14,7 +14,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 
 
 class SwiGLU(nn.Module):
@@ -39,7 +38,6 @@ class SwiGLU(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.gate_proj.in_features:
             raise ValueError(
-                tr("SwiGLU: x must have last dim {in_features} (d_model), got shape {shape}",
-                   in_features=self.gate_proj.in_features, shape=tuple(x.shape))
+                f"SwiGLU: x must have last dim {self.gate_proj.in_features} (d_model), got shape {tuple(x.shape)}"
             )
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))

@@ -33,7 +33,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor, nn
 
 from attnlab.data.tokenizer import Tokenizer, load_tokenizer
-from attnlab.files import atomic_write_text, current_umask
+from attnlab.files import atomic_write_text, current_umask, json_field, read_json
 from attnlab.i18n import tr
 from attnlab.models.registry import Kind, architecture, build_model
 
@@ -48,7 +48,7 @@ def latest_checkpoint(out_dir: str | Path) -> Path | None:
     pointer = Path(out_dir) / POINTER
     if not pointer.exists():
         return None
-    return Path(out_dir) / json.loads(pointer.read_text(encoding="utf-8"))["latest"]
+    return Path(out_dir) / json_field(read_json(pointer, "checkpoint"), "latest", str, str(pointer))
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -57,9 +57,14 @@ def resolve_checkpoint(path: str | Path) -> Path:
     if (path / "state.json").exists():
         return path
     latest = latest_checkpoint(path)
-    if latest is None or not (latest / "state.json").exists():
+    if latest is None:
         raise ValueError(tr("checkpoint: no checkpoint found in {path!r} (expected {pointer} or state.json)",
                             path=str(path), pointer=POINTER))
+    if not (latest / "state.json").exists():  # name what is missing: the pointer is there
+        raise ValueError(tr("checkpoint: {pointer!r} points at {latest!r}, which {what}; the run is damaged (pass "
+                            "one of its checkpoint directories, or train again)", pointer=str(path / POINTER),
+                            latest=str(latest), what=tr("has no state.json") if latest.is_dir() else
+                            tr("does not exist")))
     return latest
 
 
@@ -75,16 +80,14 @@ def _upgraded(fields: dict[str, Any], found: int) -> dict[str, Any]:
 
 
 def read_state(checkpoint: Path) -> dict[str, Any]:
-    """``state.json`` of a checkpoint directory, in today's format."""
-    try:
-        state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(tr("checkpoint {checkpoint!r}: state.json is not valid JSON ({err}); the checkpoint is "
-                            "damaged: use another one (an older one stays in checkpoints/) or train again",
-                            checkpoint=str(checkpoint), err=err)) from None
+    """``state.json`` of a checkpoint directory, in today's format; a damaged one is a ValueError naming it."""
+    where = str(checkpoint / "state.json")
+    state = read_json(checkpoint / "state.json", "checkpoint")
     if state.get("format") in (1, 2):
-        state["model_config"] = _upgraded(state["model_config"], state["format"])
-        state["train_config"]["model"] = _upgraded(state["train_config"].get("model", {}), state["format"])
+        found = state["format"]
+        state["model_config"] = _upgraded(json_field(state, "model_config", dict, where), found)
+        train_config = json_field(state, "train_config", dict, where)
+        train_config["model"] = _upgraded(train_config.get("model", {}), found)
         state["format"] = FORMAT
     if state.get("format") != FORMAT:
         raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
@@ -92,13 +95,21 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
     return state
 
 
+def read_tensors(checkpoint: Path, name: str) -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors file ``name`` in a checkpoint directory; a ValueError names the file."""
+    path = checkpoint / name
+    try:
+        if path.exists() and not path.is_file():  # a FIFO or a device would hang the reader
+            raise OSError(tr("not a regular file"))
+        return load_file(path)
+    except (SafetensorError, OSError) as err:
+        raise ValueError(tr("checkpoint {checkpoint!r}: {name} cannot be read ({err}); the file is missing, truncated "
+                            "or corrupt", checkpoint=str(checkpoint), name=name, err=err)) from None
+
+
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
     """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
-    try:
-        saved = load_file(checkpoint / "model.safetensors")
-    except (SafetensorError, OSError) as err:
-        raise ValueError(tr("checkpoint {checkpoint!r}: model.safetensors cannot be read ({err}); the file is "
-                            "missing, truncated or corrupt", checkpoint=str(checkpoint), err=err)) from None
+    saved = read_tensors(checkpoint, "model.safetensors")
     own = model.state_dict()
     bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
            for k, v in saved.items() if k in own and own[k].shape != v.shape]
@@ -140,12 +151,28 @@ def load_trained(path: str | Path, device: str | torch.device = "cpu",
                             "encoder-decoder translation model; sample from it with attnlab sample --checkpoint "
                             "{path}, or train a translation model with attnlab train-seq2seq",
                             path=str(path), architecture=name))
-    model = build_model(name, state["model_config"])
+    json_field(state, "model_config", dict, str(checkpoint / "state.json"))
+    try:
+        model = build_model(name, state["model_config"])
+    except (ValueError, TypeError) as err:  # the file was edited or damaged: say which file
+        raise ValueError(tr("checkpoint {checkpoint!r}: the model_config in state.json does not make a model ({err})",
+                            checkpoint=str(checkpoint), err=err)) from None
     load_weights(checkpoint, model)
+    return model.to(device).eval(), read_tokenizer(checkpoint, state["model_config"])
+
+
+def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
+    """The tokenizer saved beside the weights, which must be the one they were trained with (as many tokens)."""
     if not (checkpoint / "tokenizer.json").is_file():
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",
                             checkpoint=str(checkpoint)))
-    return model.to(device).eval(), load_tokenizer(checkpoint / "tokenizer.json")
+    tokenizer = load_tokenizer(checkpoint / "tokenizer.json")
+    expected = model_config.get("vocab_size")
+    if expected is not None and tokenizer.vocab_size != expected:
+        raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json holds {found} tokens but the model was trained "
+                            "on {expected}; the tokenizer does not belong to these weights", checkpoint=str(checkpoint),
+                            found=tokenizer.vocab_size, expected=expected))
+    return tokenizer
 
 
 @dataclass
@@ -162,9 +189,43 @@ class Checkpoint:
     def step(self) -> int:
         return self.state["step"]
 
+    def check_trainer_state(self) -> None:
+        """What a trainer saves beside the weights (its config, the model's, the loss history) is all there."""
+        where = str(self.path / "state.json")
+        for key, kind in (("train_config", dict), ("model_config", dict), ("history", dict)):
+            json_field(self.state, key, kind, where)
+        for key in ("train", "eval"):
+            json_field(self.state["history"], key, list, f"{where} (history)")
+
     def load_weights(self, model: nn.Module) -> None:
         """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
         load_weights(self.path, model)
+
+    def load_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Restore the saved optimizer state into ``optimizer``, checked first against its parameters: torch
+        would accept moments of the wrong shape and fail (or silently broadcast) at the next step."""
+        where = str(self.path / "optimizer.safetensors")
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        saved = [len(group.get("params", ())) for group in self.optimizer["param_groups"]]
+        if saved != [len(group["params"]) for group in optimizer.param_groups]:
+            raise ValueError(tr("{where}: the optimizer state is for parameter groups of sizes {saved}, the model has "
+                                "{found}; the file is damaged or belongs to another model", where=where, saved=saved,
+                                found=[len(group["params"]) for group in optimizer.param_groups]))
+        for idx, slots in self.optimizer["state"].items():
+            if not 0 <= idx < len(params):
+                raise ValueError(tr("{where}: the optimizer state names parameter {idx}, the model has {n}; the file "
+                                    "is damaged or belongs to another model", where=where, idx=idx, n=len(params)))
+            for name, value in slots.items():
+                if isinstance(value, Tensor) and name != "step" and value.shape != params[idx].shape:
+                    raise ValueError(tr("{where}: the optimizer's {name} for parameter {idx} has shape {shape} but the "
+                                        "parameter has shape {expected}; the file is damaged or belongs to another "
+                                        "model", where=where, name=name, idx=idx, shape=tuple(value.shape),
+                                        expected=tuple(params[idx].shape)))
+        try:
+            optimizer.load_state_dict(self.optimizer)
+        except (ValueError, KeyError, TypeError, RuntimeError) as err:
+            raise ValueError(tr("{where}: the optimizer state cannot be restored ({err}); the file is damaged",
+                                where=where, err=err)) from None
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:
@@ -180,13 +241,19 @@ def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Te
     return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
 
 
-def optimizer_from_tensors(tensors: dict[str, Tensor], meta: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild a state dict that ``optimizer.load_state_dict`` accepts from :func:`optimizer_to_tensors` output."""
-    state: dict[int, dict[str, Any]] = {}
-    for key, value in [*tensors.items(), *meta["scalars"].items()]:
-        _, idx, name = key.split(".", 2)
-        state.setdefault(int(idx), {})[name] = value
-    groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else g for g in meta["param_groups"]]
+def optimizer_from_tensors(tensors: dict[str, Tensor], meta: dict[str, Any],
+                           where: str = "optimizer state") -> dict[str, Any]:
+    """Rebuild a state dict that ``optimizer.load_state_dict`` accepts from :func:`optimizer_to_tensors` output;
+    keys or fields of another layout are a ValueError naming ``where``."""
+    try:
+        state: dict[int, dict[str, Any]] = {}
+        for key, value in [*tensors.items(), *meta["scalars"].items()]:
+            _, idx, name = key.split(".", 2)
+            state.setdefault(int(idx), {})[name] = value
+        groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else dict(g) for g in meta["param_groups"]]
+    except (KeyError, ValueError, TypeError, AttributeError) as err:
+        raise ValueError(tr("{where}: not the optimizer state attnlab saves ({err_type}: {err}); the checkpoint is "
+                            "damaged", where=where, err_type=type(err).__name__, err=err)) from None
     return {"state": state, "param_groups": groups}
 
 
@@ -228,9 +295,18 @@ def _prune(root: Path, keep: int, latest: Path) -> None:
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Read the checkpoint at ``path`` (an output directory or a checkpoint directory)."""
+    """Read the checkpoint at ``path`` (an output directory or a checkpoint directory); every file is checked, and
+    a missing or damaged one is a ValueError that names it."""
     ckpt = resolve_checkpoint(path)
     state = read_state(ckpt)
-    optimizer = optimizer_from_tensors(load_file(ckpt / "optimizer.safetensors"), state.pop("optimizer"))
-    rng = load_file(ckpt / "rng.safetensors")
-    return Checkpoint(ckpt, state, optimizer, rng, load_tokenizer(ckpt / "tokenizer.json"))
+    where = str(ckpt / "state.json")
+    json_field(state, "step", int, where)
+    json_field(state, "optimizer", dict, where)
+    optimizer = optimizer_from_tensors(read_tensors(ckpt, "optimizer.safetensors"), state.pop("optimizer"), where)
+    rng = read_tensors(ckpt, "rng.safetensors")
+    for key, value in rng.items():
+        if value.dtype != torch.uint8 or value.dim() != 1:
+            raise ValueError(tr("checkpoint {checkpoint!r}: rng.safetensors holds {key!r} of {dtype} {shape}, "
+                                "expected a uint8 vector (an RNG state); the file is damaged", checkpoint=str(ckpt),
+                                key=key, dtype=value.dtype, shape=tuple(value.shape)))
+    return Checkpoint(ckpt, state, optimizer, rng, read_tokenizer(ckpt, state.get("model_config", {})))

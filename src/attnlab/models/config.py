@@ -22,7 +22,7 @@ from attnlab.layers.feedforward import ACTIVATIONS
 
 def common_checks(cfg: Any, owner: str) -> None:
     for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff"):
-        check_positive_int(owner, name, getattr(cfg, name))
+        check_positive_int(owner, name, getattr(cfg, name), tr)
     if cfg.d_model % cfg.num_heads:
         raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads}", owner=owner,
                             d_model=cfg.d_model, num_heads=cfg.num_heads))

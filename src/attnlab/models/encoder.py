@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.checks import check_head_mask
 from attnlab.functional.masks import key_mask
 from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
@@ -211,7 +212,8 @@ class TransformerEncoder(nn.Module):
         return None if all_real else key_mask(attention_mask)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
-                return_weights: bool = False, return_hidden_states: bool = False) -> EncoderOutput:
+                return_weights: bool = False, return_hidden_states: bool = False,
+                head_mask: Tensor | None = None) -> EncoderOutput:
         """Encode a padded batch.
 
         Args:
@@ -220,12 +222,16 @@ class TransformerEncoder(nn.Module):
             token_type_ids: ``(B, T)`` segment ids (None: all 0).
             return_weights: also return every layer's weights ``(B, H, T, T)`` (math backend).
             return_hidden_states: also return the embeddings and every block's output.
+            head_mask: ``(num_layers, num_heads)``: each head's output times its entry before ``out_proj``.
         """
         mask = self._check_inputs(input_ids, attention_mask, token_type_ids)  # the blocks trust it
+        if head_mask is not None:
+            check_head_mask(head_mask, (self.config.num_layers, self.config.num_heads), type(self).__name__)
         x = self.embeddings(input_ids, token_type_ids)
         hidden, attentions = [x], []
-        for block in self.blocks:
-            x = block(x, attn_mask=mask, return_weights=return_weights)
+        for i, block in enumerate(self.blocks):
+            x = block(x, attn_mask=mask, return_weights=return_weights,
+                      head_mask=None if head_mask is None else head_mask[i])
             if return_weights:
                 x, w = x
                 attentions.append(w)

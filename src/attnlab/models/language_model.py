@@ -18,6 +18,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.checks import check_head_mask
 from attnlab.models.caches import KVCache, StaticKVCache, compute_dtype
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.initialisation import STD, init_weights
@@ -86,14 +87,17 @@ class LanguageModel(nn.Module):
                    w.device)
 
     def run_blocks(self, x: Tensor, attn_mask: Tensor | None, positions: Tensor | None,
-                   kv_cache: KVCache | StaticKVCache | None, return_weights: bool = False):
-        """``x (B, T, D)`` through every block, each with its layer of ``kv_cache``; with ``return_weights`` also
-        each layer's weights. The final norm is left to the caller (decoding normalises the last position only)."""
+                   kv_cache: KVCache | StaticKVCache | None, return_weights: bool = False,
+                   head_mask: Tensor | None = None):
+        """``x (B, T, D)`` through every block, each with its layer of ``kv_cache`` (and of ``head_mask``); with
+        ``return_weights`` also each layer's weights. The final norm is left to the caller (decoding normalises the
+        last position only)."""
         where = {"positions": positions} if self.ROTARY else {}
         attentions = []
         for i, block in enumerate(self.blocks):
             x = block(x, attn_mask=attn_mask, return_weights=return_weights,
-                      kv_cache=None if kv_cache is None else kv_cache[i], **where)
+                      kv_cache=None if kv_cache is None else kv_cache[i],
+                      head_mask=None if head_mask is None else head_mask[i], **where)
             if return_weights:
                 x, w = x
                 attentions.append(w)
@@ -104,7 +108,8 @@ class LanguageModel(nn.Module):
         return self.head(getattr(self, self.FINAL_NORM)(x))
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCache | None = None) -> CausalLMOutput:
+                return_weights: bool = False, kv_cache: KVCache | None = None,
+                head_mask: Tensor | None = None) -> CausalLMOutput:
         """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
 
         Args:
@@ -118,13 +123,17 @@ class LanguageModel(nn.Module):
                 keys, the cached ones included).
             kv_cache: a :meth:`new_cache`; the tokens are placed after the ``kv_cache.length`` positions it
                 holds, and their keys and values are added to it.
+            head_mask: ``(num_layers, num_heads)``: head h of layer l has its output multiplied by
+                ``head_mask[l, h]`` before ``out_proj`` (0 removes it); differentiable, for head importance.
         """
         c = self.config
         offset = 0 if kv_cache is None else kv_cache.length
         mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
                                                c.context_length, offset)
+        if head_mask is not None:
+            check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
         x = self.drop(self.embed(idx, positions, offset))
-        x = self.run_blocks(x, mask, positions, kv_cache, return_weights)
+        x = self.run_blocks(x, mask, positions, kv_cache, return_weights, head_mask)
         x, attentions = x if return_weights else (x, None)
         logits = self.logits(x)
         loss = None

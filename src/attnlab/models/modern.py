@@ -101,10 +101,10 @@ class ModernDecoderConfig(Presets):
     def __post_init__(self) -> None:
         owner = type(self).__name__
         for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads"):
-            check_positive_int(owner, name, getattr(self, name))
+            check_positive_int(owner, name, getattr(self, name), tr)
         if self.num_kv_heads is None:
             self.num_kv_heads = self.num_heads
-        check_positive_int(owner, "num_kv_heads", self.num_kv_heads)
+        check_positive_int(owner, "num_kv_heads", self.num_kv_heads, tr)
         if self.num_heads % self.num_kv_heads:
             raise ValueError(tr("{owner}: num_heads must be divisible by num_kv_heads, got num_heads={num_heads}, "
                                 "num_kv_heads={num_kv_heads}", owner=owner, num_heads=self.num_heads,
@@ -114,15 +114,15 @@ class ModernDecoderConfig(Presets):
                 raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads} (or give "
                                     "head_dim)", owner=owner, d_model=self.d_model, num_heads=self.num_heads))
             self.head_dim = self.d_model // self.num_heads
-        check_positive_int(owner, "head_dim", self.head_dim)
+        check_positive_int(owner, "head_dim", self.head_dim, tr)
         if self.head_dim % 2:
             raise ValueError(tr("{owner}: head_dim must be even (RoPE rotates pairs of features), got {head_dim}",
                                 owner=owner, head_dim=self.head_dim))
         if self.d_ff is None:
             self.d_ff = math.ceil(8 * self.d_model / 3 / 8) * 8
-        check_positive_int(owner, "d_ff", self.d_ff)
+        check_positive_int(owner, "d_ff", self.d_ff, tr)
         if self.sliding_window is not None:
-            check_positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window)
+            check_positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window, tr)
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0.0 <= self.dropout < 1:
             raise ValueError(tr("{owner}: dropout must be a float in [0, 1), got {dropout!r}", owner=owner,
                                 dropout=self.dropout))

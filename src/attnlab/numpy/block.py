@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.i18n import tr
 from attnlab.numpy.checks import Backend
 from attnlab.numpy.feedforward import feed_forward
 from attnlab.numpy.layernorm import layer_norm
@@ -40,7 +39,7 @@ def transformer_block(
     ``attention_mask (B, T)``: 1 = real token; the other arguments mean what they mean for the torch block.
     """
     if norm not in ("post", "pre"):
-        raise ValueError(tr("transformer_block: norm must be 'post' or 'pre', got {norm!r}", norm=norm))
+        raise ValueError(f"transformer_block: norm must be 'post' or 'pre', got {norm!r}")
     attn, ff = subtree(params, "attn"), subtree(params, "ff")
     h = _ln(params, "ln1", x, eps) if norm == "pre" else x
     a = multi_head_attention(h, attn, num_heads, attention_mask, is_causal=is_causal, backend=backend,

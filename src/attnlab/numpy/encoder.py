@@ -13,7 +13,6 @@ import re
 
 import numpy as np
 
-from attnlab.i18n import tr
 from attnlab.numpy.block import transformer_block
 from attnlab.numpy.checks import Backend
 from attnlab.numpy.layernorm import layer_norm
@@ -25,15 +24,12 @@ _OWNER = "encoder_forward"
 def _ids(name: str, ids: np.ndarray, shape: tuple[int, ...] | None, upper: int) -> np.ndarray:
     if not isinstance(ids, np.ndarray) or not np.issubdtype(ids.dtype, np.integer):
         got = ids.dtype if isinstance(ids, np.ndarray) else type(ids).__name__
-        raise TypeError(tr("{owner}: {name} must be an integer numpy.ndarray, got {got}", owner=_OWNER, name=name,
-                           got=got))
+        raise TypeError(f"{_OWNER}: {name} must be an integer numpy.ndarray, got {got}")
     if ids.ndim != 2 or (shape is not None and ids.shape != shape):
         want = "shape (B, T)" if shape is None else f"the shape of input_ids {shape}"
-        raise ValueError(tr("{owner}: {name} must have {want}, got {shape}", owner=_OWNER, name=name, want=want,
-                            shape=ids.shape))
+        raise ValueError(f"{_OWNER}: {name} must have {want}, got {ids.shape}")
     if ids.size and (ids.min() < 0 or ids.max() >= upper):
-        raise ValueError(tr("{owner}: {name} must lie in [0, {upper}), got values in [{min}, {max}]", owner=_OWNER,
-                            name=name, upper=upper, min=ids.min(), max=ids.max()))
+        raise ValueError(f"{_OWNER}: {name} must lie in [0, {upper}), got values in [{ids.min()}, {ids.max()}]")
     return ids
 
 
@@ -50,8 +46,7 @@ def embeddings(input_ids: np.ndarray, params: Params, token_type_ids: np.ndarray
     words, positions = require(p, "word_embeddings.weight", _OWNER), require(p, "position_embeddings.weight", _OWNER)
     _ids("input_ids", input_ids, None, words.shape[0])
     if input_ids.shape[1] > positions.shape[0]:
-        raise ValueError(tr("{owner}: {shape} tokens exceed the model's {shape_2} positions", owner=_OWNER,
-                            shape=input_ids.shape[1], shape_2=positions.shape[0]))
+        raise ValueError(f"{_OWNER}: {input_ids.shape[1]} tokens exceed the model's {positions.shape[0]} positions")
     x = words[input_ids] + positions[: input_ids.shape[1]]
     types = p.get("token_type_embeddings.weight")
     if types is not None:
@@ -88,8 +83,7 @@ def encoder_forward(
     x = embeddings(input_ids, params, token_type_ids, eps)
     n = num_layers(params)
     if n == 0:
-        raise KeyError(tr("{owner}: no blocks.{{i}} parameters found; got {params}...", owner=_OWNER,
-                          params=sorted(params)[:5]))
+        raise KeyError(f"{_OWNER}: no blocks.{{i}} parameters found; got {sorted(params)[:5]}...")
     for i in range(n):
         x = transformer_block(x, subtree(params, f"blocks.{i}"), num_heads, attention_mask, norm="post",
                               is_causal=False,

@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 
-from attnlab.i18n import tr
 from attnlab.numpy.linear import linear_from
 from attnlab.numpy.weights import Params
 
@@ -46,14 +45,12 @@ def activate(x: np.ndarray, activation: str) -> np.ndarray:
         return gelu(x)
     if activation == "gelu_tanh":
         return gelu_tanh(x)
-    raise ValueError(tr("activation must be one of {activations}, got {activation!r}", activations=ACTIVATIONS,
-                        activation=activation))
+    raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
 
 
 def feed_forward(x: np.ndarray, params: Params, activation: str = "gelu") -> np.ndarray:
     """``(..., D)`` -> ``(..., D)`` through the hidden width of ``linear1``."""
     if activation not in ACTIVATIONS:
-        raise ValueError(tr("feed_forward: activation must be one of {activations}, got {activation!r}",
-                            activations=ACTIVATIONS, activation=activation))
+        raise ValueError(f"feed_forward: activation must be one of {ACTIVATIONS}, got {activation!r}")
     return linear_from(params, "linear2", activate(linear_from(params, "linear1", x, "feed_forward"), activation),
                        "feed_forward")

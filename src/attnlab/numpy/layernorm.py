@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.i18n import tr
 from attnlab.numpy.checks import check_float_array
 
 
@@ -18,11 +17,10 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None = None, bias: np.ndarray
     """Normalise each vector over its last dim: ``(..., D)`` -> ``(..., D)``; ``weight``/``bias`` are ``(D,)``."""
     check_float_array(x, "x", "layer_norm")
     if not isinstance(eps, int | float) or isinstance(eps, bool) or not eps > 0:
-        raise ValueError(tr("layer_norm: eps must be a float > 0, got {eps!r}", eps=eps))
+        raise ValueError(f"layer_norm: eps must be a float > 0, got {eps!r}")
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and p.shape != x.shape[-1:]:
-            raise ValueError(tr("layer_norm: {name} must have shape ({shape},), got {shape_2}", name=name,
-                                shape=x.shape[-1], shape_2=p.shape))
+            raise ValueError(f"layer_norm: {name} must have shape ({x.shape[-1]},), got {p.shape}")
     centred = x - x.mean(axis=-1, keepdims=True)
     var = np.mean(np.square(centred), axis=-1, keepdims=True)  # biased: divide by D
     out = centred / np.sqrt(var + x.dtype.type(eps))

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.i18n import tr
 from attnlab.numpy.weights import Params, require
 
 
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """``(..., in)`` -> ``(..., out)`` with ``weight (out, in)`` and optional ``bias (out,)``."""
     if x.shape[-1] != weight.shape[-1]:
-        raise ValueError(tr("linear: x has width {shape} but weight expects {shape_2} (weight {shape_3})",
-                            shape=x.shape[-1], shape_2=weight.shape[-1], shape_3=weight.shape))
+        raise ValueError(f"linear: x has width {x.shape[-1]} but weight expects {weight.shape[-1]} (weight "
+                         f"{weight.shape})")
     y = x @ weight.T
     if bias is not None:
         y += bias

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.i18n import tr
-
 
 def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     """Bool ``(Tq, Tk)`` mask, True where key j <= query i (top-left aligned, like torch's ``is_causal``).
@@ -20,7 +18,7 @@ def causal_mask(t_q: int, t_k: int | None = None) -> np.ndarray:
     t_k = t_q if t_k is None else t_k
     for name, n in (("t_q", t_q), ("t_k", t_k)):
         if not isinstance(n, int | np.integer) or isinstance(n, bool) or n < 1:
-            raise ValueError(tr("causal_mask: {name} must be a positive int, got {n!r}", name=name, n=n))
+            raise ValueError(f"causal_mask: {name} must be a positive int, got {n!r}")
     return np.tri(t_q, t_k, dtype=bool)
 
 
@@ -32,20 +30,17 @@ def padding_mask(attention_mask: np.ndarray) -> np.ndarray:
         (1, 1, 1, 3)
     """
     if not isinstance(attention_mask, np.ndarray):
-        raise TypeError(tr("attention_mask must be a numpy.ndarray, got {attention_mask_type}",
-                           attention_mask_type=type(attention_mask).__name__))
+        raise TypeError(f"attention_mask must be a numpy.ndarray, got {type(attention_mask).__name__}")
     if attention_mask.ndim != 2:
         raise ValueError(
-            tr("attention_mask must have shape (B, T) with 1 for real tokens and 0 for padding, got shape {shape}",
-               shape=attention_mask.shape)
+            "attention_mask must have shape (B, T) with 1 for real tokens and 0 for padding, got shape "
+            f"{attention_mask.shape}"
         )
     if attention_mask.dtype != np.bool_:
         if not np.issubdtype(attention_mask.dtype, np.integer):
-            raise TypeError(tr("attention_mask must be bool or integer 0/1, got dtype {dtype}",
-                               dtype=attention_mask.dtype))
+            raise TypeError(f"attention_mask must be bool or integer 0/1, got dtype {attention_mask.dtype}")
         bad = (attention_mask != 0) & (attention_mask != 1)
         if bad.any():
-            raise ValueError(tr("attention_mask must contain only 0 and 1, got {values}",
-                                values=np.unique(attention_mask[bad]).tolist()))
+            raise ValueError(f"attention_mask must contain only 0 and 1, got {np.unique(attention_mask[bad]).tolist()}")
         attention_mask = attention_mask.astype(bool)
     return attention_mask[:, None, None, :]

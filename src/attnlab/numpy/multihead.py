@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.i18n import tr
 from attnlab.numpy.checks import check_float_array
 from attnlab.numpy.linear import linear_from
 from attnlab.numpy.masks import padding_mask
@@ -58,24 +57,23 @@ def multi_head_attention(
     """
     check_float_array(x, "x", _OWNER)
     if x.ndim != 3:
-        raise ValueError(tr("{owner}: x must have shape (B, T, D), got {shape}", owner=_OWNER, shape=x.shape))
+        raise ValueError(f"{_OWNER}: x must have shape (B, T, D), got {x.shape}")
     d_out = require(params, "W_query.weight", _OWNER).shape[0]
     if not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
-        raise ValueError(tr("{owner}: num_heads must be a positive divisor of d_out={d_out}, got {num_heads!r}",
-                            owner=_OWNER, d_out=d_out, num_heads=num_heads))
+        raise ValueError(f"{_OWNER}: num_heads must be a positive divisor of d_out={d_out}, got {num_heads!r}")
     b, t, _ = x.shape
     source = x
     if memory is not None:
         check_float_array(memory, "memory", _OWNER)
         if memory.ndim != 3 or memory.shape[0] != b or memory.shape[2] != x.shape[2]:
-            raise ValueError(tr("{owner}: memory must have shape (B, Tk, D) = ({b}, Tk, {d}), got {got}", owner=_OWNER,
-                                b=b, d=x.shape[2], got=memory.shape))
+            raise ValueError(f"{_OWNER}: memory must have shape (B, Tk, D) = ({b}, Tk, {x.shape[2]}), got "
+                             f"{memory.shape}")
         source = memory
     mask = None
     if attention_mask is not None:
         if tuple(attention_mask.shape) != source.shape[:2]:
-            raise ValueError(tr("{owner}: attention_mask must have shape (B, T) = {value}, got {shape}", owner=_OWNER,
-                                value=source.shape[:2], shape=attention_mask.shape))
+            raise ValueError(f"{_OWNER}: attention_mask must have shape (B, T) = {source.shape[:2]}, got "
+                             f"{attention_mask.shape}")
         mask = padding_mask(attention_mask)
     q = split_heads(linear_from(params, "W_query", x, _OWNER), num_heads)
     k, v = (split_heads(linear_from(params, name, source, _OWNER), num_heads) for name in ("W_key", "W_value"))

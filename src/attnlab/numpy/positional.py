@@ -11,7 +11,6 @@ import math
 import numpy as np
 
 from attnlab.arguments import check_positive_int
-from attnlab.i18n import tr
 from attnlab.numpy.checks import check_float_array
 
 
@@ -25,7 +24,7 @@ def sinusoidal_table(context_length: int, d_model: int) -> np.ndarray:
     for name, n in (("context_length", context_length), ("d_model", d_model)):
         check_positive_int("sinusoidal_table", name, n)
     if d_model % 2:
-        raise ValueError(tr("sinusoidal_table: d_model must be even (sin/cos pairs), got {d_model}", d_model=d_model))
+        raise ValueError(f"sinusoidal_table: d_model must be even (sin/cos pairs), got {d_model}")
     pos = np.arange(context_length, dtype=np.float64)[:, None]  # (context_length, 1)
     inv_freq = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))
     pe = np.empty((context_length, d_model), dtype=np.float64)
@@ -38,7 +37,7 @@ def add_sinusoidal_positions(x: np.ndarray, offset: int = 0) -> np.ndarray:
     """``x (B, T, D)`` + the table's rows ``offset .. offset + T - 1``."""
     check_float_array(x, "x", "add_sinusoidal_positions")
     if x.ndim != 3:
-        raise ValueError(tr("add_sinusoidal_positions: x must have shape (B, T, D), got {shape}", shape=x.shape))
+        raise ValueError(f"add_sinusoidal_positions: x must have shape (B, T, D), got {x.shape}")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(tr("add_sinusoidal_positions: offset must be an int >= 0, got {offset!r}", offset=offset))
+        raise ValueError(f"add_sinusoidal_positions: offset must be an int >= 0, got {offset!r}")
     return x + sinusoidal_table(offset + x.shape[1], x.shape[2])[offset:].astype(x.dtype)

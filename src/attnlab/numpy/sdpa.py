@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.i18n import tr
 from attnlab.numpy.checks import Backend, check_mask, check_options, check_qkv
 from attnlab.numpy.chunked import chunked_attention
 from attnlab.numpy.math_attention import math_attention
@@ -21,7 +20,7 @@ def choose_backend(query: np.ndarray, key: np.ndarray, return_weights: bool, bac
     if backend == "auto":
         return "math" if return_weights or query.shape[-2] * key.shape[-2] < _CHUNKED_FROM else "chunked"
     if return_weights and backend != "math":
-        raise ValueError(tr("backend={backend!r} cannot return weights; use backend='math' or 'auto'", backend=backend))
+        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
     return backend
 
 

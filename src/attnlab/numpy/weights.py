@@ -14,8 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.i18n import tr
-
 Params = Mapping[str, np.ndarray]
 
 
@@ -26,8 +24,7 @@ def _to_array(name: str, value: Any, dtype: np.dtype) -> np.ndarray:
             t = t.float()  # bf16/fp16 have no (or a lossy) NumPy twin: go through fp32
         value = t.numpy()
     if not isinstance(value, np.ndarray):
-        raise TypeError(tr("state_dict[{name!r}] must be a torch.Tensor or numpy.ndarray, got {value_type}", name=name,
-                           value_type=type(value).__name__))
+        raise TypeError(f"state_dict[{name!r}] must be a torch.Tensor or numpy.ndarray, got {type(value).__name__}")
     if np.issubdtype(value.dtype, np.floating):
         return np.array(value, dtype=dtype, copy=True)
     return np.array(value, copy=True)  # integer buffers (e.g. position ids) keep their dtype
@@ -43,11 +40,10 @@ def state_dict_to_arrays(state_dict: Mapping[str, Any], dtype: np.dtype | type =
         dtype('float32')
     """
     if not isinstance(state_dict, Mapping):
-        raise TypeError(tr("state_dict must be a mapping of names to tensors, got {state_dict_type}",
-                           state_dict_type=type(state_dict).__name__))
+        raise TypeError(f"state_dict must be a mapping of names to tensors, got {type(state_dict).__name__}")
     dtype = np.dtype(dtype)
     if not np.issubdtype(dtype, np.floating):
-        raise TypeError(tr("dtype must be a floating NumPy dtype, got {dtype}", dtype=dtype))
+        raise TypeError(f"dtype must be a floating NumPy dtype, got {dtype}")
     return {name: _to_array(name, value, dtype) for name, value in state_dict.items()}
 
 
@@ -63,14 +59,12 @@ def subtree(params: Params, prefix: str) -> dict[str, np.ndarray]:
     head = prefix.rstrip(".") + "." if prefix else ""
     found = {name[len(head):]: value for name, value in params.items() if name.startswith(head)}
     if not found:
-        raise KeyError(tr("no parameters under {prefix!r}; first names are {params}", prefix=prefix,
-                          params=sorted(params)[:5]))
+        raise KeyError(f"no parameters under {prefix!r}; first names are {sorted(params)[:5]}")
     return found
 
 
 def require(params: Params, name: str, owner: str) -> np.ndarray:
     """``params[name]`` or a KeyError that lists what is there."""
     if name not in params:
-        raise KeyError(tr("{owner}: missing parameter {name!r}; got {params}", owner=owner, name=name,
-                          params=sorted(params)))
+        raise KeyError(f"{owner}: missing parameter {name!r}; got {sorted(params)}")
     return params[name]

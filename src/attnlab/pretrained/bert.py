@@ -87,10 +87,11 @@ class PretrainedBert(nn.Module):
         return TokenBatch(ids, mask, types, [list(e.tokens) for e in encodings])
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
-                return_weights: bool = False, return_hidden_states: bool = False) -> EncoderOutput:
+                return_weights: bool = False, return_hidden_states: bool = False,
+                head_mask: Tensor | None = None) -> EncoderOutput:
         """The encoder's forward: see :meth:`TransformerEncoder.forward`."""
         return self.encoder(input_ids, attention_mask, token_type_ids, return_weights=return_weights,
-                            return_hidden_states=return_hidden_states)
+                            return_hidden_states=return_hidden_states, head_mask=head_mask)
 
     @torch.inference_mode()
     def encode(self, texts: str | Sequence[str], batch_size: int = 32, truncation: bool = False) -> Tensor:

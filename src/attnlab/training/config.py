@@ -30,9 +30,11 @@ from typing import Any
 from attnlab.arguments import expect_one_of
 from attnlab.data.tasks import TASKS
 from attnlab.data.tokenizer import TOKENIZERS
+from attnlab.field_types import check_field_types
+from attnlab.files import read_text
 from attnlab.i18n import tr
 from attnlab.models.config import check_dtype_name
-from attnlab.models.registry import names_of
+from attnlab.models.registry import ARCHITECTURES, names_of
 
 
 @dataclass
@@ -71,12 +73,16 @@ class TrainConfig:
     ARCHS = names_of("decoder")
 
     def __post_init__(self) -> None:
-        expect_one_of("tokenizer", self.tokenizer, TOKENIZERS)
-        expect_one_of("arch", self.arch, self.ARCHS)
+        expect_one_of("tokenizer", self.tokenizer, TOKENIZERS, tr)
+        expect_one_of("arch", self.arch, self.ARCHS, tr)
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "eval_iters", "keep_checkpoints"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(tr("{name}: expected a positive integer, got {value!r}", name=name, value=value))
+        if self.lr_decay_iters is not None and (isinstance(self.lr_decay_iters, bool) or
+                                                not isinstance(self.lr_decay_iters, int) or self.lr_decay_iters < 1):
+            raise ValueError(tr("lr_decay_iters: expected a positive integer (or none: the cosine ends at max_iters), "
+                                "got {value!r}", value=self.lr_decay_iters))
         for name in ("warmup_iters",):
             if getattr(self, name) < 0:
                 raise ValueError(tr("{name}: expected >= 0, got {value!r}", name=name, value=getattr(self, name)))
@@ -101,6 +107,9 @@ class TrainConfig:
         if self.time_budget is not None and self.time_budget <= 0:
             raise ValueError(tr("time_budget: expected a positive number of minutes, got {time_budget!r}",
                                 time_budget=self.time_budget))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**64:
+            raise ValueError(tr("seed: expected an integer from 0 to 2**64 - 1 (it must fit 64 bits), got {seed!r}",
+                                seed=self.seed))
         check_dtype_name(self.dtype)
         if not isinstance(self.model, dict):
             raise TypeError(tr("model: expected a table of model config fields, got {model_type}",
@@ -115,9 +124,26 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "config") -> TrainConfig:
-        """Build from a mapping, rejecting unknown keys with the nearest known one as a hint."""
-        check_keys(values, [f.name for f in fields(cls)], source)
+        """Build from a mapping, rejecting unknown keys (with the nearest known one as a hint) and values of the
+        wrong type (see :meth:`check_values`)."""
+        cls.check_values(values, source)
         return cls(**values)
+
+    @classmethod
+    def check_values(cls, values: dict[str, Any], source: str) -> None:
+        """Every key known and every value of its field's type, the ``model`` table's against the arch's config
+        class; the ValueError names ``source`` (e.g. the TOML file), the key, the value and the type expected."""
+        arch = values.get("arch", cls.arch)
+        model_cls = ARCHITECTURES[arch].config if arch in cls.ARCHS else None
+        model_fields = [f.name for f in fields(model_cls)] if model_cls is not None else []
+        misplaced = [k for k in values if k in model_fields and k not in {f.name for f in fields(cls)}]
+        if misplaced:
+            raise ValueError(tr("{source}: {key!r} is a model setting: put it in the [model] table", source=source,
+                                key=misplaced[0]))
+        check_keys(values, [f.name for f in fields(cls)], source)
+        check_field_types(cls, values, source)
+        if model_cls is not None and isinstance(values.get("model"), dict):
+            check_field_types(model_cls, values["model"], f"{source} [model]")
 
 
 SCHEDULES = ("cosine", "inverse-sqrt")
@@ -163,10 +189,10 @@ class Seq2SeqTrainConfig(TrainConfig):
                                 "source<TAB>target lines, got task={task!r}, data={data!r}",
                                 task=self.task, data=self.data))
         if self.task is not None:
-            expect_one_of("task", self.task, tuple(TASKS))
+            expect_one_of("task", self.task, tuple(TASKS), tr)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(tr("label_smoothing: expected in [0, 1), got {value!r}", value=self.label_smoothing))
-        expect_one_of("schedule", self.schedule, SCHEDULES)
+        expect_one_of("schedule", self.schedule, SCHEDULES, tr)
         if self.schedule == "inverse-sqrt" and self.warmup_iters < 1:
             raise ValueError(tr("warmup_iters: the inverse-sqrt schedule needs at least 1 warm-up step, "
                                 "got {value!r}", value=self.warmup_iters))
@@ -186,17 +212,16 @@ def check_keys(values: dict[str, Any], known: list[str], source: str) -> None:
     for key in values:
         if key not in known:
             near = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(sorted(known))}"
+            hint = (tr("; did you mean {near!r}?", near=near[0]) if near
+                    else tr("; known keys: {known}", known=", ".join(sorted(known))))
             raise ValueError(tr("{source}: unknown key {key!r}{hint}", source=source, key=key, hint=hint))
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
     """The key/value pairs of a TOML config file (unchecked; see :meth:`TrainConfig.from_dict`)."""
     path = Path(path)
+    text = read_text(path, "config")
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ValueError(tr("config: no such file {path!r}", path=str(path))) from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ValueError(tr("config: {path!r} is not valid TOML: {err}", path=str(path), err=err)) from None

@@ -40,10 +40,16 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     try:
         device = torch.device(name)
-    except RuntimeError:
-        raise ValueError(tr("device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {name!r}", name=name)) from None
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):  # mps, meta, xla...: attnlab runs on neither
+        raise ValueError(tr("device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {name!r}", name=name))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(tr("device: {name!r} was asked for but CUDA is not available", name=name))
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(tr("device: {name!r} was asked for but this machine has {count} CUDA device(s), "
+                            "cuda:0 to cuda:{last}", name=name, count=torch.cuda.device_count(),
+                            last=torch.cuda.device_count() - 1))
     if device.type == "cuda" and device.index is None:
         device = torch.device(f"cuda:{local_rank}")
     return device

@@ -3,7 +3,10 @@ warm-up + inverse-square-root one."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,12 +37,49 @@ def lr_at(step: int, learning_rate: float, min_lr: float, warmup_iters: int, dec
     Linear warm-up over ``warmup_iters`` steps (to ``learning_rate`` at the last one), then a half
     cosine down to ``min_lr`` at ``decay_iters``, then ``min_lr``.
     """
-    if step < warmup_iters:
-        return learning_rate * (step + 1) / warmup_iters
-    if step >= decay_iters:
-        return min_lr
-    progress = (step - warmup_iters) / max(1, decay_iters - warmup_iters)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
+    return CosineSchedule(learning_rate, min_lr, warmup_iters, decay_iters)(step)
+
+
+@dataclass
+class CosineSchedule:
+    """Linear warm-up over ``warmup`` steps, then a half cosine that reaches ``min_lr`` at step ``end``.
+
+    The cosine can be re-planned mid-way (:meth:`replan`): a time budget moves ``end`` when the machine's speed
+    changes. The rate must not jump, so the new plan starts where the old one stands: the cosine's progress is
+    ``anchor_progress`` at step ``anchor`` (0 at the end of warm-up until a re-plan) and runs on linearly to 1 at
+    ``end``. Never re-planned, it is :func:`lr_at`.
+    """
+
+    learning_rate: float
+    min_lr: float
+    warmup: int
+    end: int
+    anchor: int | None = None       # None: the end of warm-up
+    anchor_progress: float = 0.0
+
+    def progress(self, step: int) -> float:
+        """How far along the cosine step ``step`` is: 0 at its start, 1 at ``end`` and after."""
+        anchor = self.warmup if self.anchor is None else self.anchor
+        if step >= self.end:
+            return 1.0
+        return self.anchor_progress + (1.0 - self.anchor_progress) * (step - anchor) / max(1, self.end - anchor)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup:
+            return self.learning_rate * (step + 1) / self.warmup
+        cosine = 0.5 * (1.0 + math.cos(math.pi * self.progress(step)))
+        return self.min_lr + cosine * (self.learning_rate - self.min_lr)
+
+    def replan(self, step: int, end: int) -> None:
+        """From step ``step`` on, reach ``min_lr`` at ``end`` instead (at once if ``end <= step``), with the same
+        rate at ``step`` as before: the rest of the cosine, stretched or squeezed. During warm-up only ``end``
+        moves: the cosine has not started."""
+        if step > self.warmup:
+            self.anchor, self.anchor_progress = step, self.progress(step)
+        self.end = end
+
+    def state_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def inverse_sqrt_lr(step: int, learning_rate: float, warmup_iters: int) -> float:

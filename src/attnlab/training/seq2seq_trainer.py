@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from attnlab.data import SPECIALS, CharTokenizer, encode_pairs, get_task, read_pairs, split_pairs
 from attnlab.data.pairs import BOS, EOS, PAD, Batch, EncodedPair, collate
 from attnlab.i18n import tr
+from attnlab.memory import check_fits
 from attnlab.models.checkpoint import Checkpoint
 from attnlab.training.config import Seq2SeqTrainConfig
 from attnlab.training.optim import inverse_sqrt_lr
@@ -31,11 +32,18 @@ from attnlab.training.trainer import Trainer, TrainResult, build_model_config
 def load_pairs(config: Seq2SeqTrainConfig, vocab: CharTokenizer | None):
     """``(vocab, train pairs, validation pairs)``; the vocabulary is built unless resuming gave one."""
     if config.task is not None:
+        # two Python strings a pair at the least (49 bytes each, empty): a count that cannot fit is refused
+        check_fits(100 * (config.train_pairs + config.val_pairs), tr("{n:,} generated pairs",
+                                                                      n=config.train_pairs + config.val_pairs),
+                   "train_pairs, val_pairs")
         task = get_task(config.task)
         train, val = task(config.train_pairs, config.seed), task.held_out(config.val_pairs, config.seed)
         return vocab or CharTokenizer(task.alphabet(), SPECIALS), train, val
     pairs = read_pairs(config.data)
-    train, val = split_pairs(pairs, config.val_fraction, config.seed)
+    try:
+        train, val = split_pairs(pairs, config.val_fraction, config.seed)
+    except ValueError as err:  # too few distinct sources to hold some out: name the file
+        raise ValueError(tr("data: {path!r}: {err}", path=str(config.data), err=err)) from None
     return vocab or CharTokenizer.from_pairs(pairs), train, val
 
 
@@ -67,6 +75,12 @@ class Seq2SeqTrainer(Trainer):
         if c.schedule == "inverse-sqrt":
             return inverse_sqrt_lr(step, c.learning_rate, c.warmup_iters)
         return super().learning_rate_at(step)
+
+    def schedule_shape(self) -> str:
+        if self.config.schedule == "inverse-sqrt":
+            return tr("the paper's schedule (warm-up {warmup}, then 1/sqrt(step)): no end to fit",
+                      warmup=self.config.warmup_iters)
+        return super().schedule_shape()
 
     @property
     def tokens_per_step(self) -> int:

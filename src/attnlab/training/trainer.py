@@ -4,8 +4,8 @@
 One step: ``grad_accum`` micro-batches (split over the processes), loss averaged, gradients
 clipped, an AdamW step at the scheduled learning rate. Every ``eval_interval`` steps the train
 and validation losses are estimated on fixed batches and a checkpoint is written. The run stops
-at ``max_iters``, when ``time_budget`` minutes are spent, or on Ctrl-C (SIGINT/SIGTERM): in each
-case it finishes the step, writes a checkpoint and returns normally.
+at ``max_iters``, at the end of the plan that a ``time_budget`` makes (:mod:`attnlab.training.budget`), or on
+Ctrl-C (SIGINT/SIGTERM): in each case it finishes the step, writes a checkpoint and returns normally.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -39,10 +38,11 @@ from attnlab.data import (
 )
 from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
-from attnlab.i18n import _, tr
+from attnlab.i18n import tr
 from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
 from attnlab.models.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.models.registry import architecture
+from attnlab.training.budget import BudgetPlanner, Plan, fit_schedule
 from attnlab.training.config import TrainConfig, check_keys
 from attnlab.training.distributed import (
     all_reduce_sum,
@@ -51,8 +51,10 @@ from attnlab.training.distributed import (
     restore_rng_state,
     setup_distributed,
 )
+from attnlab.training.footprint import check_training_fits
 from attnlab.training.mixed_precision import MixedPrecision
-from attnlab.training.optim import configure_optimizer, lr_at
+from attnlab.training.optim import CosineSchedule, configure_optimizer
+from attnlab.training.progress import progress_bar
 
 
 @dataclass
@@ -67,12 +69,29 @@ class TrainResult:
     tokens_per_s: float
     train_seconds: float
     checkpoint: Path | None
+    last_lr: float = float("nan")  # the learning rate of the last step
+    plan: Plan | None = None       # a time budget's last plan
+
+
+#: what a checkpoint keeps of the schedule: where a time budget's plan had put the warm-up and the cosine
+SCHEDULE_STATE = ("warmup", "end", "anchor", "anchor_progress")
+
+
+#: what a run writes into its output directory (and the demo beside it: the dates' alignment); anything else there
+#: is someone else's
+RUN_FILES = frozenset({POINTER, "checkpoints", "tokenizer.json", "cache", "loss.png", "alignment.png"})
 
 
 def check_fresh(out: Path, overwrite: bool) -> None:
-    """A new run must not silently mix its checkpoints with an old run's: resume, overwrite, or refuse."""
+    """A new run must not silently mix its checkpoints with an old run's (resume, overwrite, or refuse), nor write
+    among files that are not a run's: it would replace a ``loss.png`` and ``--overwrite`` delete a ``checkpoints``."""
     old = latest_checkpoint(out)
     if old is None:
+        others = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES) if out.is_dir() else []
+        if others:
+            shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+            raise ValueError(tr("out: {out!r} holds files that are not a training run's ({shown}); choose a new or "
+                                "empty directory", out=str(out), shown=shown))
         return
     if not overwrite:
         raise ValueError(tr("out: {out!r} already holds a checkpoint ({name}); resume it with --resume, replace it "
@@ -116,8 +135,12 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, resume: bool = False, console: Console | None = None,
                  quiet: bool = False, overwrite: bool = False,
-                 on_save: Callable[[Trainer], None] | None = None) -> None:
+                 on_save: Callable[[Trainer], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.config, c = config, config
+        self.clock = clock  # the time budget's and the progress bar's (tests give a fake one)
+        self.planned: int | None = None  # the step count a time budget's latest plan ends at
+        self.shown_plan = 0  # ... and the one it last printed (again when the plan moves by more than a tenth)
         self.on_save = on_save  # e.g. the CLI redraws the loss curve after every checkpoint
         self.dist = d = setup_distributed(c.device)
         self.precision = MixedPrecision(c.dtype, d.device)  # autocast, fp16's gradient scaler, TF32 on CUDA
@@ -148,10 +171,12 @@ class Trainer:
         if c.grad_accum % d.world_size:
             raise ValueError(tr("grad_accum: must be a multiple of the number of processes ({world_size}), got "
                                 "{grad_accum}", world_size=d.world_size, grad_accum=c.grad_accum))
+        check_training_fits(self._build_model, self.model_config, c.batch_size, self.tokenizer.vocab_size, d.device)
         torch.manual_seed(c.seed)  # the same initial weights on every process
         self.model = self._build_model(self.model_config).to(d.device)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
         self.step, self.train_losses, self.evals, self.saved_step = 0, [], [], -1
+        self.schedule = CosineSchedule(c.learning_rate, c.min_lr, c.warmup_iters, c.decay_iters)
         if ckpt is not None:
             self._restore(ckpt)
         else:
@@ -194,11 +219,14 @@ class Trainer:
     def _restore(self, ckpt: Checkpoint) -> None:
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
         ckpt.load_weights(self.model)
-        self.optimizer.load_state_dict(ckpt.optimizer)
+        ckpt.load_optimizer(self.optimizer)  # checked against the model's parameters first
         self.precision.load_state_dict(ckpt.state.get("grad_scaler"))
         self.step = self.saved_step = ckpt.step
         self.train_losses = [tuple(x) for x in ckpt.state["history"]["train"]]
         self.evals = [tuple(x) for x in ckpt.state["history"]["eval"]]
+        saved = ckpt.state.get("schedule")
+        if self.config.time_budget is not None and saved is not None:  # a budget goes on with the rest of the cosine
+            self.schedule = dataclasses.replace(self.schedule, **{k: saved[k] for k in SCHEDULE_STATE})
         if not restore_rng_state(self.dist, ckpt.rng):
             torch.manual_seed(self.config.seed + self.dist.rank + ckpt.step)
 
@@ -219,9 +247,9 @@ class Trainer:
         return model(inputs, targets=targets).loss
 
     def learning_rate_at(self, step: int) -> float:
-        """The learning rate of optimizer step ``step``: warm-up, then the cosine (see :func:`lr_at`)."""
-        c = self.config
-        return lr_at(step, c.learning_rate, c.min_lr, c.warmup_iters, c.decay_iters)
+        """The learning rate of optimizer step ``step``: warm-up, then the cosine (:attr:`schedule`, which a time
+        budget fits to its plan)."""
+        return self.schedule(step)
 
     def train_step(self) -> float:
         """One optimizer step; returns this process' mean micro-batch loss."""
@@ -271,7 +299,8 @@ class Trainer:
         state = {"train_config": self.config.to_dict(), "architecture": self.config.arch,
                  "model_config": dataclasses.asdict(self.model_config),
                  "history": {"train": self.train_losses, "eval": self.evals}, "world_size": self.dist.world_size,
-                 "grad_scaler": self.precision.state_dict()}
+                 "grad_scaler": self.precision.state_dict(),
+                 "schedule": {k: v for k, v in self.schedule.state_dict().items() if k in SCHEDULE_STATE}}
         path = save_checkpoint(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,
                                keep=self.config.keep_checkpoints)
         if self.on_save is not None:
@@ -286,46 +315,89 @@ class Trainer:
                                   step=self.step, train_loss=train_loss, val_loss=val_loss))
 
     def train(self, stop_at: int | None = None) -> TrainResult:
-        """Train until ``max_iters`` (or ``stop_at``, time budget, Ctrl-C); checkpoint; return the result."""
+        """Train until ``max_iters`` (or ``stop_at``, the time budget's plan, Ctrl-C); checkpoint; return the result.
+
+        With a time budget, a :class:`BudgetPlanner` turns the minutes into a step count after a short probe and
+        revises it as the speed changes; the cosine follows (:meth:`follow`) and the run ends at the plan's last
+        step, or when the budget is spent, whichever comes first.
+        """
         c = self.config
-        budget = None if c.time_budget is None else c.time_budget * 60.0
-        start, train_seconds, tokens, reason, ckpt = time.perf_counter(), 0.0, 0, "max_iters", None
-        columns = [TextColumn(_("[bold]step {task.completed}/{task.total}")), BarColumn(),
-                   TextColumn(_("loss {task.fields[loss]:.4f}  lr {task.fields[lr]:.2e}  "
-                                "{task.fields[tps]:,.0f} tok/s")),
-                   TimeElapsedColumn(), TimeRemainingColumn()]
-        with self._signals(), Progress(*columns, console=self.console, disable=not self.show) as progress:
-            task = progress.add_task(tr("train"), total=c.max_iters, completed=self.step, loss=float("nan"),
-                                     lr=0.0, tps=0.0)
-            while self.step < c.max_iters:
+        planner = self.budget_planner()
+        end, train_seconds, tokens, reason, ckpt = c.max_iters, 0.0, 0, "max_iters", None
+        with self._signals(), progress_bar(self.console, self.show, self.clock) as progress:
+            task = progress.add_task(tr("train"), total=None if planner else end, completed=self.step,
+                                     of="?" if planner else f"{end:,}", loss=float("nan"), lr=0.0, tps=0.0)
+            if planner is not None:
+                planner.start()
+            while self.step < end:
                 if stop_at is not None and self.step >= stop_at:
                     reason = "stop_at"
                     break
-                t0 = time.perf_counter()
+                t0 = self.clock()
                 local_loss = self.train_step()
-                dt = time.perf_counter() - t0
+                dt = self.clock() - t0
                 train_seconds, tokens = train_seconds + dt, tokens + self.tokens_per_step
-                over = budget is not None and time.perf_counter() - start > budget
-                loss, stop, over = all_reduce_sum(self.dist, [local_loss, float(self._stop_requested), float(over)])
+                spent = planner is not None and planner.expired()
+                loss, stop, spent = all_reduce_sum(self.dist, [local_loss, float(self._stop_requested),
+                                                               float(spent)])
                 loss /= self.dist.world_size
                 self.train_losses.append((self.step, loss))
                 lr = self.optimizer.param_groups[0]["lr"]
                 progress.update(task, completed=self.step, loss=loss, lr=lr, tps=tokens / max(train_seconds, 1e-9))
+                plan = None if planner is None else planner.stepped(self.step, self.clock() - t0)
                 if self.step % c.eval_interval == 0 or self.step == c.max_iters:
+                    t1 = self.clock()
                     self._eval_and_log()
                     ckpt = self.save()
-                if stop or over:
+                    plan = plan if planner is None else planner.evaluated(self.step, self.clock() - t1) or plan
+                if plan is not None:
+                    end = self.follow(plan)
+                    progress.update(task, total=end, of=f"{end:,}")
+                if stop or spent:
                     reason = "interrupted" if stop else "time_budget"
                     break
+            else:
+                reason = "max_iters" if self.step >= c.max_iters else "time_budget"
         if not self.evals or self.evals[-1][0] != self.step:
             self._eval_and_log()
         if self.saved_step != self.step:
             ckpt = self.save()
+        last_lr = self.optimizer.param_groups[0]["lr"]
         if self.show:
-            self.console.print(tr("stopped at step {step} ({reason}); checkpoint in {out!r}", step=self.step,
-                                  reason=reason, out=str(self.out)))
+            self.console.print(tr("stopped at step {step} ({reason}), learning rate {lr:.3g}; checkpoint in {out!r}",
+                                  step=self.step, reason=reason, lr=last_lr, out=str(self.out)))
         return TrainResult(self.out, self.step, reason, list(self.train_losses), list(self.evals),
-                           tokens / max(train_seconds, 1e-9), train_seconds, ckpt)
+                           tokens / max(train_seconds, 1e-9), train_seconds, ckpt, last_lr,
+                           None if planner is None else planner.plan)
+
+    def budget_planner(self) -> BudgetPlanner | None:
+        """The planner of this run's time budget (None without one); every process plans from the same means."""
+        c, d = self.config, self.dist
+        if c.time_budget is None:
+            return None
+
+        def mean(values: list[float]) -> list[float]:
+            return [v / d.world_size for v in all_reduce_sum(d, values)]
+
+        return BudgetPlanner(c.time_budget * 60.0, c.max_iters, c.eval_interval, self.clock, mean)
+
+    def follow(self, plan: Plan) -> int:
+        """Fit the schedule to ``plan``: warm-up sized on the first plan, the cosine's end moved to the plan's last
+        step (or ``lr_decay_iters``, if sooner). Returns the step count the run now ends at."""
+        c, schedule, first = self.config, self.schedule, self.planned is None
+        fit_schedule(schedule, plan, self.step, c.warmup_iters, c.decay_iters, first)
+        if self.show and (first or abs(plan.steps - self.shown_plan) > 0.1 * self.shown_plan):
+            self.shown_plan = plan.steps
+            self.console.print(tr("time budget: {step_ms:.1f} ms a step, {eval_s:.1f} s an evaluation, {left:.0f} s "
+                                  "left: {steps:,} steps in all; {schedule}", step_ms=1000 * plan.step_seconds,
+                                  eval_s=plan.eval_seconds, left=plan.seconds_left, steps=plan.steps,
+                                  schedule=self.schedule_shape()))
+        self.planned = plan.steps
+        return plan.steps
+
+    def schedule_shape(self) -> str:
+        """The learning-rate schedule in a few words, for the time budget's plan."""
+        return tr("warm-up {warmup}, the cosine ends at step {end}", warmup=self.schedule.warmup, end=self.schedule.end)
 
     @contextlib.contextmanager
     def _signals(self):

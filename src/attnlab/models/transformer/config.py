@@ -80,7 +80,7 @@ class TransformerConfig(Presets):
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_ff",
                      "context_length"):
-            check_positive_int("TransformerConfig", name, getattr(self, name))
+            check_positive_int("TransformerConfig", name, getattr(self, name), tr)
         if self.d_model % self.num_heads:
             raise ValueError(tr("TransformerConfig: d_model must be divisible by num_heads, got d_model={d_model}, "
                                 "num_heads={num_heads}", d_model=self.d_model, num_heads=self.num_heads))
@@ -91,7 +91,7 @@ class TransformerConfig(Presets):
             raise ValueError(tr("TransformerConfig: dropout must be a float in [0, 1), got {value!r}",
                                 value=self.dropout))
         self._check_ids()
-        check_norm("TransformerConfig", self.norm)
+        check_norm("TransformerConfig", self.norm, tr)
         if not isinstance(self.bias, bool):
             raise ValueError(tr("TransformerConfig: {name} must be True or False, got {value!r}", name="bias",
                                 value=self.bias))

@@ -184,7 +184,7 @@ class Transformer(nn.Module):
         if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= c.context_length:
             raise ValueError(tr("Transformer.new_cache: context_length must be an int in [1, {most}], got {got!r}",
                                 most=c.context_length, got=context_length))
-        check_positive_int("Transformer.new_cache", "beams", beams)
+        check_positive_int("Transformer.new_cache", "beams", beams, tr)
         cache = KVCache(c.num_decoder_layers, memory.shape[0] * beams, c.num_heads, length, c.head_dim,
                         compute_dtype(w), w.device, memory_mask=src_keys)
         for layer, block in zip(cache.layers, self.decoder_blocks, strict=True):

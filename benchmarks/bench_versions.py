@@ -1,0 +1,176 @@
+"""Two versions of attnlab timed against each other, interleaved: did a change make a measured case slower?
+
+    .venv/bin/python benchmarks/bench_versions.py --base main                  # every case, 10 rounds
+    .venv/bin/python benchmarks/bench_versions.py --base HEAD~1 --cases mha_block,generate_cache --rounds 20
+
+The base's ``src/`` is taken from git (``git archive``), this tree's from the working copy. Each version runs in
+one long-lived process with one torch thread; the two take turns, round by round (the order alternating), so a
+busy machine slows both alike and the ratio new/base holds where the absolute times do not. The cases are the
+measured figures that ``MultiHeadAttention`` and the decoding loop serve:
+
+* ``mha_block``: benchmarks/results/attention.md, the MHA block (d_model 768, 12 heads, T=1024, eval);
+* ``generate_cache``, ``generate_recompute``: encoder.md (c), greedy decoding of a 6-layer GPT with and without
+  the KV cache (100 and 30 of its tokens); ``generate_overhead``: a 2-layer, 64-wide GPT, where a step is mostly
+  Python, so any overhead in the loop or the forward shows;
+* ``gpt_train_step``: train.md A's step (4 layers, 128 wide, block 64, batch 12, AdamW);
+* ``seq2seq_train_step``: seq2seq.md B's step (transformer-tiny, batch 64).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- the cases, built inside a worker
+def mha_block() -> Callable[[], object]:
+    import torch
+
+    from attnlab.attention import MultiHeadAttention
+
+    m = MultiHeadAttention(768, 768, num_heads=12, qkv_bias=True, is_causal=False).eval()
+    x = torch.randn(1, 1024, 768)
+    return torch.inference_mode()(lambda: m(x))
+
+
+def _generate(num_layers: int, d_model: int, num_heads: int, new: int, use_cache: bool) -> Callable[[], object]:
+    import torch
+
+    from attnlab.generation import generate
+    from attnlab.models import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=256, context_length=512, d_model=d_model, num_layers=num_layers,
+                          num_heads=num_heads)).eval()
+    prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(0))
+    return lambda: generate(model, prompt, new, 0, use_cache=use_cache)
+
+
+def _train_step(model, batch: tuple, lr: float = 1e-3) -> Callable[[], object]:
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+
+    def step():
+        loss = model(*batch[:-1], targets=batch[-1]).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def gpt_train_step() -> Callable[[], object]:
+    import torch
+
+    from attnlab.models import GPT, GPTConfig
+
+    g = torch.Generator().manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=65, context_length=64, d_model=128, num_layers=4, num_heads=4, dropout=0.0))
+    return _train_step(model, (torch.randint(0, 65, (12, 64), generator=g), torch.randint(0, 65, (12, 64),
+                                                                                          generator=g)))
+
+
+def seq2seq_train_step() -> Callable[[], object]:
+    import torch
+
+    from attnlab.models import Transformer, TransformerConfig
+
+    g = torch.Generator().manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=256, d_model=64, num_heads=4, num_encoder_layers=2,
+                                          num_decoder_layers=2, d_ff=256, dropout=0.0, context_length=40))
+    src, tgt = torch.randint(3, 200, (64, 20), generator=g), torch.randint(3, 200, (64, 12), generator=g)
+    return _train_step(model, (src, tgt, tgt))
+
+
+CASES: dict[str, Callable[[], Callable[[], object]]] = {
+    "mha_block": mha_block,
+    "generate_cache": lambda: _generate(6, 384, 6, 100, True),
+    "generate_recompute": lambda: _generate(6, 384, 6, 30, False),
+    "generate_overhead": lambda: _generate(2, 64, 4, 200, True),
+    "gpt_train_step": gpt_train_step,
+    "seq2seq_train_step": seq2seq_train_step,
+}
+
+
+def worker() -> None:
+    """Answer ``case reps`` lines on stdin with the seconds of each call, as JSON (a warm-up call first)."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    built: dict[str, Callable[[], object]] = {}
+    for line in sys.stdin:
+        name, reps = line.split()
+        if name not in built:
+            built[name] = CASES[name]()
+            built[name]()
+        times = []
+        for _ in range(int(reps)):
+            start = time.perf_counter()
+            built[name]()
+            times.append(time.perf_counter() - start)
+        print(json.dumps(times), flush=True)
+
+
+# ---------------------------------------------------------------- the two versions, taking turns
+def spawn(src: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env, cwd=tempfile.gettempdir())
+
+
+def compare(base_src: Path, cases: list[str], rounds: int, reps: int) -> dict[str, dict[str, list[float]]]:
+    procs = {"base": spawn(base_src), "new": spawn(ROOT / "src")}
+    times: dict[str, dict[str, list[float]]] = {c: {"base": [], "new": []} for c in cases}
+    try:
+        for r in range(rounds):
+            for case in cases:
+                for side in ("base", "new") if r % 2 == 0 else ("new", "base"):
+                    proc = procs[side]
+                    proc.stdin.write(f"{case} {reps}\n")
+                    proc.stdin.flush()
+                    times[case][side] += json.loads(proc.stdout.readline())
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="main", help="the git revision to compare against [main]")
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
+    parser.add_argument("--rounds", type=int, default=10, help="turns each version takes per case [10]")
+    parser.add_argument("--reps", type=int, default=3, help="timed calls per turn [3]")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker()
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown cases {unknown}; choose from {', '.join(CASES)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        times = compare(Path(tmp) / "src", cases, args.rounds, args.reps)
+    print(f"| case | {args.base} ms | this tree ms | this / {args.base} |\n|---|---|---|---|")
+    for case, sides in times.items():
+        base, new = statistics.median(sides["base"]), statistics.median(sides["new"])
+        print(f"| {case} | {base * 1e3:.2f} | {new * 1e3:.2f} | {new / base:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

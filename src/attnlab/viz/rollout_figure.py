@@ -1,0 +1,37 @@
+"""Raw attention, attention rollout and attention flow side by side, as in Abnar & Zuidema's figures (2020)."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from attnlab.viz.fonts import require_glyphs
+from attnlab.viz.heatmap import draw_weights
+
+
+def rollout_figure(tokens: list[str], raw: Tensor, rolled: Tensor, flow: Tensor | None, *, layer: int,
+                   title: str = "") -> Figure:
+    """Three ``(T, T)`` maps over ``tokens``: ``raw`` (one layer's weights, the heads' mean), ``rolled`` (rollout)
+    and ``flow`` (None: too long an input, the panel says so). Rows: the queries; columns: the input tokens."""
+    families = require_glyphs("".join(tokens) + title)
+    t = len(tokens)
+    size = min(max(3.2, 0.32 * t + 1.6), 9.0)
+    fig = Figure(figsize=(3 * size + 1.2, size + 0.8), layout="constrained")
+    axes = fig.subplots(1, 3)
+    panels = [(raw, f"raw attention (layer {layer}, mean of heads)"), (rolled, "attention rollout"),
+              (flow, "attention flow")]
+    image = None
+    for ax, (weights, name) in zip(axes, panels, strict=True):
+        if weights is None:
+            ax.set_axis_off()
+            ax.text(0.5, 0.5, f"attention flow: not computed\nfor {t} tokens (too long)", ha="center", va="center")
+            continue
+        image = draw_weights(ax, weights, tokens, families, annotate=False, labels=t <= 40)
+        ax.set_title(name, fontsize=10)
+        if weights is not raw and t <= 40:  # rollout and flow compose every layer: top-layer rows, input columns
+            ax.set_xlabel("input token")
+            ax.set_ylabel("token at the top layer")
+    if title:
+        fig.suptitle(title, fontfamily=families)
+    fig.colorbar(image, ax=axes, label="weight", shrink=0.8)
+    return fig

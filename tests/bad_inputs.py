@@ -1,0 +1,159 @@
+"""What the bad-input tests share: the files a hostile user hands over (a tiny trained run of each kind and damaged
+copies of it, FIFOs, configs of the wrong type), and the check every case passes.
+
+A case is a row ``(id, argv, exit status, words, absent)``: ``{dir}`` in argv is the folder :func:`make_bad_dir`
+filled; the one ``Error:`` line must hold every word (the argument, the value given, what was expected); the
+paths in ``absent`` must not exist afterwards. docs/bad-input.md lists every id (each test file checks its own).
+"""
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file, save_file
+
+from attnlab.cli import main
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "bad-input.md"
+TINY = ["--preset", "tiny", "--context-length", "16", "--batch-size", "2", "--eval-interval", "4", "--eval-iters",
+        "1", "--max-iters", "4", "-q"]
+S2S_TINY = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1", "--d-ff",
+            "32", "--context-length", "24", "--batch-size", "4", "--steps", "2", "--eval-interval", "2",
+            "--eval-iters", "1", "--train-pairs", "50", "--val-pairs", "10", "-q"]
+
+
+def _replace_tensor(path: Path, shape: tuple[int, ...]) -> None:
+    """Give the first tensor of a safetensors file another shape (a file from another model, or damaged)."""
+    tensors = load_file(path)
+    tensors[sorted(tensors)[0]] = torch.zeros(shape)
+    save_file(tensors, path)
+
+
+def _edit_state(edit):
+    def apply(checkpoint: Path) -> None:
+        state = json.loads((checkpoint / "state.json").read_text())
+        edit(state)
+        (checkpoint / "state.json").write_text(json.dumps(state))
+    return apply
+
+
+def _drop_attention_weights(checkpoint: Path) -> None:
+    """The checkpoint's weights without its attention layers' tensors (a model with no attention to measure)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(checkpoint / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if ".attn." not in k}, checkpoint / "model.safetensors")
+
+
+#: name -> how a copy of the trained run is damaged (applied to its checkpoint directory)
+DAMAGES = {
+    "corrupt_state": lambda c: (c / "state.json").write_text("{bad"),
+    "corrupt_weights": lambda c: (c / "model.safetensors").write_bytes(b"\x00" * 100),
+    "no_tokenizer": lambda c: (c / "tokenizer.json").unlink(),
+    "bad_pointer": lambda c: (c.parents[1] / "checkpoint.json").write_text('{"latest": "checkpoints/none"}'),
+    "truncated_tokenizer": lambda c: (c / "tokenizer.json").write_text((c / "tokenizer.json").read_text()[:12]),
+    "truncated_pointer": lambda c: (c.parents[1] / "checkpoint.json").write_text('{"latest": "checkp'),
+    "pointer_array": lambda c: (c.parents[1] / "checkpoint.json").write_text("[]"),
+    "no_state": lambda c: (c / "state.json").unlink(),
+    "other_tokenizer": lambda c: (c / "tokenizer.json").write_text('{"kind": "char", "chars": ["a", "b"]}'),
+    "tokenizer_without_chars": lambda c: (c / "tokenizer.json").write_text('{"kind": "char"}'),
+    "state_without_model": _edit_state(lambda s: s.pop("model_config")),
+    "state_without_optimizer": _edit_state(lambda s: s.pop("optimizer")),
+    "state_without_history": _edit_state(lambda s: s.pop("history")),
+    "no_attention": _drop_attention_weights,
+    "truncated_optimizer": lambda c: (c / "optimizer.safetensors").write_bytes(
+        (c / "optimizer.safetensors").read_bytes()[:100]),
+    "reshaped_optimizer": lambda c: _replace_tensor(c / "optimizer.safetensors", (3,)),
+    "truncated_rng": lambda c: (c / "rng.safetensors").write_bytes((c / "rng.safetensors").read_bytes()[:50]),
+    "no_rng": lambda c: (c / "rng.safetensors").unlink(),
+}
+
+#: name -> a TOML config that is wrong in one way
+CONFIGS = {
+    "bad.toml": "max_iters = \n",
+    "unknown.toml": "nonsense_key = 3\n",
+    "string_for_int.toml": 'max_iters = "abc"\n',
+    "string_for_float.toml": 'learning_rate = "fast"\n',
+    "float_seed.toml": "seed = 1.5\n",
+    "string_for_flag.toml": 'compile = "yes"\n',
+    "nan_float.toml": "learning_rate = nan\n",
+    "model_not_a_table.toml": "model = 3\n",
+    "model_key_at_top.toml": "dropout = 0.1\n",
+    "string_for_model_flag.toml": '[model]\nbias = "no"\n',
+    "float_for_model_int.toml": "[model]\ncontext_length = 16.0\n",
+    "huge_seed.toml": f"seed = {2**64}\n",
+    "not_utf8.toml": b"max_iters = 1 # \xff\n",
+}
+
+
+def make_bad_dir(d: Path) -> Path:
+    """Fill ``d`` with files of every kind a user might hand over, two tiny trained runs and damaged copies."""
+    from corpora import TEXT
+
+    (d / "corpus.txt").write_text(TEXT, encoding="utf-8")
+    (d / "short.txt").write_text("To be, or not to be.\n", encoding="utf-8")
+    (d / "binary.dat").write_bytes(b"abc\xd0\xd1")
+    (d / "empty.txt").write_text("", encoding="utf-8")
+    (d / "plain.txt").write_text("a file, not a directory\n", encoding="utf-8")
+    (d / "emptydir").mkdir()
+    (d / "foreign").mkdir()
+    (d / "foreign" / "notes.txt").write_text("someone else's\n", encoding="utf-8")
+    (d / "hf_no_architectures").mkdir()
+    (d / "hf_no_architectures" / "config.json").write_text("[1]", encoding="utf-8")
+    for name, text in CONFIGS.items():
+        (d / name).write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    (d / "pairs.tsv").write_text("one\tun\ntwo\tdeux\nthree\ttrois\n", encoding="utf-8")
+    (d / "notab.tsv").write_text("one\tun\ntwo deux\n", encoding="utf-8")
+    (d / "one_source.tsv").write_text("one\tun\none\tune\n", encoding="utf-8")
+    for fifo in ("fifo.txt", "fifo.tsv", "fifo.toml"):
+        os.mkfifo(d / fifo)
+    for args in (["train-seq2seq", "--task", "numbers", "--out", str(d / "s2s"), *S2S_TINY],
+                 ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "run"), *TINY]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+    checkpoint = json.loads((d / "run" / "checkpoint.json").read_text())["latest"]
+    for name, damage in DAMAGES.items():
+        shutil.copytree(d / "run", d / name)
+        damage(d / name / checkpoint)
+    return d
+
+
+def run_case(d: Path, argv: list[str], status: int, words: list[str], absent: list[str]) -> str:
+    """Run one case in process and check it (see the module); returns the error line."""
+    args = [a.replace("{dir}", str(d)) for a in argv]
+    before = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file() and not p.is_fifo()}
+    result = CliRunner().invoke(main, args)
+    out = result.output
+    assert result.exit_code == status, out
+    assert "Traceback" not in out and (result.exception is None or isinstance(result.exception, SystemExit)), out
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error:"), out  # one line, and nothing said before it
+    for word in words:
+        assert word.replace("{dir}", str(d)) in lines[0], (word, lines[0])
+    for name in absent:
+        assert not (d / name).exists(), f"{name} was (partly) written"
+    after = {p for p in d.rglob("*") if p.is_file() and not p.is_fifo()}
+    left = {p for p in after - set(before) if re.search(r"\.tmp|write-test", p.name)}
+    assert not left, f"temporary files left behind: {sorted(map(str, left))}"
+    changed = [str(p) for p, t in before.items() if not p.exists() or p.stat().st_mtime_ns != t]
+    assert not changed, f"files changed or removed by a command that failed: {changed}"
+    return lines[0]
+
+
+def run_case_in_chinese(d: Path, argv: list[str], status: int) -> str:
+    """Run one case with ``--lang zh``: the same status, one line, and it is Chinese (docs/translations.md)."""
+    result = CliRunner().invoke(main, ["--lang", "zh", *(a.replace("{dir}", str(d)) for a in argv)])
+    errors = [line for line in result.output.splitlines() if line.startswith("错误：")]
+    assert result.exit_code == status and len(errors) == 1, result.output
+    assert re.search(r"[\u4e00-\u9fff]", errors[0].removeprefix("错误：")), errors[0]
+    return errors[0]
+
+
+def undocumented(cases: list[tuple]) -> list[str]:
+    """The ids of ``cases`` that docs/bad-input.md does not name (in backticks)."""
+    documented = set(re.findall(r"`([a-z0-9-]+)`", DOCS.read_text(encoding="utf-8")))
+    return [case[0] for case in cases if case[0] not in documented]
