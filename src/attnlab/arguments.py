@@ -66,6 +66,12 @@ def check_scale(scale: float | None) -> None:
         raise ValueError(f"scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}")
 
 
+#: the messages of :func:`check_positive_int` and :func:`expect_one_of` (a caller whose user gave the value passes
+#: ``tr``: ``attnlab.models.config`` marks them for the catalog)
+POSITIVE_INT = "{owner}: {name} must be a positive int, got {value!r}"
+ONE_OF = "{name}: expected {choices}, got {value!r}"
+
+
 def plain(template: str, **fields: object) -> str:
     """A message as written, in English: how the building blocks word their errors (as torch does)."""
     return template.format(**fields)
@@ -78,8 +84,7 @@ def check_positive_int(owner: str, name: str, value: object, translate: Callable
     ``attnlab.i18n.tr`` where a user's input reaches the check (a config the command line fills).
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(translate("{owner}: {name} must be a positive int, got {value!r}", owner=owner, name=name,
-                                   value=value))
+        raise ValueError(translate(POSITIVE_INT, owner=owner, name=name, value=value))
 
 
 def check_choice(name: str, value: str, valid: Sequence[str]) -> None:
@@ -93,5 +98,4 @@ def expect_one_of(name: str, value: object, choices: Sequence[str], translate: C
     if value not in choices:
         quoted = [repr(c) for c in choices]
         listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-        raise ValueError(translate("{name}: expected {choices}, got {value!r}", name=name, choices=listed,
-                                   value=value))
+        raise ValueError(translate(ONE_OF, name=name, choices=listed, value=value))

@@ -26,10 +26,13 @@ from attnlab.layers.layernorm import LayerNorm
 Norm = Literal["post", "pre"]  # where the LayerNorm sits: after the residual addition, or before the sublayer
 
 
+NORM_MESSAGE = "{owner}: norm must be 'post' or 'pre', got {norm!r}"  # a config translates it (models/config.py)
+
+
 def check_norm(owner: str, norm: object, translate: Callable[..., str] = plain) -> None:
     """``norm`` must be ``"post"`` or ``"pre"`` (worded by ``translate``: see :func:`attnlab.arguments.plain`)."""
     if norm not in get_args(Norm):
-        raise ValueError(translate("{owner}: norm must be 'post' or 'pre', got {norm!r}", owner=owner, norm=norm))
+        raise ValueError(translate(NORM_MESSAGE, owner=owner, norm=norm))
 
 
 class TransformerBlock(nn.Module):

@@ -16,8 +16,14 @@ import torch
 
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
-from attnlab.i18n import tr
+from attnlab.i18n import N_, tr
 from attnlab.layers.feedforward import ACTIVATIONS
+
+#: the messages of the building blocks' checks (attnlab.arguments, attnlab.layers) that a config runs with ``tr``,
+#: marked for the catalog: the blocks themselves speak plain English (docs/translations.md)
+TRANSLATED_CHECKS = (N_("{owner}: {name} must be a positive int, got {value!r}"),
+                     N_("{name}: expected {choices}, got {value!r}"),
+                     N_("{owner}: norm must be 'post' or 'pre', got {norm!r}"))
 
 
 def common_checks(cfg: Any, owner: str) -> None:

@@ -151,8 +151,8 @@ class ModernDecoder(LanguageModel):
         >>> model = ModernDecoder(ModernDecoderConfig.from_preset("tiny"))
         >>> model(torch.zeros(2, 5, dtype=torch.long)).logits.shape      # (B, T, vocab)
         torch.Size([2, 5, 256])
-        >>> model.new_cache(1)[0].keys.shape     # (B, num_kv_heads, context_length, head_dim): 2 heads, not 4
-        torch.Size([1, 2, 32, 8])
+        >>> model.new_cache(1)[0].keys.shape     # (B, num_kv_heads, capacity, head_dim): 2 heads, not 4
+        torch.Size([1, 2, 16, 8])
     """
 
     FINAL_NORM = "norm_f"

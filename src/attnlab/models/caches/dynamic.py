@@ -1,8 +1,11 @@
 """The dynamic cache: the position counted on the host, the filled part of the buffers handed to the attention.
 
-The buffers are allocated once at full size, ``(B, H, context_length, head_dim)`` per layer, and filled
-in place: no ``torch.cat`` (and no copy of the whole cache) per step. They hold the dtype the model computes
-in (under autocast, autocast's): an empty cache takes the dtype of the first keys it is given.
+The buffers ``(B, H, capacity, head_dim)`` per layer are filled in place: no ``torch.cat`` per step. Their capacity
+doubles when a step needs more (up to ``context_length``; each position is copied about once more in all), so it
+stays within twice the filled length: the attention reads the filled part ``(B, H, length, head_dim)``, and a row's
+keys then lie close together, which the small matrix products of decoding need (keys spread over a buffer of the
+whole context are read two to three times slower). They hold the dtype the model computes in (under autocast,
+autocast's): an empty cache takes the dtype of the first keys it is given.
 
 An encoder-decoder's cache keeps two things per decoder layer: the keys and values of the target tokens so far
 (growing by one per step, as in a GPT), and the cross-attention's keys and values of the memory (the encoder's
@@ -24,9 +27,14 @@ from attnlab.i18n import tr
 class LayerKVCache:
     """One layer's keys and values (a :class:`~attnlab.attention.cache.LayerCache`); ``length`` positions filled."""
 
+    #: the capacity of a new cache (it doubles as needed)
+    FIRST_CAPACITY = 16
+
     def __init__(self, batch: int, num_heads: int, context_length: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device | str | None) -> None:
-        self.keys = torch.empty(batch, num_heads, context_length, head_dim, dtype=dtype, device=device)
+        self.max_length = context_length
+        capacity = min(context_length, self.FIRST_CAPACITY)
+        self.keys = torch.empty(batch, num_heads, capacity, head_dim, dtype=dtype, device=device)
         self.values = torch.empty_like(self.keys)
         self.length = 0
         self.memory_kv: tuple[Tensor, Tensor] | None = None  # an encoder-decoder's: (B, H, S, head_dim) each
@@ -34,7 +42,21 @@ class LayerKVCache:
 
     @property
     def context_length(self) -> int:
-        return self.keys.shape[2]
+        """The most positions the cache holds."""
+        return self.max_length
+
+    def reserve(self, length: int) -> None:
+        """Make room for ``length`` positions (at least double the room there was, at most ``context_length``),
+        keeping the filled part."""
+        capacity = self.keys.shape[2]
+        if length <= capacity:
+            return
+        capacity = min(1 << (max(length, 2 * capacity) - 1).bit_length(), self.max_length)  # a power of two
+        keys = self.keys.new_empty(*self.keys.shape[:2], capacity, self.keys.shape[3])
+        values = torch.empty_like(keys)
+        keys[:, :, : self.length] = self.keys[:, :, : self.length]
+        values[:, :, : self.length] = self.values[:, :, : self.length]
+        self.keys, self.values, self.spare = keys, values, None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``key, value (B, H, T, head_dim)``; return all so far ``(B, H, length, head_dim)``."""
@@ -55,6 +77,7 @@ class LayerKVCache:
                                     dtype_2=key.dtype))
             self.keys = torch.empty_like(self.keys, dtype=key.dtype)  # empty: take the compute dtype
             self.values = torch.empty_like(self.keys)
+        self.reserve(self.length + t)
         self.keys[:, :, self.length : self.length + t] = key
         self.values[:, :, self.length : self.length + t] = value
         self.length += t

@@ -27,12 +27,7 @@ from torch import Tensor, nn
 from attnlab.arguments import check_positive_int
 from attnlab.functional.masks import key_mask
 from attnlab.i18n import tr
-from attnlab.layers import (
-    DecoderBlock,
-    LayerNorm,
-    SinusoidalPositionalEncoding,
-    TransformerBlock,
-)
+from attnlab.layers import DecoderBlock, LayerNorm, SinusoidalPositionalEncoding, TransformerBlock
 from attnlab.models.caches import KVCache, compute_dtype
 from attnlab.models.transformer.checks import Door, check_inputs
 from attnlab.models.transformer.config import TransformerConfig
