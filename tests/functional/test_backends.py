@@ -21,6 +21,10 @@ def cuda(mask="none", dtype="bfloat16", t=LONG, **facts):
     (AttentionCall("cuda", LONG, LONG, dropout=True, return_weights=True), "math"),
     (cuda("bool", flash=True, return_weights=True), "math"),  # weights win over everything
     (AttentionCall("cpu", 1, 4096), "math"),            # one query (decoding): two small matmuls
+    (AttentionCall("cpu", 4, 20, mask="bool"), "math"),  # a search's 4 beams over a 20-token source
+    (AttentionCall("cpu", 8, 64), "math"),              # 512 scores: still two small matmuls
+    (AttentionCall("cpu", 8, 65), "sdpa"),              # past 512 scores per head: the fused kernel
+    (AttentionCall("cpu", 9, 9), "sdpa"),               # more than a few queries: the fused kernel
     (AttentionCall("cpu", LONG, LONG, dropout=True), "chunked"),
     (AttentionCall("cpu", 512, 512, dropout=True), "sdpa"),  # short: torch's kernel is fine
     (AttentionCall("cpu", LONG, LONG), "sdpa"),

@@ -117,6 +117,11 @@ BACKENDS: tuple[str, ...] = ("auto", *KERNELS)
 #: what a call's mask is: nothing, ``is_causal`` alone, or an ``attn_mask`` (bool or float, causal or not)
 MaskKind = Literal["none", "causal", "bool", "float"]
 
+# On the CPU, a few queries over a few keys (a decoding step of a few tokens per row; a search's beams querying their
+# source's memory together) are two small matmuls: torch's fused kernel spends more setting up its blocks per head
+# than the work takes (measured 2-5x slower at Tq 2-8, Tk 20-128, head_dim 16-32; as fast at head_dim 64).
+FEW_QUERIES, FEW_SCORES = 8, 512
+
 # torch's fused CPU kernel has no dropout: with dropout it falls back to its O(T²) math kernel. From this many
 # scores per head on, "auto" takes our chunked kernel instead, whose memory stays O(T).
 DROPOUT_CHUNKED_FROM = 1024 * 1024
@@ -162,8 +167,8 @@ def choose_backend(call: AttentionCall) -> str:
     """What ``backend="auto"`` runs: the fastest backend that can do what was asked.
 
     - weights wanted: ``"math"``, the only backend that materialises them;
-    - one query on the CPU (decoding with a KV cache): ``"math"``, two small matmuls, far cheaper than setting
-      up the fused kernel;
+    - one query on the CPU (decoding with a KV cache), or a few (``Tq ≤ 8``) over few scores (``Tq·Tk ≤ 512``):
+      ``"math"``, two small matmuls, far cheaper than setting up the fused kernel;
     - dropout on the CPU with ``Tq·Tk ≥ 2²⁰``: ``"chunked"`` (torch's kernel would fall back to O(T²) memory);
     - CUDA, no dropout, flash can run and :data:`FLASH_FASTER` has a measurement saying it wins: ``"flash"``;
     - otherwise ``"sdpa"``, torch's fused kernel (it does dropout itself on CUDA). Never ``"chunked"`` on a GPU:
@@ -171,7 +176,7 @@ def choose_backend(call: AttentionCall) -> str:
     """
     if call.return_weights:
         return "math"
-    if call.device == "cpu" and call.t_q == 1:
+    if call.device == "cpu" and (call.t_q == 1 or (call.t_q <= FEW_QUERIES and call.t_q * call.t_k <= FEW_SCORES)):
         return "math"
     if call.device == "cpu" and call.dropout and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM:
         return "chunked"
