@@ -59,7 +59,7 @@ def decode_seconds(model, s: dict) -> tuple[float, int]:
     """Seconds to decode ``new_tokens`` tokens after a prompt that fills the cache to ``context``; cache bytes."""
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, s["vocab_size"], (s["batch"], s["context"] - s["new_tokens"]), generator=g)
-    cache = model.new_kv_cache(s["batch"])
+    cache = model.new_cache(s["batch"])
     logits = model(prompt, kv_cache=cache).logits[:, -1]
     start = time.perf_counter()
     for _ in range(s["new_tokens"]):

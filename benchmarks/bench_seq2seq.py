@@ -143,13 +143,13 @@ class TorchSeq2Seq(nn.Module):
 
 
 def part_b(quick: bool) -> dict:
-    from attnlab.data import CharVocab, collate, encode_pairs, get_task
+    from attnlab.data import SPECIALS, CharTokenizer, collate, encode_pairs, get_task
     from attnlab.models import Transformer
     from attnlab.training import configure_optimizer
 
     m = QUICK_MODEL if quick else MODEL
     task = get_task("dates")
-    vocab = CharVocab(task.alphabet())
+    vocab = CharTokenizer(task.alphabet(), SPECIALS)
     encoded = encode_pairs(task(4000, 1), vocab, m["context_length"])
     g = torch.Generator().manual_seed(0)
     steps, chunk = (20, 5) if quick else (300, 25)

@@ -39,7 +39,7 @@ def torch_decoder_layer(ours, activation="relu") -> torch.nn.TransformerDecoderL
     """A torch.nn.TransformerDecoderLayer holding the weights of an attnlab DecoderBlock."""
     d = ours.ln1.d_model
     ref = torch.nn.TransformerDecoderLayer(d, ours.self_attn.num_heads, ours.ff.linear1.out_features, dropout=0.0,
-                                           activation=activation, batch_first=True, norm_first=ours.norm_first,
+                                           activation=activation, batch_first=True, norm_first=ours.norm == "pre",
                                            layer_norm_eps=ours.ln1.eps)
     ref.self_attn = torch_mha_like(ours.self_attn)
     ref.multihead_attn = torch_mha_like(ours.cross_attn)

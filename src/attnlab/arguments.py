@@ -6,7 +6,7 @@ They look only at shapes and plain Python values, so they import no torch: the t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -66,14 +66,36 @@ def check_scale(scale: float | None) -> None:
         raise ValueError(f"scale must be a finite float or None (meaning 1/sqrt(D)), got {scale!r}")
 
 
+#: the messages of :func:`check_positive_int` and :func:`expect_one_of` (a caller whose user gave the value passes
+#: ``tr``: ``attnlab.models.config`` marks them for the catalog)
+POSITIVE_INT = "{owner}: {name} must be a positive int, got {value!r}"
+ONE_OF = "{name}: expected {choices}, got {value!r}"
+
+
+def plain(template: str, **fields: object) -> str:
+    """A message as written, in English: how the building blocks word their errors (as torch does)."""
+    return template.format(**fields)
+
+
+def check_positive_int(owner: str, name: str, value: object, translate: Callable[..., str] = plain) -> None:
+    """``value`` must be an int >= 1 (not a bool): else a ValueError ``owner: name must be a positive int, got …``.
+
+    ``translate``: how the message is worded; plain English, as the building blocks raise (as torch does), or
+    ``attnlab.i18n.tr`` where a user's input reaches the check (a config the command line fills).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(translate(POSITIVE_INT, owner=owner, name=name, value=value))
+
+
 def check_choice(name: str, value: str, valid: Sequence[str]) -> None:
     if value not in valid:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}, got {value!r}")
 
 
-def resolve_backend(backend: str, auto_choice: str, return_weights: bool) -> str:
-    """The backend to run: ``auto_choice`` for ``"auto"``; only ``"math"`` can return the weights."""
-    chosen = auto_choice if backend == "auto" else backend
-    if return_weights and chosen != "math":
-        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
-    return chosen
+def expect_one_of(name: str, value: object, choices: Sequence[str], translate: Callable[..., str] = plain) -> None:
+    """``value`` must be one of ``choices``: else a ValueError ``name: expected 'a' or 'b', got 'c'`` (worded by
+    ``translate``, as in :func:`check_positive_int`)."""
+    if value not in choices:
+        quoted = [repr(c) for c in choices]
+        listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+        raise ValueError(translate(ONE_OF, name=name, choices=listed, value=value))

@@ -4,7 +4,18 @@ from attnlab.bench.cases import BACKENDS, BenchConfig, Case, Planner, estimate_p
 
 
 def test_backends():
-    assert BACKENDS == ("math", "chunked", "sdpa", "auto", "numpy-math", "numpy-chunked")
+    assert BACKENDS == ("math", "sdpa", "chunked", "flash", "auto", "numpy-math", "numpy-chunked")
+
+
+def test_a_backend_that_does_not_compute_on_a_cpu_is_left_out_and_skipped(monkeypatch):
+    from attnlab.bench import cases
+
+    assert "flash" not in BenchConfig().backends and "sdpa" in BenchConfig().backends
+    plan = Planner(BenchConfig(), 2**40).plan(Case("sweep", "flash", 1, 256, 512, 8, False))
+    assert plan.skip == ("flash runs on a GPU (on a CPU only under Triton's interpreter): benchmarks/bench_gpu.py "
+                         "times it")
+    monkeypatch.setattr(cases, "unavailable", lambda b: None)  # a backend that computes on a CPU is measured
+    assert "flash" in BenchConfig().backends
 
 
 def test_cases_texts_shape_first_then_sweep_by_t():
@@ -80,7 +91,7 @@ def test_planner_repeats_and_single_call():
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"seq_lens": (256, 0)}, r"seq_lens must be positive integers, got \(256, 0\)"),
     ({"seq_lens": ()}, "seq_lens must be positive integers"),
-    ({"backends": ("math", "flash")}, r"unknown backend\(s\) \['flash'\]; valid: math, chunked, sdpa, auto, numpy"),
+    ({"backends": ("math", "fast")}, r"unknown backend\(s\) \['fast'\]; valid: math, sdpa, chunked, flash, auto, num"),
     ({"is_causal": ()}, "is_causal must hold at least one"),
     ({"num_heads": 3}, "num_heads=3 must divide d_model=512"),
     ({"min_repeats": 5, "max_repeats": 2}, "must not exceed"),
@@ -92,11 +103,9 @@ def test_config_bad_input(kwargs, match):
 
 
 def test_the_measured_backends_are_the_libraries_own():
-    """bench keeps its lists torch-free (``attnlab bench --help`` imports no torch); they must not drift."""
     from attnlab import numpy as anp
     from attnlab.bench.cases import NUMPY_BACKENDS, TORCH_BACKENDS
     from attnlab.functional import BACKENDS
 
-    # flash is GPU-only: on a CPU it runs under Triton's interpreter, for tests, not timing; bench_gpu.py measures it
-    assert set(TORCH_BACKENDS) == set(BACKENDS) - {"flash"}
+    assert set(TORCH_BACKENDS) == set(BACKENDS)
     assert set(NUMPY_BACKENDS) == {f"numpy-{b}" for b in anp.BACKENDS if b != "auto"}

@@ -11,8 +11,8 @@ from attnlab.cli import main
     (["--seq-lens", "256,abc"], "'abc' is not a positive integer"),
     (["--seq-lens", "-5"], "'-5' is not a positive integer"),
     (["--seq-lens", ","], "expected positive integers separated by commas"),
-    (["--backends", "math,flash"], "unknown backend 'flash'; valid backends: math, chunked, sdpa, auto, numpy-math, "
-                                   "numpy-chunked"),
+    (["--backends", "math,fast"], "unknown backend 'fast'; valid backends: math, sdpa, chunked, flash, auto, "
+                                  "numpy-math, numpy-chunked"),
     (["--heads", "3"], "--heads 3 must divide --d-model 512"),
     (["--d-model", "0"], "0 is not in the range x>=1"),
 ])

@@ -118,7 +118,8 @@ def test_the_demo_runs_end_to_end_in_chinese(tmp_path, monkeypatch, corpus, smal
 
 
 def test_bench_help_names_every_backend():
-    assert ", ".join(BACKENDS) in " ".join(run("bench", "--help").output.split())
+    help_text = " ".join(run("bench", "--help").output.split()).replace("- ", "-")  # click wraps after a hyphen
+    assert ", ".join(BACKENDS) in help_text
 
 
 def test_the_click_messages_translated_are_clicks_own():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.data import TASKS, CharVocab, DatesTask, NumbersTask, Pair, Task, get_task
+from attnlab.data import TASKS, CharTokenizer, DatesTask, NumbersTask, Pair, Task, get_task
 from attnlab.data.tasks import (
     DATE_FORMATS,
     DATE_LOCALES,
@@ -135,7 +135,7 @@ def test_missing_optional_package_says_how_to_install(monkeypatch, module, task)
 @pytest.mark.parametrize("name", ["dates", "numbers"])
 def test_alphabet_covers_every_example(name):
     task = get_task(name)
-    vocab = CharVocab.from_texts([task.alphabet()])
+    vocab = CharTokenizer.from_texts([task.alphabet()])
     pairs = task(3000, 0) + task.held_out(500, 0)
     for source, target in pairs:
         vocab.encode(source), vocab.encode(target)  # raises on a missing character

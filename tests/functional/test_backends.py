@@ -21,6 +21,10 @@ def cuda(mask="none", dtype="bfloat16", t=LONG, **facts):
     (AttentionCall("cuda", LONG, LONG, dropout=True, return_weights=True), "math"),
     (cuda("bool", flash=True, return_weights=True), "math"),  # weights win over everything
     (AttentionCall("cpu", 1, 4096), "math"),            # one query (decoding): two small matmuls
+    (AttentionCall("cpu", 4, 20, mask="bool"), "math"),  # a search's 4 beams over a 20-token source
+    (AttentionCall("cpu", 8, 64), "math"),              # 512 scores: still two small matmuls
+    (AttentionCall("cpu", 8, 65), "sdpa"),              # past 512 scores per head: the fused kernel
+    (AttentionCall("cpu", 9, 9), "sdpa"),               # more than a few queries: the fused kernel
     (AttentionCall("cpu", LONG, LONG, dropout=True), "chunked"),
     (AttentionCall("cpu", 512, 512, dropout=True), "sdpa"),  # short: torch's kernel is fine
     (AttentionCall("cpu", LONG, LONG), "sdpa"),
@@ -84,10 +88,10 @@ def test_flash_is_asked_about_only_where_the_table_could_pick_it(monkeypatch):
 
 
 def test_auto_runs_what_the_rule_chose(monkeypatch):
-    import attnlab.functional.sdpa as sdpa
+    import attnlab.functional.backends as backends
 
     seen = []
-    monkeypatch.setattr(sdpa, "chunked_attention", lambda *a: seen.append("chunked") or a[0])
+    monkeypatch.setattr(backends, "chunked_attention", lambda *a: seen.append("chunked") or a[0])
     q = torch.zeros(1, 1, LONG, 4)
     scaled_dot_product_attention(q, q, q, dropout_p=0.1)
     assert seen == ["chunked"]

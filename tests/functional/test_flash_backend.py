@@ -74,7 +74,7 @@ def test_a_gpt_with_flash_decodes_as_with_sdpa():
     idx = torch.randint(0, 40, (2, 6), device=DEVICE)
     with torch.no_grad():
         torch.testing.assert_close(models[0](idx).logits, models[1](idx).logits, atol=1e-5, rtol=0)
-        caches = [m.new_kv_cache(2) for m in models]
+        caches = [m.new_cache(2) for m in models]
         logits = [m(idx, kv_cache=c).logits[:, -1] for m, c in zip(models, caches, strict=True)]
         for _ in range(4):
             torch.testing.assert_close(logits[0], logits[1], atol=1e-5, rtol=0)

@@ -26,7 +26,7 @@ def test_generate_under_autocast(dtype):
     m, prompt = model(), torch.randint(0, 97, (2, 10), device="cuda")
     with torch.autocast("cuda", dtype):
         cached = generate(m, prompt, 40, temperature=0)
-        assert m.new_kv_cache(2)[0].keys.dtype == dtype
+        assert m.new_cache(2)[0].keys.dtype == dtype
     assert cached.shape == (2, 50) and cached.max() < 97
 
 
@@ -40,7 +40,7 @@ def test_compiled_decoding_gives_the_eager_tokens():
 
 def test_the_decode_step_captures_in_a_cuda_graph():
     m = model()
-    cache, prompt = m.new_static_kv_cache(2), torch.randint(0, 97, (2, 10), device="cuda")
+    cache, prompt = m.new_cache(2, static=True), torch.randint(0, 97, (2, 10), device="cuda")
     token = torch.randint(0, 97, (2, 1), device="cuda")
     with torch.no_grad():
         m.decode_step(prompt, cache)
@@ -57,7 +57,7 @@ def test_the_decode_step_captures_in_a_cuda_graph():
             logits = m.decode_step(token, cache)  # captured: it also moves the position on by one
         cache.reset()
         m.decode_step(prompt, cache)
-        dynamic = m.new_kv_cache(2)
+        dynamic = m.new_cache(2)
         want = m(prompt, kv_cache=dynamic).logits[:, -1]
         for _ in range(20):
             token.copy_(want.argmax(-1, keepdim=True))

@@ -32,7 +32,7 @@ def model():
     in one batch."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
-    m = Transformer(TransformerConfig.preset("transformer-tiny", vocab_size=12, context_length=16, dropout=0.0))
+    m = Transformer(TransformerConfig.from_preset("transformer-tiny", vocab_size=12, context_length=16, dropout=0.0))
     opt = torch.optim.Adam(m.parameters(), lr=3e-3)
     for _ in range(250):
         src, tgt, out = _reversal_batch(32, g)

@@ -101,7 +101,7 @@ def test_bpe_pieces_never_split_a_character():
             super().__init__()
             self.w, self.step = torch.nn.Parameter(torch.zeros(1)), 0
 
-        def new_kv_cache(self, batch):
+        def new_cache(self, batch):
             return None  # no cache: every step is a full forward
 
         def forward(self, idx, kv_cache=None):

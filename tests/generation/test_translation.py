@@ -34,9 +34,9 @@ def test_padding_a_source_into_a_batch_changes_nothing(dates_run):
 
 
 def test_encode_sources_pads_with_a_mask():
-    from attnlab.data import CharVocab
+    from attnlab.data import SPECIALS, CharTokenizer
 
-    vocab = CharVocab("abc")
+    vocab = CharTokenizer("abc", SPECIALS)
     src, mask = encode_sources(["ab", "c"], vocab, 8)
     assert src.tolist() == [[3, 4], [5, 0]] and mask.tolist() == [[1, 1], [1, 0]]
 
@@ -66,13 +66,13 @@ def test_a_beam_steps_reorder_moves_the_filled_positions_only(dates_run):
     _, model, _ = dates_run
     memory = torch.randn(3, 5, model.config.d_model)
     cache = model.new_cache(memory)
-    for layer in cache.self_attn.layers:
+    for layer in cache.layers:
         layer.update(torch.randn(3, model.config.num_heads, 4, model.config.head_dim),
                      torch.randn(3, model.config.num_heads, 4, model.config.head_dim))
-    before = [(kv.keys[:, :, :4].clone(), kv.values[:, :, :4].clone()) for kv in cache.self_attn.layers]
+    before = [(kv.keys[:, :, :4].clone(), kv.values[:, :, :4].clone()) for kv in cache.layers]
     memory_kv = [layer.memory_kv for layer in cache.layers]
     index = torch.tensor([2, 2, 0])
     cache.reorder(index, memory=False)
-    for kv, (k, v) in zip(cache.self_attn.layers, before, strict=True):
+    for kv, (k, v) in zip(cache.layers, before, strict=True):
         assert torch.equal(kv.keys[:, :, :4], k[index]) and torch.equal(kv.values[:, :, :4], v[index])
     assert all(a is b for a, b in zip(memory_kv, [layer.memory_kv for layer in cache.layers], strict=True))

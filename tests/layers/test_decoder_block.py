@@ -13,11 +13,11 @@ def _masks():
     return tgt, mem
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("padding", [False, True])
 @pytest.mark.parametrize("backend", ["auto", "math"])
-def test_equals_torch_transformer_decoder_layer(norm_first, padding, backend):
-    block = DecoderBlock(16, 4, 40, norm_first=norm_first, backend=backend).eval()
+def test_equals_torch_transformer_decoder_layer(norm, padding, backend):
+    block = DecoderBlock(16, 4, 40, norm=norm, backend=backend).eval()
     with torch.no_grad():  # LayerNorms away from γ=1, β=0, so that copying them is tested too
         for ln in (block.ln1, block.ln2, block.ln3):
             ln.weight.uniform_(0.5, 1.5)
@@ -43,10 +43,10 @@ def test_weights_have_the_right_shapes_and_rows_sum_to_one():
     assert torch.all(self_w.triu(1) == 0)  # masked for autoregression
 
 
-@given(st.integers(2, 8), st.integers(0, 7), st.booleans())
-def test_position_i_ignores_later_target_tokens(t, i, norm_first):
+@given(st.integers(2, 8), st.integers(0, 7), st.sampled_from(["post", "pre"]))
+def test_position_i_ignores_later_target_tokens(t, i, norm):
     i = min(i, t - 2)
-    block = DecoderBlock(8, 2, 16, norm_first=norm_first).eval()
+    block = DecoderBlock(8, 2, 16, norm=norm).eval()
     x, memory = torch.randn(2, t, 8), torch.randn(2, 5, 8)
     x2 = x.clone()
     x2[:, i + 1:] = torch.randn_like(x2[:, i + 1:])
@@ -69,8 +69,8 @@ def test_bad_input_is_named():
         block(torch.randn(1, 3, 8))
     with pytest.raises(ValueError, match="memory must have shape"):
         block(torch.randn(1, 3, 8), torch.randn(1, 3, 7))
-    with pytest.raises(ValueError, match="norm_first must be True or False, got 'yes'"):
-        DecoderBlock(8, 2, 16, norm_first="yes")
+    with pytest.raises(ValueError, match=r"^DecoderBlock: norm must be 'post' or 'pre', got 'yes'$"):
+        DecoderBlock(8, 2, 16, norm="yes")
 
 
 @given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 8), st.integers(0, 2**31 - 1))

@@ -73,6 +73,15 @@ def test_preset_errors():
         GPTConfig.from_preset("gpt5")
     with pytest.raises(TypeError, match="n_layer"):
         GPTConfig.from_preset("tiny", n_layer=3)
-    with pytest.raises(ValueError, match="pad_token_id"):
-        EncoderConfig.from_preset("bert-base", pad_token_id=40000)
+    with pytest.raises(ValueError, match=r"^EncoderConfig: pad_id must be in \[0, vocab_size=30522\), got 40000$"):
+        EncoderConfig.from_preset("bert-base", pad_id=40000)
     assert GPTConfig(vocab_size=10, context_length=8, d_model=16, num_layers=1, num_heads=4).d_ff == 64
+
+
+def test_the_building_blocks_messages_a_config_translates_are_marked():
+    """A config words the blocks' checks with ``tr``; models/config.py marks their templates for the catalog."""
+    from attnlab.arguments import ONE_OF, POSITIVE_INT
+    from attnlab.layers.block import NORM_MESSAGE
+    from attnlab.models.config import TRANSLATED_CHECKS
+
+    assert set(TRANSLATED_CHECKS) == {POSITIVE_INT, ONE_OF, NORM_MESSAGE}

@@ -5,7 +5,7 @@ import torch
 
 from attnlab.generation import generate
 from attnlab.models import DTYPES, GPT, GPTConfig, compute_dtype
-from attnlab.models.dtypes import check_dtype_name
+from attnlab.models.config import check_dtype_name
 
 
 def model():
@@ -44,8 +44,8 @@ def test_forward_under_bf16_autocast_is_within_bfloat16_rounding_of_float32():
 def test_the_kv_cache_takes_the_compute_dtype():
     m = model()
     with torch.autocast("cpu", torch.bfloat16):
-        assert m.new_kv_cache(1)[0].keys.dtype == torch.bfloat16
-    outside = m.new_kv_cache(1)  # made outside autocast, filled inside: an empty cache adopts the keys' dtype
+        assert m.new_cache(1)[0].keys.dtype == torch.bfloat16
+    outside = m.new_cache(1)  # made outside autocast, filled inside: an empty cache adopts the keys' dtype
     with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
         m(torch.randint(0, 61, (1, 4)), kv_cache=outside)
     assert outside[0].keys.dtype == torch.bfloat16 and outside.length == 4
@@ -57,7 +57,7 @@ def test_the_kv_cache_takes_the_compute_dtype():
 def test_cached_logits_under_autocast_equal_recomputation_within_bfloat16_rounding():
     m, seq = model(), torch.randint(0, 61, (2, 6))
     with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
-        cache = m.new_kv_cache(2)
+        cache = m.new_cache(2)
         logits = m(seq, kv_cache=cache).logits[:, -1]
         for _ in range(10):
             full = m(seq).logits[:, -1]
@@ -75,6 +75,6 @@ def test_generate_with_weights_cast_and_under_autocast(dtype):
         out = generate(m, prompt, 12, temperature=0)
     assert out.shape == (2, 17) and torch.equal(out[:, :5], prompt) and out.min() >= 0 and out.max() < 61
     cast = m.to(dtype)
-    assert cast.new_kv_cache(2)[0].keys.dtype == dtype
+    assert cast.new_cache(2)[0].keys.dtype == dtype
     out = generate(cast, prompt, 12, temperature=0.8, top_k=5, generator=torch.Generator().manual_seed(0))
     assert out.shape == (2, 17) and out.max() < 61

@@ -87,7 +87,7 @@ def test_attention_module_reads_only_a_callers_padding_mask():
 def test_the_static_decode_step_reads_nothing():
     # what CUDA graphs need: no read anywhere in a step, the prefill included (positions live on the device)
     model = GPT(GPTConfig.from_preset("tiny")).eval()
-    cache = model.new_static_kv_cache(2)
+    cache = model.new_cache(2, static=True)
     with torch.no_grad(), HostReads() as reads:
         model.decode_step(torch.randint(0, 256, (2, 6)), cache)
         for _ in range(3):
@@ -115,7 +115,7 @@ def test_decoders_with_a_padding_mask_read_once(padded):
 def test_the_encoder_decoder_reads_once_at_its_door(return_weights):
     from attnlab.models import Transformer, TransformerConfig
 
-    model = Transformer(TransformerConfig.preset("transformer-tiny")).eval()
+    model = Transformer(TransformerConfig.from_preset("transformer-tiny")).eval()
     src = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 10, 11, 12, 2]])
     tgt = torch.tensor([[1, 13, 14, 0], [1, 15, 16, 17]])
     with torch.no_grad(), HostReads() as whole:
@@ -136,17 +136,17 @@ def test_the_encoder_decoder_reads_once_at_its_door(return_weights):
     assert decoding.calls == ["tolist"] * 4  # new_cache's mask, then each step's ids
 
 
-def test_the_incremental_decoder_reads_once_at_its_door():
+def test_the_searches_step_reads_nothing():
     from attnlab.models import Transformer, TransformerConfig
 
-    model = Transformer(TransformerConfig.preset("transformer-tiny")).eval()
+    model = Transformer(TransformerConfig.from_preset("transformer-tiny")).eval()
     src = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 10, 11, 12, 2]])
     memory = model.encode(src)
     with torch.no_grad(), HostReads() as door:
-        step = model.incremental_decoder(memory, src != 0, beams=2)
+        cache = model.new_cache(memory, src != 0, beams=2)
     assert door.calls == ["tolist"]  # the mask's values
     with torch.no_grad(), HostReads() as steps:
         for _ in range(3):
-            step(torch.randint(3, 256, (4,)))
-            step.reorder(torch.tensor([1, 0, 3, 3]))
+            model.decode_step(torch.randint(3, 256, (4, 1)), cache)
+            cache.reorder(torch.tensor([1, 0, 3, 3]), memory=False)
     assert steps.calls == []

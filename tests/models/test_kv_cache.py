@@ -51,7 +51,7 @@ def model(ctx=80):
 def test_cached_logits_equal_recomputation_over_64_steps():
     m = model()
     seq = torch.randint(0, 61, (2, 8))
-    cache = m.new_kv_cache(2)
+    cache = m.new_cache(2)
     with torch.no_grad():
         logits = m(seq, kv_cache=cache).logits[:, -1]
         for _ in range(64):
@@ -117,3 +117,20 @@ def test_cache_rejects_wrong_shapes():
     assert len(cache) == 2 and cache.layers[1].length == 4
     cache.reset()
     assert cache.length == 0 and cache.layers[1].length == 0
+
+
+def test_the_buffers_grow_by_powers_of_two_and_keep_what_they_hold():
+    from attnlab.models import LayerKVCache
+
+    layer = LayerKVCache(2, 3, context_length=40, head_dim=4, dtype=torch.float32, device=None)
+    assert layer.keys.shape == (2, 3, 16, 4) and layer.context_length == 40
+    steps = [torch.randn(2, 3, t, 4) for t in (5, 12, 1, 20)]  # 5, 17, 18, 38 positions
+    capacities = []
+    for k in steps:
+        keys, values = layer.update(k, 2 * k)
+        capacities.append(layer.keys.shape[2])
+    assert capacities == [16, 32, 32, 40]  # doubled to a power of two, never past context_length
+    torch.testing.assert_close(keys, torch.cat(steps, dim=2), atol=0, rtol=0)  # nothing lost in the copies
+    torch.testing.assert_close(values, 2 * torch.cat(steps, dim=2), atol=0, rtol=0)
+    with pytest.raises(ValueError, match="38 \\+ 3 positions exceed context_length=40"):
+        layer.update(torch.randn(2, 3, 3, 4), torch.randn(2, 3, 3, 4))

@@ -1,9 +1,10 @@
-"""The static KV cache and GPT.decode_step: equal to the dynamic cache, in float32 and in bfloat16."""
+"""The static KV cache and decode_step (GPT's and ModernDecoder's, the same LanguageModel): equal to the dynamic
+cache, in float32 and in bfloat16."""
 
 import pytest
 import torch
 
-from attnlab.models import GPT, GPTConfig, StaticKVCache
+from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig, StaticKVCache
 
 
 def model(ctx=40, **kw):
@@ -19,7 +20,7 @@ def teacher_forced(m, seq, steps, autocast=None):
     ctx = torch.autocast("cpu", autocast) if autocast else contextlib.nullcontext()
     pairs = []
     with torch.no_grad(), ctx:
-        static, dynamic = m.new_static_kv_cache(seq.shape[0]), m.new_kv_cache(seq.shape[0])
+        static, dynamic = m.new_cache(seq.shape[0], static=True), m.new_cache(seq.shape[0])
         a, b = m.decode_step(seq, static), m(seq, kv_cache=dynamic).logits[:, -1]
         for _ in range(steps):
             pairs.append((a, b))
@@ -28,8 +29,16 @@ def teacher_forced(m, seq, steps, autocast=None):
     return pairs, static, dynamic
 
 
-def test_decode_step_equals_forward_with_a_kv_cache():
-    pairs, static, dynamic = teacher_forced(model(), torch.randint(0, 61, (3, 7)), 30)
+def modern(ctx=40, **kw):
+    torch.manual_seed(0)
+    config = ModernDecoderConfig(vocab_size=61, context_length=ctx, d_model=32, num_layers=2, num_heads=4,
+                                 num_kv_heads=2, **kw)
+    return ModernDecoder(config).eval()
+
+
+@pytest.mark.parametrize("make", [model, modern, lambda: modern(sliding_window=5)], ids=["gpt", "modern", "window"])
+def test_decode_step_equals_forward_with_a_kv_cache(make):
+    pairs, static, dynamic = teacher_forced(make(), torch.randint(0, 61, (3, 7)), 30)
     for a, b in pairs:
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)  # only the masked, zero slots differ: 1e-7 here
     assert int(static.position) == dynamic.length == 37
@@ -54,6 +63,8 @@ def test_the_mask_hides_unfilled_slots_and_the_future():
     cache.advance(3)  # positions 0..2 are filled; the next two queries sit at 3 and 4
     assert cache[0].attn_mask(2, is_causal=True).tolist() == [[True] * 4 + [False] * 2, [True] * 5 + [False]]
     assert cache[0].attn_mask(2, is_causal=False).tolist() == [True] * 5 + [False]
+    assert cache[0].attn_mask(2, is_causal=True, window=2).tolist() == [[False, False, True, True, False, False],
+                                                                        [False, False, False, True, True, False]]
     assert cache.positions(2).tolist() == [3, 4]
 
 
@@ -68,7 +79,7 @@ def test_update_writes_at_the_position_and_returns_the_whole_buffers():
 
 def test_reset_starts_a_new_sequence_in_the_same_buffers():
     m = model()
-    cache = m.new_static_kv_cache(1)
+    cache = m.new_cache(1, static=True)
     prompt = torch.randint(0, 61, (1, 6))
     with torch.no_grad():
         first = m.decode_step(prompt, cache)

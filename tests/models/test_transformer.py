@@ -7,8 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.models import TRANSFORMER_PRESETS, Seq2SeqOutput, Transformer, TransformerConfig
-from attnlab.models.transformer import PRESETS as MODULE_PRESETS
+from attnlab.models import ARCHITECTURES, Seq2SeqOutput, Transformer, TransformerConfig
 
 # torch's notes on its nested-tensor fast path (off for pre-LN or sequence-first stacks; a prototype API when on)
 pytestmark = [pytest.mark.filterwarnings("ignore:enable_nested_tensor is True"),
@@ -34,7 +33,7 @@ def test_body_equals_torch_transformer(norm_first, enc, dec, activation):
     ref = _torch_transformer(norm_first, enc, dec, activation)
     model = Transformer.from_torch(ref, vocab_size=30).eval()
     assert model.config.num_encoder_layers == enc and model.config.num_decoder_layers == dec
-    assert model.config.norm_first == norm_first and model.config.activation == activation
+    assert model.config.norm == ("pre" if norm_first else "post") and model.config.activation == activation
     src_x, tgt_x = torch.randn(3, 7, 16), torch.randn(3, 5, 16)
     src_mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5])
     tgt_mask = torch.tensor([[1] * 5, [1] * 3 + [0] * 2, [1] + [0] * 4])
@@ -81,7 +80,7 @@ def test_from_torch_reads_the_configuration_and_refuses_other_modules():
 
 
 def test_the_whole_model_is_embedding_body_and_tied_head():
-    model = Transformer(TransformerConfig.preset("transformer-tiny", dropout=0.0)).eval()
+    model = Transformer(TransformerConfig.from_preset("transformer-tiny", dropout=0.0)).eval()
     src = torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]])
     tgt = torch.tensor([[1, 10, 11], [1, 12, 0]])
     scale = math.sqrt(model.config.d_model)
@@ -100,7 +99,7 @@ PAPER = {"transformer-base": 65e6, "transformer-big": 213e6}
 
 def _count(name: str) -> int:
     with torch.device("meta"):
-        return Transformer(TransformerConfig.preset(name, vocab_size=37000)).num_parameters()
+        return Transformer(TransformerConfig.from_preset(name, vocab_size=37000)).num_parameters()
 
 
 def test_parameter_counts_match_the_paper():
@@ -124,15 +123,15 @@ def test_parameter_counts_match_the_paper():
 
 
 def test_presets():
-    assert TRANSFORMER_PRESETS == MODULE_PRESETS == ("transformer-tiny", "transformer-small", "transformer-base",
-                                         "transformer-big")
-    big = TransformerConfig.preset("transformer-big")
+    assert ARCHITECTURES["transformer"].presets == ("transformer-tiny", "transformer-small", "transformer-base",
+                                                    "transformer-big")
+    big = TransformerConfig.from_preset("transformer-big")
     assert (big.d_model, big.num_heads, big.d_ff, big.dropout, big.vocab_size) == (1024, 16, 4096, 0.3, 37000)
-    assert TransformerConfig.preset("transformer-base", vocab_size=99).vocab_size == 99
+    assert TransformerConfig.from_preset("transformer-base", vocab_size=99).vocab_size == 99
     with pytest.raises(ValueError, match="unknown preset 'transformer-huge'"):
-        TransformerConfig.preset("transformer-huge")
+        TransformerConfig.from_preset("transformer-huge")
     with pytest.raises(TypeError, match="unknown field"):
-        TransformerConfig.preset("transformer-base", layers=3)
+        TransformerConfig.from_preset("transformer-base", layers=3)
 
 
 @pytest.mark.parametrize(("fields", "msg"), [
@@ -143,7 +142,7 @@ def test_presets():
     (dict(vocab_size=10, eos_id=10), r"eos_id must be an id in \[0, vocab_size=10\), got 10"),
     (dict(vocab_size=10, bos_id=0), "three different ids"),
     (dict(vocab_size=10, backend="fast"), "backend must be one of"),
-    (dict(vocab_size=10, norm_first=1), "norm_first must be True or False"),
+    (dict(vocab_size=10, norm=True), "norm must be 'post' or 'pre', got True"),
 ])
 def test_config_errors_name_the_field(fields, msg):
     with pytest.raises(ValueError, match=msg):
@@ -153,7 +152,7 @@ def test_config_errors_name_the_field(fields, msg):
 @pytest.fixture(scope="module")
 def tiny():
     torch.manual_seed(0)
-    return Transformer(TransformerConfig.preset("transformer-tiny", vocab_size=40, context_length=16)).eval()
+    return Transformer(TransformerConfig.from_preset("transformer-tiny", vocab_size=40, context_length=16)).eval()
 
 
 @given(st.integers(2, 8), st.integers(0, 7), st.integers(0, 2**31 - 1))

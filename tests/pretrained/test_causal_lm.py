@@ -103,7 +103,7 @@ def test_kv_cache_equals_recomputation(arch, loaded):
     ids, mask = left_padded((16, 11), 16, seed=2)
     with torch.no_grad():
         full = model(ids, attention_mask=mask).logits
-        cache = model.new_kv_cache(2)
+        cache = model.new_cache(2)
         steps = [model(ids[:, :10], attention_mask=mask[:, :10], kv_cache=cache).logits]
         for t in range(10, 16):  # then one token at a time, the mask covering every cached key
             steps.append(model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], kv_cache=cache).logits)

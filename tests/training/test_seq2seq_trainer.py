@@ -4,8 +4,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from attnlab.data import CharVocab, Pair, write_pairs
-from attnlab.models.trained import checkpoint_kind, load_trained
+from attnlab.data import SPECIALS, CharTokenizer, Pair, write_pairs
+from attnlab.models.checkpoint import checkpoint_kind, load_trained
 from attnlab.training import TrainConfig, train
 from attnlab.training.config import Seq2SeqTrainConfig
 from attnlab.training.seq2seq_trainer import Seq2SeqTrainer, train_seq2seq
@@ -49,7 +49,7 @@ def test_the_loss_falls_and_the_checkpoint_is_a_translation_model(tmp_path):
     assert state["architecture"] == "transformer" and state["train_config"]["task"] == "numbers"
     assert checkpoint_kind(result.out) == "seq2seq"
     model, vocab = load_trained(result.out, kind="seq2seq")
-    assert isinstance(vocab, CharVocab) and vocab == CharVocab("0123456789零一二三四五六七八九十百千万亿")
+    assert vocab == CharTokenizer("0123456789零一二三四五六七八九十百千万亿", SPECIALS)
     assert model.config.vocab_size == vocab.vocab_size and not model.training
     # the vocabulary travels in every checkpoint directory, beside the weights
     assert (result.checkpoint / "tokenizer.json").is_file() and (result.checkpoint / "model.safetensors").is_file()
@@ -73,7 +73,7 @@ def test_a_tsv_file_trains_and_its_characters_make_the_vocabulary(tmp_path):
     write_pairs(pairs, tmp_path / "pairs.tsv")
     result = train_seq2seq(config(tmp_path, task=None, data=str(tmp_path / "pairs.tsv"), max_iters=4), quiet=True)
     _, vocab = load_trained(result.out)
-    assert vocab == CharVocab.from_pairs(pairs)
+    assert vocab == CharTokenizer.from_pairs(pairs)
 
 
 def test_a_tsv_line_without_a_tab_names_file_and_line(tmp_path):

@@ -31,8 +31,9 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
+from attnlab.attention.cache import LayerCache
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
-from attnlab.attention.multihead import cached_causal_mask
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
 
 
@@ -42,19 +43,6 @@ class RotaryLike(Protocol):
     head_dim: int
 
     def apply(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]: ...
-
-
-class LayerCacheLike(Protocol):
-    """One layer of a KV cache (:class:`attnlab.models.LayerKVCache` is one): its length, and ``update``."""
-
-    length: int
-
-    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]: ...
-
-
-def _positive_int(owner: str, name: str, n: object) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {n!r}")
 
 
 class GroupedQueryAttention(nn.Module):
@@ -100,9 +88,9 @@ class GroupedQueryAttention(nn.Module):
         super().__init__()
         owner = type(self).__name__
         for name, n in (("d_in", d_in), ("d_out", d_out), ("num_heads", num_heads)):
-            _positive_int(owner, name, n)
+            check_positive_int(owner, name, n)
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        _positive_int(owner, "num_kv_heads", num_kv_heads)
+        check_positive_int(owner, "num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads:
             raise ValueError(f"{owner}: num_heads must be divisible by num_kv_heads (each key/value head serves a "
                              f"whole group of query heads), got num_heads={num_heads}, num_kv_heads={num_kv_heads}")
@@ -111,7 +99,7 @@ class GroupedQueryAttention(nn.Module):
                 raise ValueError(f"{owner}: d_out must be divisible by num_heads (or give head_dim), got "
                                  f"d_out={d_out}, num_heads={num_heads}")
             head_dim = d_out // num_heads
-        _positive_int(owner, "head_dim", head_dim)
+        check_positive_int(owner, "head_dim", head_dim)
         if sliding_window is not None and (isinstance(sliding_window, bool) or not isinstance(sliding_window, int)
                                            or sliding_window < 1):
             raise ValueError(f"{owner}: sliding_window must be None or an int >= 1 (keys seen, own included), got "
@@ -158,21 +146,18 @@ class GroupedQueryAttention(nn.Module):
         q, k, v = self.project(x[None], torch.arange(x.shape[0], device=x.device))
         return q[0], k[0].repeat_interleave(self.group_size, 0), v[0].repeat_interleave(self.group_size, 0)
 
-    def mask_for(self, mask: Tensor | None, t_q: int, t_k: int, device: torch.device) -> tuple[Tensor | None, bool]:
-        """The mask and ``is_causal`` to attend with: ``mask`` (padding, or None) with the causal structure of
-        ``t_q`` new queries over ``t_k`` keys, the queries being the last ``t_q`` positions (decoding aligns them
-        to the end), and the window."""
+    def mask_for(self, mask: Tensor | None, t: int, device: torch.device) -> tuple[Tensor | None, bool]:
+        """The mask and ``is_causal`` to attend with over a whole sequence of ``t`` tokens: ``mask`` (padding, or
+        None) with the causal structure and the window (with a cache, the cache says which keys each query sees)."""
         if not self.is_causal:
             return mask, False
-        if self.sliding_window is not None and self.sliding_window < t_k:  # a window as wide as t_k cuts nothing
-            return and_masks(mask, sliding_window_mask(t_q, t_k, self.sliding_window, device)), False
-        if t_q == t_k:  # top-left and bottom-right alignment agree: the fused kernels' own causal mask
-            return mask, True
-        return and_masks(mask, cached_causal_mask(t_q, t_k, device)), False
+        if self.sliding_window is not None and self.sliding_window < t:  # a window as wide as t cuts nothing
+            return and_masks(mask, sliding_window_mask(t, t, self.sliding_window, device)), False
+        return mask, True  # the fused kernels' own causal mask
 
     def forward(self, x: Tensor, *, attention_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 positions: Tensor | None = None, return_weights: bool = False,
-                kv_cache: LayerCacheLike | None = None, head_mask: Tensor | None = None):
+                kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
         """Attend from each token of ``x`` to itself and the tokens before it (see the class docstring for shapes).
 
         Args:
@@ -181,7 +166,7 @@ class GroupedQueryAttention(nn.Module):
             attn_mask: instead, a model's checked mask broadcastable to ``(B, H, T, L)`` over all ``L`` keys
                 (cache included), typically the key padding ``(B, 1, 1, L)``; the causal structure and the
                 window are added here.
-            positions: ``(T,)`` or ``(B, T)`` positions for RoPE (default: ``kv_cache.length + 0..T−1``);
+            positions: ``(T,)`` or ``(B, T)`` positions for RoPE (default: ``0..T−1``, after what the cache holds);
                 a model passes them for left-padded batches, where each row's first real token is position 0.
             return_weights: also return the weights ``(B, num_heads, T, L)``.
             kv_cache: decoding: one layer of a cache of ``num_kv_heads`` heads; this call's keys and values
@@ -191,22 +176,23 @@ class GroupedQueryAttention(nn.Module):
         owner = type(self).__name__
         x, unbatched = as_batched(x, self.d_in, owner)
         b, t, _ = x.shape
-        offset = 0 if kv_cache is None else kv_cache.length
-        check_length(offset + t, self.context_length, owner)
         if kv_cache is not None and attention_mask is not None:
             raise ValueError(f"{owner}: a (B, T) attention_mask cannot be combined with kv_cache; pass attn_mask over "
                              "all the cached keys instead")
         mask = one_mask(attention_mask, attn_mask, x, owner)
         if positions is None:
-            positions = torch.arange(offset, offset + t, device=x.device)
+            positions = torch.arange(t, device=x.device) if kv_cache is None else kv_cache.positions(t)
 
         # 1. project and split: num_heads query heads, num_kv_heads key/value heads; rotate q and k (RoPE)
         queries, keys, values = self.project(x, positions)
-        if kv_cache is not None:  # decoding: the cache keeps the num_kv_heads heads, never a copy per query head
-            keys, values = kv_cache.update(keys, values)
+        if kv_cache is None:
+            mask, is_causal = self.mask_for(mask, t, x.device)
+        else:  # decoding: the cache keeps the num_kv_heads heads (never a copy per query head) and says which of
+            keys, values = kv_cache.update(keys, values)  # them each new query sees: causal, within the window
+            mask, is_causal = and_masks(mask, kv_cache.attn_mask(t, self.is_causal, self.sliding_window)), False
+        check_length(keys.shape[-2], self.context_length, owner)
 
         # 2. scores, causal (and window) mask, softmax, weighted sum; query head h reads key/value head h // group
-        mask, is_causal = self.mask_for(mask, t, keys.shape[-2], x.device)
         context, weights = attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,
                                   dropout_p=self.dropout.p if self.training else 0.0,
                                   enable_gqa=self.num_kv_heads != self.num_heads, backend=self.backend,

@@ -14,36 +14,15 @@ Two ways to build it, proven equal in the tests:
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
 
+from attnlab.attention.cache import LayerCache
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend
-
-
-class KVCacheLike(Protocol):
-    """What :meth:`MultiHeadAttention.forward` needs from a KV cache (see ``attnlab.models.kv_cache``)."""
-
-    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]: ...
-
-    def attn_mask(self, t_new: int, is_causal: bool) -> Tensor | None:
-        """Which of the keys ``update`` returned the ``t_new`` new queries may attend (None: all of them)."""
-        ...
-
-
-def cached_causal_mask(t_new: int, t_total: int, device: torch.device) -> Tensor | None:
-    """Bool ``(t_new, t_total)``: the new queries (the last ``t_new`` positions) see keys up to their own.
-
-    None for a single new token: it may attend every key in the cache, so no mask is needed.
-    """
-    if t_new == 1:
-        return None
-    return torch.ones(t_new, t_total, dtype=torch.bool, device=device).tril(diagonal=t_total - t_new)
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -171,7 +150,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
-                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: KVCacheLike | None = None,
+                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: LayerCache | None = None,
                 memory_kv: tuple[Tensor, Tensor] | None = None, head_mask: Tensor | None = None):
         """Attend from ``x`` to ``memory`` (default: ``x`` itself); arguments and shapes: the class docstring."""
         self.check_call(memory, attention_mask, kv_cache, memory_kv)               # arguments that exclude others
@@ -245,7 +224,7 @@ class MultiHeadAttention(nn.Module):
             return attn_mask
         return one_mask(attention_mask, attn_mask, keys[:, 0], type(self).__name__)  # keys[:, 0]: (B, Tk, hd)
 
-    def extend_cache(self, kv_cache: KVCacheLike, keys: Tensor, values: Tensor, mask: Tensor | None,
+    def extend_cache(self, kv_cache: LayerCache, keys: Tensor, values: Tensor, mask: Tensor | None,
                      num_tokens: int) -> tuple[Tensor, Tensor, Tensor | None]:
         """Decoding: this step's ``keys``, ``values (B, H, T, hd)`` appended to the cache; all of them so far
         ``(B, H, L, hd)`` and the mask of what the ``num_tokens`` new queries may see among them (the causal part
@@ -254,7 +233,7 @@ class MultiHeadAttention(nn.Module):
         check_length(keys.shape[-2], self.context_length, type(self).__name__)
         return keys, values, and_masks(mask, kv_cache.attn_mask(num_tokens, self.is_causal))
 
-    def check_call(self, memory: Tensor | None, attention_mask: Tensor | None, kv_cache: KVCacheLike | None,
+    def check_call(self, memory: Tensor | None, attention_mask: Tensor | None, kv_cache: LayerCache | None,
                    memory_kv: tuple[Tensor, Tensor] | None) -> None:
         """The arguments of :meth:`forward` that exclude each other."""
         owner = type(self).__name__

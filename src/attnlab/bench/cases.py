@@ -3,23 +3,25 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from attnlab.bench.flops import attention_flops
+from attnlab.functional.backends import KERNELS
 from attnlab.i18n import tr
+from attnlab.numpy.checks import BACKENDS as TWIN_BACKENDS
 
-TORCH_BACKENDS = ("math", "chunked", "sdpa", "auto")  # attnlab.functional
-NUMPY_BACKENDS = ("numpy-math", "numpy-chunked")  # attnlab.numpy
+TORCH_BACKENDS = (*KERNELS, "auto")  # attnlab.functional's: the table in functional/backends.py, then its rule
+NUMPY_BACKENDS = tuple(f"numpy-{b}" for b in TWIN_BACKENDS if b != "auto")  # attnlab.numpy's
+#: what ``attnlab bench`` can measure
 BACKENDS = TORCH_BACKENDS + NUMPY_BACKENDS
 
 TEXTS_SHAPE = {"batch": 8, "seq_len": 256, "d_model": 512, "num_heads": 8}  # the texts' example
 FULL_SEQ_LENS = (256, 1024, 4096, 16384, 65536)
 QUICK_SEQ_LENS = (256, 1024)
 
-# Rough rates (GFLOP/s, full T² count) used only to plan a case before anything is measured;
-# after the first measurement of a backend, its own measured rate takes over.
-_PRIOR_GFLOPS = {"math": 30.0, "chunked": 40.0, "sdpa": 150.0, "auto": 150.0,
-                 "numpy-math": 30.0, "numpy-chunked": 40.0}
+# Rough rates (GFLOP/s, full T² count) used only to plan a case before anything is measured (the torch backends':
+# their rows of KERNELS); after the first measurement of a backend, its own measured rate takes over.
+_TWIN_GFLOPS = {"numpy-math": 30.0, "numpy-chunked": 40.0}
 # The O(T²) paths fault in a fresh score matrix on the first call; pages arrive at about this rate.
 _FAULT_BYTES_PER_S = 0.5e9
 
@@ -48,7 +50,8 @@ class Case:
 
 
 def estimate_peak_bytes(case: Case) -> int:
-    """Peak extra memory of one call, estimated from what each backend allocates.
+    """Peak extra memory of one call, estimated from what each backend allocates (its ``memory`` in
+    :data:`~attnlab.functional.backends.KERNELS`; ``"auto"`` runs a fused kernel at these lengths).
 
     ``math`` (torch) holds the scores and the softmax output at once (two ``(B, h, T, T)`` fp32
     matrices) and, when is_causal, bool masks of ``T²`` bytes; ``numpy-math`` works in place (one
@@ -59,15 +62,33 @@ def estimate_peak_bytes(case: Case) -> int:
     activations = 8 * b * t * d * 4  # x, q, k, v, their head-split copies, the concatenated heads, the output
     scores = b * h * t * t * 4
     masks = 2 * t * t if case.is_causal else 0
-    per_backend = {
-        "math": 2 * scores + masks,
-        "numpy-math": scores,
-        "chunked": 4 * b * h * 256 * 512 * 4,
-        "numpy-chunked": 4 * b * h * 512 * 1024 * 4,
-        "sdpa": 2 * b * h * t * 4,
-        "auto": 2 * b * h * t * 4,
-    }
-    return activations + per_backend[case.backend]
+    twin = {"numpy-math": scores, "numpy-chunked": 4 * b * h * 512 * 1024 * 4}
+    if case.backend in twin:
+        return activations + twin[case.backend]
+    kernel = KERNELS.get(case.backend)
+    memory = "rows" if kernel is None else kernel.memory
+    held = {"scores": 2 * scores + masks, "blocks": 4 * b * h * 256 * 512 * 4, "rows": 2 * b * h * t * 4}[memory]
+    return activations + held
+
+
+def prior_gflops(backend: str) -> float:
+    """The rate a case is planned with before its backend has been measured."""
+    if backend in _TWIN_GFLOPS:
+        return _TWIN_GFLOPS[backend]
+    return KERNELS[backend].cpu_gflops if backend in KERNELS else KERNELS["sdpa"].cpu_gflops  # auto: fused
+
+
+def available_backends() -> tuple[str, ...]:
+    """The backends ``attnlab bench`` measures by default: those that compute on a CPU, where it measures."""
+    return tuple(b for b in BACKENDS if unavailable(b) is None)
+
+
+def unavailable(backend: str) -> str | None:
+    """None if ``backend`` computes on a CPU, else why it is not measured here."""
+    kernel = KERNELS.get(backend)
+    if kernel is None or kernel.cpu:
+        return None
+    return f"{backend} runs on a GPU (on a CPU only under Triton's interpreter): benchmarks/bench_gpu.py times it"
 
 
 @dataclass
@@ -75,7 +96,7 @@ class BenchConfig:
     """How much to measure. ``quick()`` and ``full()`` are the two presets."""
 
     seq_lens: tuple[int, ...] = FULL_SEQ_LENS
-    backends: tuple[str, ...] = BACKENDS
+    backends: tuple[str, ...] = field(default_factory=available_backends)
     is_causal: tuple[bool, ...] = (False, True)
     texts_shape: bool = True
     batch: int = 1  # the sweep's batch, width and heads
@@ -182,7 +203,10 @@ class Planner:
         """How to run ``case``; ``seconds_left``: what remains of the whole run's time budget."""
         cfg = self.config
         est_bytes = estimate_peak_bytes(case)
-        rate = self.rate.get((case.backend, case.is_causal), _PRIOR_GFLOPS[case.backend] * 1e9)
+        cannot = unavailable(case.backend)
+        if cannot is not None:
+            return Plan(skip=cannot)
+        rate = self.rate.get((case.backend, case.is_causal), prior_gflops(case.backend) * 1e9)
         per_call = case.full_flops() / rate
         if est_bytes > self.memory_limit:
             return Plan(est_seconds=per_call, est_bytes=est_bytes,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from attnlab.bench.cases import BACKENDS, BenchConfig
+from attnlab.bench.cases import BACKENDS, FULL_SEQ_LENS, BenchConfig, available_backends
+from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
 from attnlab.i18n import N_, tr
 
@@ -42,11 +43,12 @@ def _backends(ctx: click.Context, param: click.Parameter, value: str | None) -> 
                help=N_("Measure every attention backend: median time, achieved GFLOP/s as a percent of this machine's "
                        "measured matrix-multiply rate, and peak extra memory, for the texts' shape and a sweep of T."))
 @click.option("--quick", is_flag=True, help=N_("A small run (T = 256, 1024; few repeats): well under a minute."))
-@click.option("--seq-lens", callback=_seq_lens, metavar="T,T,...",
-              help=N_("Sequence lengths of the sweep, comma-separated [default: 256,1024,4096,16384,65536]."))
-@click.option("--backends", callback=_backends, metavar="NAME,...",
-              help=N_("Backends to measure, comma-separated [default: all: math, chunked, sdpa, auto, "
-                      "numpy-math, numpy-chunked]."))
+@click.option("--seq-lens", callback=_seq_lens, metavar="T,T,...", cls=FieldOption,
+              values=lambda: {"seq_lens": ",".join(map(str, FULL_SEQ_LENS))},
+              help=N_("Sequence lengths of the sweep, comma-separated [default: {seq_lens}]."))
+@click.option("--backends", callback=_backends, metavar="NAME,...", cls=FieldOption,
+              values=lambda: {"backends": ", ".join(available_backends()), "all": ", ".join(BACKENDS)},
+              help=N_("Backends to measure, comma-separated, of {all} [default: those that run here: {backends}]."))
 @click.option("--causal/--no-causal", default=None, help=N_("Only causal, or only non-causal [default: both]."))
 @click.option("--json", "as_json", is_flag=True, help=N_("Print the results as JSON instead of a table."))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),

@@ -296,7 +296,7 @@ def _held_out(checkpoint: str, tokenizer, context_length: int, data: str | None,
     from attnlab.data.corpus import load_text
     from attnlab.data.tokens import train_val_split
     from attnlab.heads.importance import held_out_batches
-    from attnlab.models.trained import read_state, resolve_checkpoint
+    from attnlab.models.checkpoint import read_state, resolve_checkpoint
 
     if data is None:
         train_config = read_state(resolve_checkpoint(checkpoint)).get("train_config", {})

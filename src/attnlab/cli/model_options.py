@@ -69,7 +69,7 @@ def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:
 
         return load_causal_lm(path, device=device)
     from attnlab.models import load_trained
-    from attnlab.models.trained import POINTER
+    from attnlab.models.checkpoint import POINTER
 
     if (path / "config.json").is_file() and not (path / POINTER).exists() and not (path / "state.json").exists():
         raise ValueError(tr("{path!r}: its config.json names no \"architectures\" (as a Hugging Face model's does), "

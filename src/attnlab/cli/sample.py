@@ -9,6 +9,7 @@ import click
 from attnlab.cli.lang import Command
 from attnlab.cli.params import SEED
 from attnlab.i18n import N_, tr
+from attnlab.models.config import DTYPES
 
 
 @click.command(name="sample", cls=Command,
@@ -26,7 +27,7 @@ from attnlab.i18n import N_, tr
                                                            "probability."))
 @click.option("--seed", type=SEED, default=None, help=N_("Seed, for a repeatable sample."))
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True,
+@click.option("--dtype", type=click.Choice(list(DTYPES)), default="fp32", show_default=True,
               help=N_("Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only)."))
 @click.option("--compile", "compile_", is_flag=True,
               help=N_("Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens."))
@@ -35,7 +36,6 @@ def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_
             compile_: bool) -> None:
     from attnlab.cli.model_options import load_directory
     from attnlab.generation import stream_text
-    from attnlab.models import DTYPES
 
     if (checkpoint is None) == (model_dir is None):
         raise click.UsageError(tr("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any
 
 import click
 
+from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
 from attnlab.cli.params import SEED, check_resume_or_overwrite
-from attnlab.i18n import N_, tr
-
-# flag name -> TrainConfig field (None values are "not given" and do not override)
-TRAIN_FLAGS = ("data", "out", "tokenizer", "vocab_size", "arch", "preset", "max_iters", "batch_size", "grad_accum",
-               "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay", "grad_clip",
-               "eval_interval", "eval_iters", "seed", "time_budget", "compile", "device", "val_fraction", "dtype")
-MODEL_FLAGS = ("num_layers", "num_heads", "num_kv_heads", "d_model", "d_ff", "context_length", "dropout")
+from attnlab.data.tokenizer import TOKENIZERS
+from attnlab.i18n import N_, _, tr
+from attnlab.models.config import DTYPES
+from attnlab.models.registry import ARCHITECTURES
+from attnlab.training.config import TrainConfig
 
 # shown after the options, line by line as written (click's \b); only the heading is translated
 EXAMPLES = "\n".join([
@@ -32,7 +33,7 @@ def resumed_config(out: str, kind: str) -> dict[str, Any]:
     (``"decoder"``: ``attnlab train``; ``"seq2seq"``: ``attnlab train-seq2seq``)."""
     from pathlib import Path
 
-    from attnlab.models.trained import checkpoint_kind
+    from attnlab.models.checkpoint import checkpoint_kind
     from attnlab.training import load_checkpoint
 
     if not Path(out).is_dir():
@@ -49,18 +50,24 @@ def resumed_config(out: str, kind: str) -> dict[str, Any]:
 
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
     """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
-    from attnlab.training import TrainConfig, load_toml
+    from attnlab.training import load_toml
 
-    values = resumed_config(given.get("out") or TrainConfig().out, "decoder") if resume else {}
+    values = resumed_config(given.get("out") or TrainConfig.out, "decoder") if resume else {}
     if config_file:
         from_file = load_toml(config_file)
         TrainConfig.check_values(from_file, tr("config file {path!r}", path=config_file))  # keys, types
         model = {**values.get("model", {}), **from_file.pop("model", {})}
         values = {**values, **from_file, "model": model}
-    values.update({k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None})
-    model_flags = {k: v for k, v in given.items() if k in MODEL_FLAGS and v is not None}
-    values["model"] = {**values.get("model", {}), **model_flags}
-    return TrainConfig.from_dict(values)
+    return TrainConfig.from_dict(with_flags(values, given, TrainConfig))
+
+
+def with_flags(values: dict[str, Any], given: dict[str, Any], config: type) -> dict[str, Any]:
+    """``values`` with the flags given (None: not given): a field of ``config`` replaces its value, any other flag
+    (``--num-layers``, ...) overrides the preset's field in the ``model`` table."""
+    fields = {f.name for f in dataclasses.fields(config)}
+    given = {k: v for k, v in given.items() if v is not None}
+    model = {**values.get("model", {}), **{k: v for k, v in given.items() if k not in fields}}
+    return {**values, **{k: v for k, v in given.items() if k in fields}, "model": model}
 
 
 def draw_loss_curve(trainer) -> None:
@@ -73,52 +80,60 @@ def draw_loss_curve(trainer) -> None:
     save_figure(loss_figure(trainer.train_losses, trainer.evals, title), trainer.out / "loss.png", dpi=110)
 
 
+def _presets() -> dict[str, str]:
+    """The presets of each architecture ``--arch`` offers, for ``--preset``'s help."""
+    return {"presets": "; ".join(f"{name}: {', '.join(ARCHITECTURES[name].presets)}" for name in TrainConfig.ARCHS)}
+
+
+def _architectures() -> dict[str, str]:
+    return {"architectures": "; ".join(f"{name}, {_(ARCHITECTURES[name].summary)}" for name in TrainConfig.ARCHS)}
+
+
+option = functools.partial(click.option, cls=FieldOption, config=TrainConfig)  # [default: the TrainConfig field's]
+
+
 @click.command(name="train", cls=Command,
                help=N_("Train a GPT (or a Llama-style decoder) to predict the next token of a corpus."),
                epilog=EXAMPLES)
-@click.option("--data", help=N_("'shakespeare' (built in), a text file or a directory.  [default: shakespeare]"))
-@click.option("--out", help=N_("Output directory: checkpoints, tokenizer, loss curve.  [default: out/train]"))
-@click.option("--tokenizer", type=click.Choice(["char", "bpe"]), help=N_("Characters or byte-level BPE.  [default: "
-                                                                         "char]"))
-@click.option("--vocab-size", type=int, help=N_("BPE vocabulary size.  [default: 4096]"))
-@click.option("--arch", type=click.Choice(["gpt", "modern"]),
-              help=N_("gpt (GPT-2's layout) or modern (Llama's: RoPE, grouped-query attention, RMSNorm, SwiGLU).  "
-                      "[default: gpt]"))
-@click.option("--preset", help=N_("Model preset: tiny, baby, ... (modern also: llama-3.2-1b, qwen2.5-0.5b, "
-                                  "mistral-7b).  [default: baby]"))
-@click.option("--num-layers", type=int, help=N_("Override the preset: number of blocks."))
-@click.option("--num-heads", type=int, help=N_("Override the preset: attention heads."))
-@click.option("--num-kv-heads", type=int, help=N_("Override the preset: key/value heads (--arch modern)."))
-@click.option("--d-model", type=int, help=N_("Override the preset: model width."))
-@click.option("--d-ff", type=int, help=N_("Override the preset: feed-forward width (default 4·d_model)."))
-@click.option("--context-length", type=int, help=N_("Override the preset: the longest sequence (block size)."))
-@click.option("--dropout", type=float, help=N_("Override the preset: dropout."))
-@click.option("--max-iters", type=int, help=N_("Optimizer steps.  [default: 2000]"))
-@click.option("--batch-size", type=int, help=N_("Sequences per micro-batch, per process.  [default: 12]"))
-@click.option("--grad-accum", type=int, help=N_("Micro-batches per step, over all processes.  [default: 1]"))
-@click.option("--lr", "--learning-rate", "learning_rate", type=float, help=N_("Peak learning rate.  [default: 1e-3]"))
-@click.option("--min-lr", type=float, help=N_("Learning rate at the end of the cosine.  [default: 1e-4]"))
-@click.option("--warmup-iters", type=int, help=N_("Linear warm-up steps.  [default: 100]"))
-@click.option("--lr-decay-iters", type=int, help=N_("Cosine length in steps.  [default: max-iters]"))
-@click.option("--weight-decay", type=float, help=N_("AdamW weight decay on matrices.  [default: 0.1]"))
-@click.option("--grad-clip", type=float, help=N_("Max gradient norm, 0 = off.  [default: 1.0]"))
-@click.option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints.  [default: 250]"))
-@click.option("--eval-iters", type=int, help=N_("Batches per loss estimate.  [default: 50]"))
-@click.option("--val-fraction", type=float, help=N_("Share of the corpus held out.  [default: 0.1]"))
-@click.option("--seed", type=SEED, help=N_("Seed for weights, batches and dropout.  [default: 1337]"))
-@click.option("--time-budget", type=float,
-              help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to "
-                      "reach --min-lr when the time is spent, and re-planned as the speed changes. With --max-iters "
-                      "too, whichever ends first."))
-@click.option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model.  [default: off]"))
-@click.option("--device", help=N_("auto, cpu, cuda, cuda:N.  [default: auto]"))
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),
-              help=N_("Mixed precision: autocast's dtype; weights and checkpoints stay fp32 (fp16: CUDA only).  "
-                      "[default: fp32]"))
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help=N_("A TOML file of these settings."))
-@click.option("--resume", is_flag=True, help=N_("Continue from the checkpoint in --out."))
-@click.option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))
-@click.option("-q", "--quiet", is_flag=True, help=N_("No progress bar or log lines."))
+@option("--data", help=N_("'shakespeare' (built in), a text file or a directory."))
+@option("--out", help=N_("Output directory: checkpoints, tokenizer, loss curve."))
+@option("--tokenizer", type=click.Choice(TOKENIZERS), help=N_("Characters or byte-level BPE."))
+@option("--vocab-size", type=int, help=N_("BPE vocabulary size."))
+@option("--arch", type=click.Choice(TrainConfig.ARCHS), values=_architectures,
+        help=N_("The architecture: {architectures}."))
+@option("--preset", values=_presets, help=N_("A preset of the architecture's config ({presets})."))
+@option("--num-layers", type=int, help=N_("Override the preset: number of blocks."))
+@option("--num-heads", type=int, help=N_("Override the preset: attention heads."))
+@option("--num-kv-heads", type=int, help=N_("Override the preset: key/value heads (--arch modern)."))
+@option("--d-model", type=int, help=N_("Override the preset: model width."))
+@option("--d-ff", type=int, help=N_("Override the preset: feed-forward width (default 4·d_model)."))
+@option("--context-length", type=int, help=N_("Override the preset: the longest sequence (block size)."))
+@option("--dropout", type=float, help=N_("Override the preset: dropout."))
+@option("--max-iters", type=int, help=N_("Optimizer steps."))
+@option("--batch-size", type=int, help=N_("Sequences per micro-batch, per process."))
+@option("--grad-accum", type=int, help=N_("Micro-batches per step, over all processes."))
+@option("--lr", "--learning-rate", "learning_rate", type=float, help=N_("Peak learning rate."))
+@option("--min-lr", type=float, help=N_("Learning rate at the end of the cosine."))
+@option("--warmup-iters", type=int, help=N_("Linear warm-up steps."))
+@option("--lr-decay-iters", type=int, help=N_("Cosine length in steps (none given: --max-iters)."))
+@option("--weight-decay", type=float, help=N_("AdamW weight decay on matrices."))
+@option("--grad-clip", type=float, help=N_("Max gradient norm, 0 = off."))
+@option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints."))
+@option("--eval-iters", type=int, help=N_("Batches per loss estimate."))
+@option("--val-fraction", type=float, help=N_("Share of the corpus held out."))
+@option("--seed", type=SEED, help=N_("Seed for weights, batches and dropout."))
+@option("--time-budget", type=float,
+        help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to reach "
+                "--min-lr when the time is spent, and re-planned as the speed changes. With --max-iters too, "
+                "whichever ends first."))
+@option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model."))
+@option("--device", help=N_("auto, cpu, cuda, cuda:N."))
+@option("--dtype", type=click.Choice(list(DTYPES)),
+        help=N_("Mixed precision: autocast's dtype; weights and checkpoints stay fp32 (fp16: CUDA only)."))
+@option("--config", "config_file", type=click.Path(dir_okay=False), help=N_("A TOML file of these settings."))
+@option("--resume", is_flag=True, help=N_("Continue from the checkpoint in --out."))
+@option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))
+@option("-q", "--quiet", is_flag=True, help=N_("No progress bar or log lines."))
 def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training import train
 

@@ -2,36 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, get_args
 
 import click
 
+from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
 from attnlab.cli.params import SEED, check_resume_or_overwrite
-from attnlab.cli.train import draw_loss_curve, resumed_config
+from attnlab.cli.train import draw_loss_curve, resumed_config, with_flags
+from attnlab.data.tasks import TASKS
 from attnlab.i18n import N_, tr
-
-# flag name -> Seq2SeqTrainConfig field (None values are "not given" and do not override)
-TRAIN_FLAGS = ("task", "data", "out", "preset", "max_iters", "batch_size", "grad_accum", "learning_rate", "min_lr",
-               "warmup_iters", "weight_decay", "grad_clip", "eval_interval", "eval_iters", "seed", "time_budget",
-               "device", "dtype", "label_smoothing", "schedule", "train_pairs", "val_pairs", "truncate", "compile")
-MODEL_FLAGS = ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_ff", "context_length",
-               "dropout", "norm_first")
+from attnlab.layers.block import Norm
+from attnlab.models.config import DTYPES
+from attnlab.models.registry import ARCHITECTURES
+from attnlab.training.config import SCHEDULES, Seq2SeqTrainConfig
 
 
-def merge_config(given: dict[str, Any], resume: bool):
+def merge_config(given: dict[str, Any], resume: bool) -> Seq2SeqTrainConfig:
     """Defaults < the checkpoint's config (on resume) < the flags given; ``--data`` replaces the task."""
-    from attnlab.training.config import Seq2SeqTrainConfig
-
     values = resumed_config(given.get("out") or Seq2SeqTrainConfig.out, "seq2seq") if resume else {}
-    flags = {k: v for k, v in given.items() if k in TRAIN_FLAGS and v is not None}
-    if "data" in flags and "task" not in flags:
-        flags["task"] = None  # a TSV file instead of the default (or the checkpoint's) task
-    if "task" in flags and "data" not in flags:
-        flags["data"] = None
-    values.update(flags)
-    model_flags = {k: v for k, v in given.items() if k in MODEL_FLAGS and v is not None}
-    values["model"] = {**values.get("model", {}), **model_flags}
+    values = with_flags(values, given, Seq2SeqTrainConfig)
+    if given.get("data") is not None and given.get("task") is None:
+        values["task"] = None  # a TSV file instead of the default (or the checkpoint's) task
+    if given.get("task") is not None and given.get("data") is None:
+        values["data"] = None
     return Seq2SeqTrainConfig.from_dict(values)
 
 
@@ -45,57 +40,60 @@ EXAMPLES = "\n".join([
 ])
 
 
+def _presets() -> dict[str, str]:
+    return {"presets": ", ".join(p for name in Seq2SeqTrainConfig.ARCHS for p in ARCHITECTURES[name].presets)}
+
+
+option = functools.partial(click.option, cls=FieldOption, config=Seq2SeqTrainConfig)
+
+
 @click.command(name="train-seq2seq", cls=Command,
                help=N_('Train an encoder-decoder Transformer ("Attention Is All You Need") to translate.'),
                epilog=EXAMPLES)
-@click.option("--task", type=click.Choice(["dates", "numbers"]),
-              help=N_("A generated task: dates (seven languages -> ISO 8601) or numbers (digits -> Chinese "
-                      "numerals).  [default: dates]"))
-@click.option("--data", type=click.Path(exists=True, dir_okay=False),
-              help=N_("Instead of --task: a UTF-8 file of source<TAB>target lines."))
-@click.option("--out", help=N_("Output directory: checkpoints (vocabulary inside), loss curve.  "
-                               "[default: out/seq2seq]"))
-@click.option("--preset", help=N_("transformer-tiny, transformer-small, transformer-base, transformer-big.  [default: "
-                                  "transformer-tiny]"))
-@click.option("--d-model", type=int, help=N_("Override the preset: model width."))
-@click.option("--num-heads", type=int, help=N_("Override the preset: attention heads."))
-@click.option("--num-encoder-layers", type=int, help=N_("Override the preset: encoder blocks."))
-@click.option("--num-decoder-layers", type=int, help=N_("Override the preset: decoder blocks."))
-@click.option("--d-ff", type=int, help=N_("Override the preset: feed-forward width."))
-@click.option("--context-length", type=int, help=N_("Override the preset: the longest source (and target + 1)."))
-@click.option("--dropout", type=float, help=N_("Override the preset: dropout."))
-@click.option("--norm-first/--norm-after", "norm_first", default=None,
-              help=N_("Pre-LN blocks, or the paper's post-LN.  [default: the preset's]"))
-@click.option("--steps", "--max-iters", "max_iters", type=int, help=N_("Optimizer steps.  [default: 100000]"))
-@click.option("--time-budget", type=float,
-              help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to "
-                      "reach --min-lr when the time is spent, and re-planned as the speed changes. With --steps "
-                      "too, whichever ends first."))
-@click.option("--batch-size", type=int, help=N_("Pairs per micro-batch, per process.  [default: 64]"))
-@click.option("--grad-accum", type=int, help=N_("Micro-batches per step, over all processes.  [default: 1]"))
-@click.option("--lr", "--learning-rate", "learning_rate", type=float,
-              help=N_("Peak learning rate.  [default: 1e-3]"))
-@click.option("--min-lr", type=float, help=N_("Learning rate at the end of the cosine.  [default: 1e-4]"))
-@click.option("--warmup", "--warmup-iters", "warmup_iters", type=int, help=N_("Warm-up steps.  [default: 200]"))
-@click.option("--schedule", type=click.Choice(["cosine", "inverse-sqrt"]),
-              help=N_("After warm-up: a cosine over --steps, or the paper's 1/sqrt(step).  [default: cosine]"))
-@click.option("--label-smoothing", type=float, help=N_("Label smoothing (the paper: 0.1).  [default: 0]"))
-@click.option("--weight-decay", type=float, help=N_("AdamW weight decay on matrices.  [default: 0.01]"))
-@click.option("--grad-clip", type=float, help=N_("Max gradient norm, 0 = off.  [default: 1.0]"))
-@click.option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints.  [default: 500]"))
-@click.option("--eval-iters", type=int, help=N_("Batches per loss estimate.  [default: 10]"))
-@click.option("--train-pairs", type=int, help=N_("--task: training pairs drawn before training.  [default: 100000]"))
-@click.option("--val-pairs", type=int, help=N_("--task: held-out pairs for the validation loss.  [default: 500]"))
-@click.option("--truncate", is_flag=True, default=None, help=N_("Cut sources longer than the context instead of "
-                                                                "refusing them."))
-@click.option("--seed", type=SEED, help=N_("Seed for the data, weights, batches and dropout.  [default: 1337]"))
-@click.option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model.  [default: off]"))
-@click.option("--device", help=N_("auto, cpu, cuda, cuda:N.  [default: auto]"))
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]),
-              help=N_("Mixed precision: autocast's dtype; weights stay fp32 (fp16: CUDA only).  [default: fp32]"))
-@click.option("--resume", is_flag=True, help=N_("Continue from the checkpoint in --out."))
-@click.option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))
-@click.option("-q", "--quiet", is_flag=True, help=N_("No progress bar or log lines."))
+@option("--task", type=click.Choice(list(TASKS)),
+        help=N_("A generated task: dates (seven languages -> ISO 8601) or numbers (digits -> Chinese numerals)."))
+@option("--data", type=click.Path(exists=True, dir_okay=False),
+        help=N_("Instead of --task: a UTF-8 file of source<TAB>target lines."))
+@option("--out", help=N_("Output directory: checkpoints (vocabulary inside), loss curve."))
+@option("--preset", values=_presets, help=N_("A preset of the Transformer's config: {presets}."))
+@option("--d-model", type=int, help=N_("Override the preset: model width."))
+@option("--num-heads", type=int, help=N_("Override the preset: attention heads."))
+@option("--num-encoder-layers", type=int, help=N_("Override the preset: encoder blocks."))
+@option("--num-decoder-layers", type=int, help=N_("Override the preset: decoder blocks."))
+@option("--d-ff", type=int, help=N_("Override the preset: feed-forward width."))
+@option("--context-length", type=int, help=N_("Override the preset: the longest source (and target + 1)."))
+@option("--dropout", type=float, help=N_("Override the preset: dropout."))
+@option("--norm", type=click.Choice(get_args(Norm)),
+        help=N_("Where each block's LayerNorms sit: the paper's post-LN, or pre-LN.  [default: the preset's]"))
+@option("--steps", "--max-iters", "max_iters", type=int, help=N_("Optimizer steps."))
+@option("--time-budget", type=float,
+        help=N_("Train for this many minutes: the first steps are timed, then warm-up and cosine are planned to reach "
+                "--min-lr when the time is spent, and re-planned as the speed changes. With --steps too, whichever "
+                "ends first."))
+@option("--batch-size", type=int, help=N_("Pairs per micro-batch, per process."))
+@option("--grad-accum", type=int, help=N_("Micro-batches per step, over all processes."))
+@option("--lr", "--learning-rate", "learning_rate", type=float, help=N_("Peak learning rate."))
+@option("--min-lr", type=float, help=N_("Learning rate at the end of the cosine."))
+@option("--warmup", "--warmup-iters", "warmup_iters", type=int, help=N_("Warm-up steps."))
+@option("--schedule", type=click.Choice(SCHEDULES),
+        help=N_("After warm-up: a cosine over --steps, or the paper's 1/sqrt(step)."))
+@option("--label-smoothing", type=float, help=N_("Label smoothing (the paper: 0.1)."))
+@option("--weight-decay", type=float, help=N_("AdamW weight decay on matrices."))
+@option("--grad-clip", type=float, help=N_("Max gradient norm, 0 = off."))
+@option("--eval-interval", type=int, help=N_("Steps between evals and checkpoints."))
+@option("--eval-iters", type=int, help=N_("Batches per loss estimate."))
+@option("--train-pairs", type=int, help=N_("--task: training pairs drawn before training."))
+@option("--val-pairs", type=int, help=N_("--task: held-out pairs for the validation loss."))
+@option("--truncate", is_flag=True, default=None, help=N_("Cut sources longer than the context instead of refusing "
+                                                          "them."))
+@option("--seed", type=SEED, help=N_("Seed for the data, weights, batches and dropout."))
+@option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model."))
+@option("--device", help=N_("auto, cpu, cuda, cuda:N."))
+@option("--dtype", type=click.Choice(list(DTYPES)),
+        help=N_("Mixed precision: autocast's dtype; weights stay fp32 (fp16: CUDA only)."))
+@option("--resume", is_flag=True, help=N_("Continue from the checkpoint in --out."))
+@option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))
+@option("-q", "--quiet", is_flag=True, help=N_("No progress bar or log lines."))
 def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
     from attnlab.training.seq2seq_trainer import train_seq2seq
 

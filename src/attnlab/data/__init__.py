@@ -3,7 +3,6 @@
 from attnlab.data.corpus import load_text, shakespeare_text, strip_play_markdown
 from attnlab.data.pairs import (
     Batch,
-    CharVocab,
     Pair,
     collate,
     encode_pairs,
@@ -14,6 +13,8 @@ from attnlab.data.pairs import (
 )
 from attnlab.data.tasks import TASKS, DatesTask, NumbersTask, Task, get_task
 from attnlab.data.tokenizer import (
+    SPECIALS,
+    TOKENIZERS,
     BPETokenizer,
     CharTokenizer,
     Tokenizer,
@@ -25,11 +26,12 @@ from attnlab.data.tokenizer import (
 from attnlab.data.tokens import encode_cached, get_batch, stream_generator, train_val_split
 
 __all__ = [
+    "SPECIALS",
     "TASKS",
+    "TOKENIZERS",
     "BPETokenizer",
     "Batch",
     "CharTokenizer",
-    "CharVocab",
     "DatesTask",
     "NumbersTask",
     "Pair",

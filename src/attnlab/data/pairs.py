@@ -4,10 +4,9 @@
   ``source<TAB>target`` lines; every malformed line is an error naming ``file:line``.
 * :func:`split_pairs`: a seeded train/held-out split by *source*, so no held-out source is ever
   trained on (a file may give one source several targets; all of them land on the same side).
-* :class:`CharVocab`: one character vocabulary for both sides, because the encoder-decoder model
-  ties its source and target embeddings. Ids ``0, 1, 2`` are ``<pad>``, ``<bos>``, ``<eos>``; the
-  characters follow, by code point. There is no ``<unk>``: a character the vocabulary lacks is an
-  error that lists it, never a silent stand-in.
+* the vocabulary: a :class:`~attnlab.data.CharTokenizer` of both sides (``CharTokenizer.from_pairs``), because
+  the encoder-decoder model ties its source and target embeddings. Ids ``0, 1, 2`` are ``<pad>``, ``<bos>``,
+  ``<eos>``; the characters follow, by code point.
 * :func:`encode_pairs`, :func:`collate`, :func:`iter_batches`: ids, padded with ``<pad>`` = 0 into a
   :class:`Batch`, shuffled (optionally bucketed by length) from a ``torch.Generator``.
 """
@@ -15,7 +14,6 @@
 from __future__ import annotations
 
 import codecs
-import json
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -24,11 +22,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from attnlab.arguments import check_positive_int
+from attnlab.data.tokenizer import SPECIALS, CharTokenizer, clip
 from attnlab.files import atomic_write_text, read_bytes
 from attnlab.i18n import N_, _, tr
 
-PAD, BOS, EOS = 0, 1, 2
-SPECIALS = ("<pad>", "<bos>", "<eos>")
+PAD, BOS, EOS = (SPECIALS.index(name) for name in ("<pad>", "<bos>", "<eos>"))
 
 
 class Pair(NamedTuple):
@@ -75,17 +74,13 @@ def _parse_line(line: str, path: str | Path, number: int) -> Pair:
     if tabs != 1:
         found = "no tab" if tabs == 0 else f"{tabs} tabs"
         raise ValueError(tr("{path}:{number}: expected source<TAB>target (exactly one tab), found {found} in {clip!r}",
-                            path=path, number=number, found=found, clip=_clip(line)))
+                            path=path, number=number, found=found, clip=clip(line)))
     source, target = line.split("\t")
     for side, value in ((N_("source"), source), (N_("target"), target)):
         if not value.strip():
             raise ValueError(tr("{path}:{number}: the {side} is empty (or only whitespace) in {clip!r}", path=path,
-                                number=number, side=_(side), clip=_clip(line)))
+                                number=number, side=_(side), clip=clip(line)))
     return Pair(source, target)
-
-
-def _clip(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[:width] + "..."
 
 
 def write_pairs(pairs: Iterable[Pair], path: str | Path) -> Path:
@@ -95,7 +90,7 @@ def write_pairs(pairs: Iterable[Pair], path: str | Path) -> Path:
         for side, value in ((N_("source"), source), (N_("target"), target)):
             if not value.strip() or any(c in value for c in "\t\r\n"):
                 raise ValueError(tr("write_pairs: pair {i} has a {side} that is empty or holds a tab or line break: "
-                                    "{clip!r}", i=i, side=_(side), clip=_clip(value)))
+                                    "{clip!r}", i=i, side=_(side), clip=clip(value)))
         lines.append(f"{source}\t{target}\n")
     return atomic_write_text(path, "".join(lines))
 
@@ -124,96 +119,6 @@ def split_pairs(pairs: Sequence[Pair], held_out_fraction: float = 0.1,
     return [p for p in pairs if p.source not in held], [p for p in pairs if p.source in held]
 
 
-# ---------------------------------------------------------------- vocabulary
-
-
-class CharVocab:
-    """Characters of both sides -> ids: ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, then each character.
-
-    Unlike :class:`~attnlab.data.CharTokenizer` (for GPT text) it has the specials a translation
-    model needs, and it is built from both sides of the pairs at once.
-    """
-
-    kind = "char-pairs"
-
-    def __init__(self, chars: Iterable[str]) -> None:
-        chars = list(chars)
-        if not chars or any(not isinstance(c, str) or len(c) != 1 for c in chars) or len(set(chars)) != len(chars):
-            raise ValueError(tr("CharVocab: chars must be a non-empty list of distinct single characters"))
-        self.chars = sorted(chars)
-        self._ids = {c: i + len(SPECIALS) for i, c in enumerate(self.chars)}
-
-    @classmethod
-    def from_texts(cls, texts: Iterable[str]) -> CharVocab:
-        """Every character that occurs in ``texts``."""
-        chars = set().union(*map(set, texts))
-        if not chars:
-            raise ValueError(tr("CharVocab.from_texts: the texts hold no characters"))
-        return cls(chars)
-
-    @classmethod
-    def from_pairs(cls, pairs: Iterable[Pair]) -> CharVocab:
-        """Every character of every source and target (one shared vocabulary)."""
-        return cls.from_texts(side for pair in pairs for side in pair)
-
-    @property
-    def vocab_size(self) -> int:
-        return len(SPECIALS) + len(self.chars)
-
-    def encode(self, text: str) -> list[int]:
-        """``text`` -> one id per character, no ``<bos>``/``<eos>``. Unknown characters: a ValueError listing them."""
-        try:
-            return [self._ids[c] for c in text]
-        except KeyError:
-            unknown = sorted(set(text) - self._ids.keys())
-            shown = ", ".join(repr(c) for c in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
-            raise ValueError(tr("CharVocab.encode: {n_unknown} character(s) not in the vocabulary: {shown} in "
-                                "{clip!r} (build the vocabulary from every text it must encode)",
-                                n_unknown=len(unknown), shown=shown, clip=_clip(text))) from None
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Ids -> text, reading a model's output as is: skips ``<pad>`` and ``<bos>``, stops at the first ``<eos>``."""
-        out = []
-        for i in ids:
-            i = int(i)
-            if i == EOS:
-                break
-            if not 0 <= i < self.vocab_size:
-                raise ValueError(tr("CharVocab.decode: id {i} is outside the vocabulary [0, {vocab_size})", i=i,
-                                    vocab_size=self.vocab_size))
-            if i >= len(SPECIALS):
-                out.append(self.chars[i - len(SPECIALS)])
-        return "".join(out)
-
-    def to_json(self) -> str:
-        return json.dumps({"kind": self.kind, "specials": list(SPECIALS), "chars": self.chars}, ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, data: str) -> CharVocab:
-        obj = json.loads(data)
-        if not isinstance(obj, dict) or obj.get("kind") != cls.kind or obj.get("specials") != list(SPECIALS):
-            raise ValueError(tr("CharVocab.from_json: expected kind {kind!r} with specials {specials}, got kind "
-                                "{value!r}", kind=cls.kind, specials=list(SPECIALS),
-                                value=obj.get('kind') if isinstance(obj, dict) else None))
-        return cls(obj["chars"])
-
-    def save(self, path: str | Path) -> Path:
-        return atomic_write_text(path, self.to_json())
-
-    @classmethod
-    def load(cls, path: str | Path) -> CharVocab:
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CharVocab) and self.chars == other.chars
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.chars))
-
-    def __repr__(self) -> str:
-        return f"CharVocab(vocab_size={self.vocab_size})"
-
-
 # ---------------------------------------------------------------- batches
 
 
@@ -238,7 +143,7 @@ class Batch(NamedTuple):
 EncodedPair = tuple[list[int], list[int]]
 
 
-def encode_pairs(pairs: Sequence[Pair], vocab: CharVocab, context_length: int | None = None,
+def encode_pairs(pairs: Sequence[Pair], vocab: CharTokenizer, context_length: int | None = None,
                  truncate: bool = False) -> list[EncodedPair]:
     """Each pair as ``(source ids, target ids)``, checked against ``context_length``.
 
@@ -254,19 +159,19 @@ def encode_pairs(pairs: Sequence[Pair], vocab: CharVocab, context_length: int | 
     for i, (source, target) in enumerate(pairs):
         if not source:
             raise ValueError(tr("encode_pairs: pair {i} has an empty source (the encoder would read nothing)", i=i))
-        src, tgt = vocab.encode(source), vocab.encode(target)
+        src, tgt = vocab.encode(source).tolist(), vocab.encode(target).tolist()
         if context_length is not None:
             if len(src) > context_length:
                 if not truncate:
                     raise ValueError(tr("encode_pairs: pair {i} has a source of {n_src} characters, more than "
                                         "context_length={context_length} ({clip!r}); pass truncate=True to cut "
                                         "sources, or raise context_length", i=i, n_src=len(src),
-                                        context_length=context_length, clip=_clip(source)))
+                                        context_length=context_length, clip=clip(source)))
                 src = src[:context_length]
             if len(tgt) + 1 > context_length:
                 raise ValueError(tr("encode_pairs: pair {i} has a target of {n_tgt} characters, which with <bos> "
                                     "exceeds context_length={context_length} ({clip!r}); targets are never truncated",
-                                    i=i, n_tgt=len(tgt), context_length=context_length, clip=_clip(target)))
+                                    i=i, n_tgt=len(tgt), context_length=context_length, clip=clip(target)))
         out.append((src, tgt))
     return out
 
@@ -296,9 +201,7 @@ def iter_batches(encoded: Sequence[EncodedPair], batch_size: int, generator: tor
     compute); the order of the batches is still shuffled. For one stream per epoch use
     ``stream_generator(seed, "train", epoch)``.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(tr("iter_batches: batch_size must be a positive int, got {batch_size!r}",
-                            batch_size=batch_size))
+    check_positive_int("iter_batches", "batch_size", batch_size, tr)
     if not encoded:
         raise ValueError(tr("iter_batches: no pairs to batch"))
     if isinstance(generator, int):

@@ -23,7 +23,7 @@ from attnlab.generation.translation import Translation, translate
 from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect.encoder_decoder import capture_translation
 from attnlab.models import load_trained
-from attnlab.models.trained import read_state
+from attnlab.models.checkpoint import read_state
 from attnlab.training import Seq2SeqTrainConfig, train_seq2seq
 from attnlab.viz.alignment import alignment_figure
 from attnlab.viz.figures import save_figure

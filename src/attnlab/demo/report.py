@@ -26,7 +26,7 @@ from attnlab.generation import stream_text
 from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect import Explanation, capture, explain
 from attnlab.models import load_trained
-from attnlab.models.trained import checkpoint_kind, read_state, resolve_checkpoint
+from attnlab.models.checkpoint import checkpoint_kind, read_state, resolve_checkpoint
 from attnlab.pretrained import load_bert
 from attnlab.viz.heatmap import head_figure, heads_figure
 from attnlab.viz.loss_curve import loss_figure

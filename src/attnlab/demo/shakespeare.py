@@ -13,7 +13,7 @@ from attnlab.demo.context import Demo
 from attnlab.generation import stream_text
 from attnlab.i18n import tr
 from attnlab.models import load_trained
-from attnlab.models.trained import read_state, resolve_checkpoint
+from attnlab.models.checkpoint import read_state, resolve_checkpoint
 from attnlab.training import TrainConfig, train
 from attnlab.viz.figures import save_figure
 from attnlab.viz.loss_curve import loss_figure

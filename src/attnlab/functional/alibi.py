@@ -24,10 +24,11 @@ import math
 import torch
 from torch import Tensor
 
+from attnlab.arguments import check_positive_int
+
 
 def _check_heads(num_heads: int, owner: str) -> None:
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"{owner}: num_heads must be a positive int, got {num_heads!r}")
+    check_positive_int(owner, "num_heads", num_heads)
 
 
 def _geometric(n: int) -> list[float]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab.arguments import check_choice, check_mask_shape, check_scale, qkv_batch
-from attnlab.functional.backends import BACKENDS
+from attnlab.arguments import check_mask_shape, qkv_batch
 
 
 def check_qkv(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
@@ -37,10 +36,3 @@ def check_mask(attn_mask: Tensor | None, batch: tuple[int, ...], t_q: int, t_k: 
             f"{attn_mask.dtype}"
         )
     check_mask_shape(attn_mask.shape, batch, t_q, t_k)
-
-
-def check_options(dropout_p: float, scale: float | None, backend: str) -> None:
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float) or not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
-    check_scale(scale)
-    check_choice("backend", backend, BACKENDS)

@@ -11,16 +11,19 @@ import dataclasses
 from typing import Literal, overload
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab.arguments import resolve_backend
-from attnlab.functional.backends import AttentionCall, Backend, choose_backend, flash_measured_faster
-from attnlab.functional.checks import check_mask, check_options, check_qkv
-from attnlab.functional.chunked import chunked_attention
-from attnlab.functional.grouped import fold_groups, unfold_groups
-from attnlab.functional.masks import merge_masks
-from attnlab.functional.math_attention import math_attention
+from attnlab.arguments import check_choice, check_scale
+from attnlab.functional.backends import (
+    BACKENDS,
+    KERNELS,
+    AttentionCall,
+    Backend,
+    choose_backend,
+    flash_measured_faster,
+    resolve_backend,
+)
+from attnlab.functional.checks import check_mask, check_qkv
 
 
 def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
@@ -29,40 +32,15 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     """:func:`scaled_dot_product_attention` without the argument checks: ``(output, weights or None)``.
 
     For callers whose q, k, v and mask are right by construction. ``"auto"`` is resolved by
-    :func:`~attnlab.functional.backends.choose_backend`.
+    :func:`~attnlab.functional.backends.choose_backend`; the chosen backend's row of
+    :data:`~attnlab.functional.backends.KERNELS` runs the call.
     """
-    t_q, t_k = query.shape[-2], key.shape[-2]
     groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     auto = backend if backend != "auto" else choose_backend(
         call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights))
     chosen = resolve_backend(backend, auto, return_weights)
-    if chosen == "flash":  # reads grouped key/value heads itself
-        from attnlab.functional.flash import flash_backend
-
-        return flash_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa), None
-    folded = chosen != "sdpa" and groups > 1 and not is_causal
-    if folded:  # decoding, or a mask of its own: each group's query heads become rows of its key/value head
-        query, attn_mask = fold_groups(query, attn_mask, groups)
-    elif chosen != "sdpa" and groups > 1:  # causal (top-left per head): repeat each key/value head for its group
-        key, value = key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
-    if chosen == "chunked":
-        output = chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale)
-        return (unfold_groups(output, groups) if folded else output), None
-    if chosen == "sdpa":
-        if attn_mask is not None and is_causal:  # torch refuses both at once: merge them ourselves
-            attn_mask, is_causal = merge_masks(attn_mask, True, t_q, t_k, query.dtype, query.device), False
-        if attn_mask is not None and attn_mask.dtype != torch.bool:
-            attn_mask = attn_mask.to(query.dtype)
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                                              is_causal=is_causal, scale=scale, enable_gqa=groups > 1), None
-    # the textbook path; a causal mask alone leaves every query some key, so no empty rows to look for
-    mask = merge_masks(attn_mask, is_causal, t_q, t_k, query.dtype, query.device)
-    output, weights = math_attention(query, key, value, mask, dropout_p, scale, may_be_empty=attn_mask is not None,
-                                     return_weights=return_weights)
-    if folded:
-        output, weights = unfold_groups(output, groups), None if weights is None else unfold_groups(weights, groups)
-    return output, weights if return_weights else None
+    return KERNELS[chosen].run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights)
 
 
 def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
@@ -81,6 +59,13 @@ def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: 
 
         call = dataclasses.replace(call, flash=flash_can_run(query))
     return call
+
+
+def check_options(dropout_p: float, scale: float | None, backend: str) -> None:
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float) or not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
+    check_scale(scale)
+    check_choice("backend", backend, BACKENDS)
 
 
 @overload

@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnlab.arguments import check_positive_int
+
 
 def sliding_window_mask(t_q: int, t_k: int, window: int, device: torch.device | str | None = None) -> Tensor:
     """Bool ``(Tq, Tk)`` mask, True where query i may attend key j: ``p_i − window < j <= p_i``, p_i = Tk − Tq + i.
@@ -33,8 +35,7 @@ def sliding_window_mask(t_q: int, t_k: int, window: int, device: torch.device | 
                 [0, 0, 1, 1]], dtype=torch.int32)
     """
     for name, n in (("t_q", t_q), ("t_k", t_k)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"sliding_window_mask: {name} must be a positive int, got {n!r}")
+        check_positive_int("sliding_window_mask", name, n)
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise ValueError(f"sliding_window_mask: window must be an int >= 1 (keys seen, own included), got {window!r}")
     if t_q > t_k:

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from attnlab.generation.loop import decode_loop
+from attnlab.models.caches import compute_dtype
 from attnlab.models.checks import check_token_ids
-from attnlab.models.dtypes import compute_dtype
 
 _STEPS: dict[tuple[type, str, str], Callable] = {}  # one compiled step per model class, device type, options
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (key, an idle static cache)
@@ -56,7 +56,7 @@ def _take_cache(model: Any, batch: int) -> tuple[tuple, Any]:
     if held is not None and held[0] == key:
         held[1].reset()
         return held
-    return key, model.new_static_kv_cache(batch)
+    return key, model.new_cache(batch, static=True)
 
 
 def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
@@ -65,7 +65,7 @@ def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     """The new tokens ``(B,)`` one by one, as :func:`~attnlab.generation.generate_stream` with ``compile=True``:
     the eager loop (:func:`~attnlab.generation.loop.decode_loop`) with a static cache and the compiled step.
 
-    The model needs ``new_static_kv_cache(batch)`` and ``decode_step(idx, cache)`` (as
+    The model needs ``new_cache(batch, static=True)`` and ``decode_step(idx, cache)`` (as
     :class:`~attnlab.models.GPT` has). Past ``context_length``, like the eager loop: crop and recompute.
     """
     compiled = compiled_step(model, idx.device)

@@ -64,14 +64,14 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     if compile and attention_mask is not None:
         raise ValueError(tr("compile=True decodes prompts of one length; left-padded prompts (attention_mask) need "
                             "compile=False"))
-    if compile and not all(hasattr(model, name) for name in ("decode_step", "new_static_kv_cache")):
+    if compile and not all(hasattr(model, name) for name in ("decode_step", "new_cache")):
         raise ValueError(tr("compile=True needs a model with a static KV cache and a decode_step (GPT has them), got "
                             "{model_type}; decode it with compile=False", model_type=type(model).__name__))
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     step = functools.partial(last_logits, model)
     return decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id, attention_mask,
-                       model.new_kv_cache(idx.shape[0]) if use_cache else None, prefill=step, step=step)
+                       model.new_cache(idx.shape[0]) if use_cache else None, prefill=step, step=step)
 
 
 def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
@@ -81,7 +81,7 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
     """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``.
 
     Args:
-        model: a :class:`attnlab.models.GPT` (anything with its ``config.context_length``, ``new_kv_cache``
+        model: a :class:`attnlab.models.GPT` (anything with its ``config.context_length``, ``new_cache``
             and ``forward(idx, kv_cache=...)`` returning ``.logits``). It runs in eval mode (no dropout) and
             is put back afterwards.
         idx: the prompt, ``(B, T)`` token ids.
@@ -97,7 +97,7 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
         compile: decode with a static KV cache and a step compiled by ``torch.compile(fullgraph=True)``, on CUDA
             captured in a CUDA graph (see :mod:`attnlab.generation.compiled_decode`); the same tokens as the eager
             loop. The first call compiles (seconds); later calls reuse the step. Needs the model's
-            ``new_static_kv_cache`` and ``decode_step``.
+            ``new_cache(batch, static=True)`` and ``decode_step``.
 
     Example:
         >>> from attnlab.models import GPT, GPTConfig

@@ -2,10 +2,10 @@
 
 The source is encoded once. The decoder then starts from ``bos_id`` and adds one token per step until every
 sequence has produced ``eos_id`` (or ``max_new_tokens`` are reached). With ``use_cache=True`` each step feeds only
-the newest token: the decoder's self-attention keeps the keys and values of the earlier ones, and the
-cross-attention's keys and values of the memory are computed once per source, shared by its beams
-(:meth:`attnlab.models.Transformer.incremental_decoder`). Without the cache each step runs the decoder over the
-whole prefix, the memory's keys and values projected again; the two give the same tokens (tested).
+the newest token to :meth:`attnlab.models.Transformer.decode_step`: the decoder's self-attention keeps the keys and
+values of the earlier ones in the cache, and the cross-attention's keys and values of the memory are computed once
+per source, shared by its beams (:meth:`~attnlab.models.Transformer.new_cache`). Without the cache each step runs the
+decoder over the whole prefix, the memory's keys and values projected again; the two give the same tokens (tested).
 
 Beam search keeps the ``beam_size`` best partial translations per source, ranked by their log-probability divided
 by the length penalty of GNMT (Wu et al., 2016), which the Transformer paper uses with α = 0.6 (§6.1):
@@ -72,18 +72,17 @@ class _Stepper:
     """The decoder's next-token log-probabilities ``(N, V)`` for a growing ``tokens (N, t)`` (bos first), ``N = B ·
     beams`` rows grouped by source, with or without the cache; pad and bos are never chosen.
 
-    With the cache, each call feeds the newest token to the model's
-    :meth:`~attnlab.models.Transformer.incremental_decoder`, which keeps every layer's keys and values (and the
-    memory's, projected once per source). Without it, each call runs :meth:`~attnlab.models.Transformer.decode`
-    over the whole prefix, the memory repeated for the beams: the cross-attention's keys and values are projected
-    again at every step.
+    With the cache, each call feeds the newest token to :meth:`~attnlab.models.Transformer.decode_step`, whose
+    cache keeps every layer's keys and values (and the memory's, projected once per source). Without it, each call
+    runs :meth:`~attnlab.models.Transformer.decode` over the whole prefix, the memory repeated for the beams: the
+    cross-attention's keys and values are projected again at every step.
     """
 
     def __init__(self, model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor, use_cache: bool,
                  max_new_tokens: int, beams: int = 1) -> None:
         self.model = model
         memory = model.encode(src, src_mask)  # the model's door checks the ids and the mask's values
-        self.decoder = model.incremental_decoder(memory, mask, beams, max_new_tokens) if use_cache else None
+        self.cache = model.new_cache(memory, mask, max_new_tokens, beams=beams) if use_cache else None
         if not use_cache:
             self.memory, self.mask = memory, mask
             if beams > 1:  # each source's memory repeated for its beams
@@ -93,13 +92,14 @@ class _Stepper:
         self.banned = torch.tensor([c.pad_id, c.bos_id], device=src.device)
 
     def reorder(self, rows: Tensor) -> None:
-        """Rows ``rows (N,)`` (parents within each source) become rows ``0 .. N - 1``."""
-        if self.decoder is not None:
-            self.decoder.reorder(rows)
+        """Rows ``rows (N,)`` (parents within each source) become rows ``0 .. N - 1``; the memory's keys and
+        values stay, one per source."""
+        if self.cache is not None:
+            self.cache.reorder(rows, memory=False)
 
     def log_probs(self, tokens: Tensor) -> Tensor:
-        if self.decoder is not None:
-            logits = self.decoder(tokens[:, -1])
+        if self.cache is not None:
+            logits = self.model.decode_step(tokens[:, -1:], self.cache)
         else:
             logits = self.model.decode(tokens, self.memory, src_mask=self.mask,
                                        tgt_mask=torch.ones_like(tokens))[:, -1]

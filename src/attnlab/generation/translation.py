@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnlab.data.pairs import PAD, CharVocab
+from attnlab.data.pairs import PAD
+from attnlab.data.tokenizer import CharTokenizer
 from attnlab.generation.seq2seq import beam_search, greedy_decode
 from attnlab.i18n import tr
 
@@ -29,7 +30,7 @@ class Translation:
     score: float | None = None
 
 
-def encode_sources(texts: Sequence[str], vocab: CharVocab, context_length: int,
+def encode_sources(texts: Sequence[str], vocab: CharTokenizer, context_length: int,
                    truncate: bool = False) -> tuple[Tensor, Tensor]:
     """``(src_ids, src_mask)``, both ``(B, S)`` int64, padded with ``<pad>``; every source checked first."""
     if isinstance(texts, str) or not texts:
@@ -66,7 +67,7 @@ def _strip(ids: list[int], bos: int, eos: int) -> list[int]:
 
 
 @torch.no_grad()
-def translate(model: nn.Module, vocab: CharVocab, texts: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
+def translate(model: nn.Module, vocab: CharTokenizer, texts: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
               truncate: bool = False, max_new_tokens: int | None = None) -> list[Translation]:
     """Translate ``texts`` with ``model`` (a :class:`~attnlab.models.Transformer`); one :class:`Translation` each.
 

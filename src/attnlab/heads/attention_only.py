@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
 from attnlab.attention import MultiHeadAttention
 from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
@@ -27,10 +28,7 @@ from attnlab.models.initialisation import init_weights
 def check_positive_ints(config: object, names: tuple[str, ...]) -> None:
     """Each of ``config``'s fields ``names`` is a positive int; a ValueError names the first that is not."""
     for name in names:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}", owner=type(config).__name__,
-                                name=name, value=value))
+        check_positive_int(type(config).__name__, name, getattr(config, name), tr)
 
 
 @dataclass(frozen=True)

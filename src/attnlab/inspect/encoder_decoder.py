@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnlab.data.pairs import BOS, CharVocab
+from attnlab.data.pairs import BOS
+from attnlab.data.tokenizer import CharTokenizer
 from attnlab.i18n import N_, _, tr
 from attnlab.inspect.capture import Capture
 from attnlab.inspect.explain import Explanation, attention_arithmetic, find_query
@@ -75,14 +76,14 @@ class Seq2SeqCapture:
 
 
 @torch.no_grad()
-def capture_translation(model: nn.Module, vocab: CharVocab, source: str, target_ids: list[int],
+def capture_translation(model: nn.Module, vocab: CharTokenizer, source: str, target_ids: list[int],
                         name: str = "translation model") -> Seq2SeqCapture:
     """Run ``model`` on ``source`` and the ids it wrote (``target_ids``, without ``<bos>``/``<eos>``); keep the
     weights of every attention (batch of one, float32 on the CPU)."""
     most = model.config.context_length - 1  # <bos> + the ids must fit; a translation that never ended is cut
     ended = len(target_ids) <= most
     target_ids = list(target_ids[:most])
-    src = torch.tensor([vocab.encode(source)], dtype=torch.long)
+    src = torch.as_tensor(vocab.encode(source), dtype=torch.long)[None]
     tgt = torch.tensor([[BOS, *target_ids]], dtype=torch.long)
     device = next(model.parameters()).device
     was_training = model.training
@@ -108,7 +109,7 @@ def _split_heads(t: Tensor, heads: int) -> Tensor:
 
 
 @torch.no_grad()
-def explain_cross(model: nn.Module, vocab: CharVocab, source: str, target_ids: list[int], query: str | int = 0,
+def explain_cross(model: nn.Module, vocab: CharTokenizer, source: str, target_ids: list[int], query: str | int = 0,
                   layer: int = 0, head: int = 0, name: str = "translation model") -> Explanation:
     """Cross-attention of decoder ``layer``, ``head`` for one decoding step, every number shown.
 

@@ -11,16 +11,28 @@ after the last block. Post-LN is what BERT's weights were trained with, so loadi
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, get_args
 
 from torch import Tensor, nn
 
-from attnlab.attention.multihead import KVCacheLike, MultiHeadAttention
+from attnlab.arguments import plain
+from attnlab.attention.cache import LayerCache
+from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
 
-Norm = Literal["post", "pre"]
+Norm = Literal["post", "pre"]  # where the LayerNorm sits: after the residual addition, or before the sublayer
+
+
+NORM_MESSAGE = "{owner}: norm must be 'post' or 'pre', got {norm!r}"  # a config translates it (models/config.py)
+
+
+def check_norm(owner: str, norm: object, translate: Callable[..., str] = plain) -> None:
+    """``norm`` must be ``"post"`` or ``"pre"`` (worded by ``translate``: see :func:`attnlab.arguments.plain`)."""
+    if norm not in get_args(Norm):
+        raise ValueError(translate(NORM_MESSAGE, owner=owner, norm=norm))
 
 
 class TransformerBlock(nn.Module):
@@ -47,8 +59,7 @@ class TransformerBlock(nn.Module):
                  is_causal: bool = False, activation: Activation = "gelu", qkv_bias: bool = True, bias: bool = True,
                  eps: float = 1e-5, backend: Backend = "auto") -> None:
         super().__init__()
-        if norm not in ("post", "pre"):
-            raise ValueError(f"TransformerBlock: norm must be 'post' or 'pre', got {norm!r}")
+        check_norm(type(self).__name__, norm)
         self.norm = norm
         self.attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias, is_causal=is_causal,
                                        out_bias=bias, backend=backend)
@@ -58,7 +69,7 @@ class TransformerBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)  # on the attention sublayer's output, as in the paper
 
     def forward(self, x: Tensor, attention_mask: Tensor | None = None, *, attn_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCacheLike | None = None, head_mask: Tensor | None = None):
+                return_weights: bool = False, kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
         """``x (B, T, D)``; ``attention_mask (B, T)`` 1 = real token, or a model's checked ``attn_mask``
         (see :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding; ``head_mask``
         ``(num_heads,)``."""

@@ -16,23 +16,14 @@ The memory itself is not normalised here: the encoder's output already is (its l
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from torch import Tensor, nn
 
-from attnlab.attention.multihead import KVCacheLike, MultiHeadAttention
+from attnlab.attention.cache import LayerCache
+from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
+from attnlab.layers.block import Norm, check_norm
 from attnlab.layers.feedforward import Activation, FeedForward
 from attnlab.layers.layernorm import LayerNorm
-
-
-class DecoderCacheLike(Protocol):
-    """What :meth:`DecoderBlock.forward` needs from one layer's decoding cache (``attnlab.models.seq2seq_cache``):
-    the self-attention's growing KV cache, and the cross-attention's keys and values of the memory, filled at the
-    first step and reused at every later one."""
-
-    self_attn: KVCacheLike
-    memory_kv: tuple[Tensor, Tensor] | None
 
 
 class DecoderBlock(nn.Module):
@@ -43,7 +34,8 @@ class DecoderBlock(nn.Module):
         num_heads: attention heads of both attentions; must divide ``d_model``.
         d_ff: feed-forward hidden width.
         dropout: on the attention weights and on each sublayer's output, training mode only.
-        norm_first: pre-LN (True) or the paper's post-LN (False), as ``torch.nn.TransformerDecoderLayer``.
+        norm: ``"post"`` (the paper) or ``"pre"``, as :class:`~attnlab.layers.TransformerBlock` (torch's
+            ``norm_first=True`` is ``"pre"``).
         activation: the feed-forward non-linearity (the paper: ReLU).
         bias: biases on every projection and LayerNorm (``torch.nn.Transformer`` has them).
         eps: LayerNorm epsilon.
@@ -57,13 +49,12 @@ class DecoderBlock(nn.Module):
         torch.Size([2, 5, 16])
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, *, norm_first: bool = False,
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, *, norm: Norm = "post",
                  activation: Activation = "relu", bias: bool = True, eps: float = 1e-5,
                  backend: Backend = "auto") -> None:
         super().__init__()
-        if not isinstance(norm_first, bool):
-            raise ValueError(f"DecoderBlock: norm_first must be True or False, got {norm_first!r}")
-        self.norm_first = norm_first
+        check_norm(type(self).__name__, norm)
+        self.norm = norm
         self.self_attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, bias, is_causal=True,
                                             out_bias=bias, backend=backend)
         self.ln1 = LayerNorm(d_model, eps=eps, bias=bias)
@@ -76,14 +67,14 @@ class DecoderBlock(nn.Module):
 
     def _residual(self, x: Tensor, sublayer, norm: LayerNorm) -> Tensor:
         """``x + sublayer(LN(x))`` (pre-LN) or ``LN(x + sublayer(x))`` (post-LN)."""
-        if self.norm_first:
+        if self.norm == "pre":
             return x + sublayer(norm(x))
         return norm(x + sublayer(x))
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 memory_attn_mask: Tensor | None = None, return_weights: bool = False,
-                kv_cache: DecoderCacheLike | None = None):
+                kv_cache: LayerCache | None = None):
         """Run the three sublayers.
 
         Args:
@@ -96,7 +87,10 @@ class DecoderBlock(nn.Module):
                 ``attn_mask`` by the self-attention itself.
             return_weights: also return the weights of the self-attention ``(B, H, T, T)`` and of the
                 cross-attention ``(B, H, T, S)``.
-            kv_cache: decoding: one layer's cache; ``x`` is then the new tokens, placed after the cached ones.
+            kv_cache: decoding: one layer's cache; ``x`` is then the new tokens, placed after the cached ones. It
+                keeps the self-attention's keys and values, and the memory's (``memory_kv``), projected once per
+                source: with ``beams`` rows of ``x`` per source (a search), a source's rows query its memory as one
+                sequence, so the memory is never copied per beam.
 
         Returns:
             ``(B, T, D)``, or ``(out, self_weights, cross_weights)`` with ``return_weights``.
@@ -105,15 +99,19 @@ class DecoderBlock(nn.Module):
 
         def self_attention(h: Tensor) -> Tensor:
             out = self.self_attn(h, attention_mask=attention_mask, attn_mask=attn_mask, return_weights=return_weights,
-                                 kv_cache=None if kv_cache is None else kv_cache.self_attn)
+                                 kv_cache=kv_cache)
             return self._dropped(out, weights, return_weights)
 
         def cross_attention(h: Tensor) -> Tensor:
             memory_kv = self._memory_kv(memory, kv_cache)
+            rows, sources = h.shape[0], h.shape[0] if memory_kv is None else memory_kv[0].shape[0]
+            if sources != rows:  # a search's beams: each source's rows query its memory as one sequence
+                h = h.reshape(sources, -1, h.shape[-1])  # (B, beams · T, D)
             out = self.cross_attn(h, None if memory_kv is not None else memory, memory_kv=memory_kv,
                                   attention_mask=memory_mask, attn_mask=memory_attn_mask,
                                   return_weights=return_weights)
-            return self._dropped(out, weights, return_weights)
+            return self._dropped(out if sources == rows else _per_row(out, rows, return_weights), weights,
+                                 return_weights)
 
         x = self._residual(x, self_attention, self.ln1)
         x = self._residual(x, cross_attention, self.ln2)
@@ -126,7 +124,7 @@ class DecoderBlock(nn.Module):
             weights.append(w)
         return self.dropout(out)
 
-    def _memory_kv(self, memory: Tensor | None, kv_cache: DecoderCacheLike | None) -> tuple[Tensor, Tensor] | None:
+    def _memory_kv(self, memory: Tensor | None, kv_cache: LayerCache | None) -> tuple[Tensor, Tensor] | None:
         """The memory's keys and values from the cache, projected on the first step (None without a cache)."""
         if kv_cache is None:
             if memory is None:
@@ -138,3 +136,13 @@ class DecoderBlock(nn.Module):
                                  "got None")
             kv_cache.memory_kv = self.cross_attn.project_memory(memory)
         return kv_cache.memory_kv
+
+
+def _per_row(out, rows: int, return_weights: bool):
+    """A source's beams, attended as one query sequence, back to a row each: ``(B, beams · T, D)`` ->
+    ``(B · beams, T, D)``, and the weights ``(B, H, beams · T, S)`` -> ``(B · beams, H, T, S)``."""
+    if not return_weights:
+        return out.reshape(rows, -1, out.shape[-1])
+    out, w = out
+    b, h, _, s = w.shape
+    return out.reshape(rows, -1, out.shape[-1]), w.view(b, h, rows // b, -1, s).transpose(1, 2).reshape(rows, h, -1, s)

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
+
 
 class LayerNorm(nn.Module):
     """Normalise each token vector over its features: ``(..., D)`` -> ``(..., D)``.
@@ -30,8 +32,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True, fused: bool = True) -> None:
         super().__init__()
-        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(f"LayerNorm: d_model must be a positive int, got {d_model!r}")
+        check_positive_int("LayerNorm", "d_model", d_model)
         if not isinstance(eps, int | float) or not eps > 0:
             raise ValueError(f"LayerNorm: eps must be a float > 0, got {eps!r}")
         self.d_model, self.eps, self.fused = d_model, float(eps), fused

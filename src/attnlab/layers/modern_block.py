@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attnlab.attention.grouped_query import GroupedQueryAttention, LayerCacheLike
+from attnlab.attention.cache import LayerCache
+from attnlab.attention.grouped_query import GroupedQueryAttention
 from attnlab.functional import Backend
 from attnlab.layers.rmsnorm import RMSNorm
 from attnlab.layers.rotary import RotaryEmbedding
@@ -54,7 +55,7 @@ class ModernBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, *, attn_mask: Tensor | None = None, positions: Tensor | None = None,
-                return_weights: bool = False, kv_cache: LayerCacheLike | None = None, head_mask: Tensor | None = None):
+                return_weights: bool = False, kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
         """``x (B, T, D)``; a model's checked ``attn_mask`` and RoPE ``positions`` (see
         :meth:`GroupedQueryAttention.forward`); ``kv_cache`` for decoding; ``head_mask`` ``(num_heads,)``."""
         a = self.attn(self.norm1(x), attn_mask=attn_mask, positions=positions, return_weights=return_weights,

@@ -16,6 +16,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
+
 
 def _check_positions(x: Tensor, d_model: int, context_length: int, offset: int, owner: str) -> None:
     if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
@@ -31,8 +33,7 @@ def _check_positions(x: Tensor, d_model: int, context_length: int, offset: int, 
 
 def _check_sizes(d_model: int, context_length: int, owner: str) -> None:
     for name, n in (("d_model", d_model), ("context_length", context_length)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{owner}: {name} must be a positive int, got {n!r}")
+        check_positive_int(owner, name, n)
 
 
 def sinusoidal_table(context_length: int, d_model: int) -> Tensor:

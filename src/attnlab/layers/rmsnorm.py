@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
+
 
 class RMSNorm(nn.Module):
     """Rescale each token vector to unit root-mean-square, then by γ: ``(..., D)`` -> ``(..., D)``.
@@ -32,8 +34,7 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-6, fused: bool = True) -> None:
         super().__init__()
-        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(f"RMSNorm: d_model must be a positive int, got {d_model!r}")
+        check_positive_int("RMSNorm", "d_model", d_model)
         if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps > 0:
             raise ValueError(f"RMSNorm: eps must be a float > 0, got {eps!r}")
         self.d_model, self.eps, self.fused = d_model, float(eps), fused

@@ -41,14 +41,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnlab.arguments import check_positive_int
+
 SCALING_TYPES = ("linear", "dynamic", "llama3")
 # transformers' names for two of the fields, so that a checkpoint's ``rope_scaling`` dict can be passed as it is
 _HF_ALIASES = {"rope_type": "type", "original_max_position_embeddings": "original_context_length"}
-
-
-def _positive_int(owner: str, name: str, n: Any) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {n!r}")
 
 
 def _positive_float(owner: str, name: str, x: Any) -> None:
@@ -81,7 +78,7 @@ class RopeScaling:
         _positive_float("RopeScaling", "factor", self.factor)
         _positive_float("RopeScaling", "low_freq_factor", self.low_freq_factor)
         _positive_float("RopeScaling", "high_freq_factor", self.high_freq_factor)
-        _positive_int("RopeScaling", "original_context_length", self.original_context_length)
+        check_positive_int("RopeScaling", "original_context_length", self.original_context_length)
         if self.type == "llama3" and not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(
                 "RopeScaling: llama3 needs high_freq_factor > low_freq_factor (the blend divides by their "
@@ -174,10 +171,10 @@ class RotaryEmbedding:
 
     def __init__(self, head_dim: int, context_length: int, base: float = 10000.0,
                  scaling: RopeScaling | dict[str, Any] | None = None) -> None:
-        _positive_int("RotaryEmbedding", "head_dim", head_dim)
+        check_positive_int("RotaryEmbedding", "head_dim", head_dim)
         if head_dim % 2:
             raise ValueError(f"RotaryEmbedding: head_dim must be even (features rotate in pairs), got {head_dim}")
-        _positive_int("RotaryEmbedding", "context_length", context_length)
+        check_positive_int("RotaryEmbedding", "context_length", context_length)
         _positive_float("RotaryEmbedding", "base", base)
         self.head_dim, self.context_length, self.base = head_dim, context_length, float(base)
         self.scaling = _as_scaling(scaling)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
+
 
 class SwiGLU(nn.Module):
     """``down_proj(silu(gate_proj(x)) * up_proj(x))``: ``(..., D)`` -> ``(..., D)``, through width ``d_ff``.
@@ -28,8 +30,7 @@ class SwiGLU(nn.Module):
     def __init__(self, d_model: int, d_ff: int, bias: bool = False) -> None:
         super().__init__()
         for name, n in (("d_model", d_model), ("d_ff", d_ff)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"SwiGLU: {name} must be a positive int, got {n!r}")
+            check_positive_int("SwiGLU", name, n)
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)

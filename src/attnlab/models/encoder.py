@@ -9,7 +9,11 @@ so the output at a real token does not depend on how much padding the batch has.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.checks import check_head_mask
@@ -24,9 +28,105 @@ from attnlab.models.checks import (
     mask_values_error,
     read_facts,
 )
-from attnlab.models.config import EncoderConfig
+from attnlab.models.config import Presets, common_checks
 from attnlab.models.initialisation import init_weights
-from attnlab.models.outputs import EncoderOutput
+
+
+@dataclass
+class EncoderConfig(Presets):
+    """A BERT-style encoder (see :class:`attnlab.models.TransformerEncoder`).
+
+    Args:
+        vocab_size: number of token ids.
+        context_length: the most positions the model has (BERT: 512).
+        d_model: width of every token vector.
+        num_layers: number of post-LN blocks.
+        num_heads: attention heads per block; must divide ``d_model``.
+        d_ff: feed-forward hidden width; None means ``4 · d_model``.
+        type_vocab_size: number of token types (segments A/B in BERT); 0 for none.
+        dropout: on embeddings, attention weights and sublayer outputs, training only.
+        activation: feed-forward non-linearity (BERT: exact ``"gelu"``).
+        layer_norm_eps: LayerNorm epsilon (BERT: 1e-12).
+        pad_id: the id used for padding (Hugging Face's ``pad_token_id``).
+        backend: attention backend for the blocks.
+    """
+
+    vocab_size: int
+    context_length: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    d_ff: int | None = None
+    type_vocab_size: int = 2
+    dropout: float = 0.0
+    activation: str = "gelu"
+    layer_norm_eps: float = 1e-12
+    pad_id: int = 0
+    backend: str = "auto"
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "bert-base": dict(vocab_size=30522, context_length=512, d_model=768, num_layers=12, num_heads=12, d_ff=3072),
+        # the encoder of the usual tutorials: BERT-base's dimensions with a 30,000-token vocabulary
+        "tutorial-encoder": dict(vocab_size=30000, context_length=512, d_model=768, num_layers=12, num_heads=12,
+                                 d_ff=3072),
+        "minilm-l6": dict(vocab_size=30522, context_length=512, d_model=384, num_layers=6, num_heads=12, d_ff=1536),
+    }
+
+    def __post_init__(self) -> None:
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model if isinstance(self.d_model, int) else self.d_model
+        common_checks(self, type(self).__name__)
+        if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) \
+                or self.type_vocab_size < 0:
+            raise ValueError(tr("EncoderConfig: type_vocab_size must be an int >= 0, got {type_vocab_size!r}",
+                                type_vocab_size=self.type_vocab_size))
+        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(
+                tr("EncoderConfig: pad_id must be in [0, vocab_size={vocab_size}), got {pad_id!r}",
+                   vocab_size=self.vocab_size, pad_id=self.pad_id)
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+
+def mean_pooling(hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """Mean of ``hidden (B, T, D)`` over the real tokens (``attention_mask (B, T)`` 1 = real) -> ``(B, D)``.
+
+    A row with no real token gets zeros (its mean is undefined), not NaN.
+    """
+    if attention_mask is None:
+        return hidden.mean(dim=1)
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+
+
+def sentence_embedding(hidden: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """Sentence-Transformers' recipe: mean pooling over real tokens, then L2-normalised: ``(B, D)``."""
+    return F.normalize(mean_pooling(hidden, attention_mask), p=2, dim=-1)
+
+
+@dataclass
+class EncoderOutput:
+    """``TransformerEncoder.forward`` (Hugging Face's field names).
+
+    Attributes:
+        last_hidden_state: ``(B, T, D)``; rows at padding positions are computed but meaningless.
+        hidden_states: with ``return_hidden_states``: ``num_layers + 1`` tensors ``(B, T, D)``, the
+            embeddings first, then each block's output.
+        attentions: with ``return_weights``: one ``(B, H, T, T)`` per layer.
+        attention_mask: the ``(B, T)`` mask used (1 = real token), kept for pooling.
+    """
+
+    last_hidden_state: Tensor
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+    attention_mask: Tensor | None = None
+
+    def sentence_embedding(self) -> Tensor:
+        """Mean over real tokens, L2-normalised: ``(B, D)``."""
+        return sentence_embedding(self.last_hidden_state, self.attention_mask)
 
 
 class EncoderEmbeddings(nn.Module):
@@ -35,7 +135,7 @@ class EncoderEmbeddings(nn.Module):
     def __init__(self, config: EncoderConfig) -> None:
         super().__init__()
         c = config
-        self.word_embeddings = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_token_id)
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
         self.position_embeddings = LearnedPositionalEmbedding(c.d_model, c.context_length)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.d_model) if c.type_vocab_size else None
         self.ln = LayerNorm(c.d_model, eps=c.layer_norm_eps)

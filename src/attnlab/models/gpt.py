@@ -6,25 +6,75 @@
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
-from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
-from attnlab.models.config import GPTConfig
-from attnlab.models.dtypes import compute_dtype
-from attnlab.models.initialisation import STD, init_weights
-from attnlab.models.kv_cache import KVCache
-from attnlab.models.outputs import CausalLMOutput
-from attnlab.models.static_kv_cache import StaticKVCache
+from attnlab.models.config import Presets, common_checks
+from attnlab.models.language_model import LanguageModel
 
 
-class GPT(nn.Module):
-    """A GPT-2-style language model.
+@dataclass
+class GPTConfig(Presets):
+    """A GPT-style decoder (see :class:`attnlab.models.GPT`).
+
+    Args:
+        vocab_size: number of token ids.
+        context_length: the most positions the model has (learned position table size).
+        d_model: width of every token vector.
+        num_layers: number of pre-LN causal blocks.
+        num_heads: attention heads per block; must divide ``d_model``.
+        d_ff: feed-forward hidden width; None means ``4 · d_model``.
+        dropout: on embeddings, attention weights and sublayer outputs, training only.
+        qkv_bias: biases on the query/key/value projections (GPT-2 has them).
+        bias: biases on the attention output projection, the feed-forward maps and the LayerNorms
+            (nanoGPT's ``bias=False`` is ``bias=False, qkv_bias=False``).
+        activation: feed-forward non-linearity (GPT-2: ``"gelu_tanh"``).
+        layer_norm_eps: LayerNorm epsilon.
+        backend: attention backend for the blocks.
+        tie_weights: the output head shares the token embedding's matrix (GPT-2); False gives the head its own.
+    """
+
+    vocab_size: int
+    context_length: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    d_ff: int | None = None
+    dropout: float = 0.0
+    qkv_bias: bool = False
+    bias: bool = True
+    activation: str = "gelu_tanh"
+    layer_norm_eps: float = 1e-5
+    backend: str = "auto"
+    tie_weights: bool = True
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        # trains in seconds on a laptop CPU; byte-sized vocabulary by default
+        "tiny": dict(vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=2, qkv_bias=True),
+        # nanoGPT's "baby" Shakespeare model
+        "baby": dict(vocab_size=256, context_length=64, d_model=128, num_layers=4, num_heads=4, qkv_bias=True),
+        "gpt2-small": dict(vocab_size=50257, context_length=1024, d_model=768, num_layers=12, num_heads=12,
+                           qkv_bias=True),
+        "gpt2-xl": dict(vocab_size=50257, context_length=1024, d_model=1600, num_layers=48, num_heads=25,
+                        qkv_bias=True),
+    }
+
+    def __post_init__(self) -> None:
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model if isinstance(self.d_model, int) else self.d_model
+        common_checks(self, type(self).__name__)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+
+class GPT(LanguageModel):
+    """A GPT-2-style language model (the shared forward, decoding and caches: :class:`LanguageModel`).
 
     Example:
         >>> model = GPT(GPTConfig.from_preset("tiny"))
@@ -50,85 +100,10 @@ class GPT(nn.Module):
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
-        self.apply(init_weights)
-        # GPT-2: residual projections scaled by 1/sqrt(2 · num_layers), so the residual stream's
-        # variance does not grow with depth (two residual additions per block)
-        for block in self.blocks:
-            for proj in (block.attn.out_proj, block.ff.linear2):
-                nn.init.normal_(proj.weight, mean=0.0, std=STD / math.sqrt(2 * c.num_layers))
+        self.init_weights(residual_projections="linear2")
 
-    def num_parameters(self) -> int:
-        """Trainable parameters (a tied head counted once)."""
-        return sum(p.numel() for p in self.parameters())
-
-    def new_kv_cache(self, batch: int, context_length: int | None = None) -> KVCache:
-        """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions,
-        in the dtype the model computes in here (autocast's, under autocast)."""
-        c, w = self.config, self.tok_emb.weight
-        return KVCache(c.num_layers, batch, c.num_heads, context_length or c.context_length, c.head_dim,
-                       compute_dtype(w), w.device)
-
-    def new_static_kv_cache(self, batch: int) -> StaticKVCache:
-        """A :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`: ``batch`` sequences, the model's
-        ``context_length`` positions, the dtype the model computes in here."""
-        c, w = self.config, self.tok_emb.weight
-        return StaticKVCache(c.num_layers, batch, c.num_heads, c.context_length, c.head_dim, compute_dtype(w),
-                             w.device)
-
-    def decode_step(self, idx: Tensor, kv_cache: StaticKVCache) -> Tensor:
-        """Logits of the last position ``(B, vocab_size)`` for ``idx (B, T)`` placed after what ``kv_cache`` holds.
-
-        A decoding loop's step, in eval mode: unchecked (the loop checks its prompt once, and stops before
-        ``context_length``) and capturable: positions are tensors read from the cache, shapes depend only on T,
-        nothing is read back to the host. So ``torch.compile(fullgraph=True)`` traces it once for T = 1 and
-        CUDA graphs replay it. Equal to :meth:`forward` with a :class:`KVCache` (tested).
-        """
-        positions = kv_cache.positions(idx.shape[1])  # (T,) on the device
-        x = self.tok_emb(idx) + self.pos_emb.weight[positions]  # learned positions, gathered by tensor
-        for i, block in enumerate(self.blocks):
-            x = block(x, kv_cache=kv_cache[i])
-        kv_cache.advance(idx.shape[1])
-        return self.head(self.ln_f(x[:, -1]))
-
-    def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCache | None = None,
-                head_mask: Tensor | None = None) -> CausalLMOutput:
-        """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
-
-        Args:
-            idx: integer ids in ``[0, vocab_size)``; ``T`` (plus what the cache holds) at most
-                ``context_length``.
-            targets: ``(B, T)`` the next token at each position (ids, or -100 to leave a position out);
-                the output's ``loss`` is then the mean cross-entropy.
-            attention_mask: ``(B, T)`` 1 = real token, 0 = padding, for a left-padded batch (``(B, cached + T)``
-                with a cache: every key's); padded keys are masked and positions count real tokens only.
-            return_weights: also return ``attentions``, one ``(B, H, T, T)`` weight tensor per layer
-                (``(B, H, T, L)`` with a cache of ``L`` positions).
-            kv_cache: a :meth:`new_kv_cache`; the tokens are placed after the ``kv_cache.length``
-                positions it holds, and their keys and values are added to it.
-            head_mask: ``(num_layers, num_heads)``: head h of layer l has its output multiplied by
-                ``head_mask[l, h]`` before ``out_proj`` (0 removes it); differentiable, for head importance.
-        """
-        c = self.config
-        offset = 0 if kv_cache is None else kv_cache.length
-        mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
-                                               c.context_length, offset)
-        if head_mask is not None:
-            check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
-        if positions is None:
-            x = self.drop(self.pos_emb(self.tok_emb(idx), offset=offset))
-        else:  # left padding: each row's own positions
-            x = self.drop(self.tok_emb(idx) + self.pos_emb.weight[positions])
-        attentions = []
-        for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask=mask, return_weights=return_weights,
-                      kv_cache=None if kv_cache is None else kv_cache[i],
-                      head_mask=None if head_mask is None else head_mask[i])
-            if return_weights:
-                x, w = x
-                attentions.append(w)
-        logits = self.head(self.ln_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
-        return CausalLMOutput(logits, loss, tuple(attentions) if return_weights else None)
+    def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
+        """Token embedding + learned position: the table sliced from ``offset``, or gathered at ``positions``
+        (each row's own, in a left-padded batch; the device's, in a compiled step)."""
+        x = self.tok_emb(idx)
+        return self.pos_emb(x, offset=offset) if positions is None else x + self.pos_emb.weight[positions]

@@ -20,33 +20,143 @@ full causal attention       optional sliding window (Mistral)      cost per toke
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.attention.checks import check_head_mask
+from attnlab.arguments import check_positive_int
+from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
-from attnlab.layers import ModernBlock, RMSNorm, RotaryEmbedding
-from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
-from attnlab.models.config import ModernDecoderConfig
-from attnlab.models.initialisation import STD, init_weights
-from attnlab.models.kv_cache import KVCache
-from attnlab.models.outputs import CausalLMOutput
+from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
+from attnlab.models.config import Presets
+from attnlab.models.language_model import LanguageModel
 
 
-class ModernDecoder(nn.Module):
+@dataclass
+class ModernDecoderConfig(Presets):
+    """A decoder of today's open models: Llama, Qwen2, Mistral (see :class:`attnlab.models.ModernDecoder`).
+
+    Args:
+        vocab_size: number of token ids.
+        context_length: the longest sequence (RoPE has no table; this is the length trained for).
+        d_model: width of every token vector.
+        num_layers: number of pre-RMSNorm blocks.
+        num_heads: query heads per block.
+        num_kv_heads: key/value heads per block; must divide ``num_heads`` (None: ``num_heads``; 1: MQA).
+        head_dim: width of one head, even (RoPE turns pairs); None means ``d_model // num_heads``.
+        d_ff: SwiGLU hidden width; None means 8/3 · ``d_model`` rounded up to a multiple of 8 (the parameters of
+            a 4 · ``d_model`` two-matrix network in three matrices).
+        dropout: on embeddings, attention weights and sublayer outputs, training only.
+        qkv_bias: biases on the query/key/value projections (Qwen2 has them).
+        out_bias: a bias on the attention's output projection.
+        rope_base: the θ of RoPE's frequencies (Llama 2 and Mistral: 10,000; Llama 3: 500,000; Qwen2.5: 10⁶).
+        rope_scaling: None or a dict of :class:`attnlab.layers.RopeScaling` fields (Llama 3.1/3.2: ``llama3``).
+        sliding_window: keys each query sees, its own included (Mistral 7B v0.1: 4096); None: all before it.
+        norm_eps: RMSNorm epsilon.
+        tie_weights: the output head shares the token embedding's matrix (Llama-3.2-1B and Qwen2.5-0.5B do).
+        backend: attention backend for the blocks.
+    """
+
+    vocab_size: int
+    context_length: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    d_ff: int | None = None
+    dropout: float = 0.0
+    qkv_bias: bool = False
+    out_bias: bool = False
+    rope_base: float = 10000.0
+    rope_scaling: dict[str, Any] | None = None
+    sliding_window: int | None = None
+    norm_eps: float = 1e-5
+    tie_weights: bool = False
+    backend: str = "auto"
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        # trains in seconds; 4 query heads over 2 key/value heads
+        "tiny": dict(vocab_size=256, context_length=32, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                     d_ff=88, tie_weights=True),
+        # the GPT "baby"'s size (810,368 against 812,032 parameters at vocab_size=82): d_ff = 392 spends on the
+        # gated feed-forward what GQA and the missing position table save
+        "baby": dict(vocab_size=256, context_length=64, d_model=128, num_layers=4, num_heads=4, num_kv_heads=2,
+                     d_ff=392, tie_weights=True),
+        # the shapes of the published checkpoints (their config.json files)
+        "llama-3.2-1b": dict(vocab_size=128256, context_length=131072, d_model=2048, num_layers=16, num_heads=32,
+                             num_kv_heads=8, d_ff=8192, rope_base=500000.0,
+                             rope_scaling=dict(type="llama3", factor=32.0, low_freq_factor=1.0,
+                                               high_freq_factor=4.0, original_context_length=8192),
+                             norm_eps=1e-5, tie_weights=True),
+        "qwen2.5-0.5b": dict(vocab_size=151936, context_length=32768, d_model=896, num_layers=24, num_heads=14,
+                             num_kv_heads=2, d_ff=4864, qkv_bias=True, rope_base=1000000.0, norm_eps=1e-6,
+                             tie_weights=True),
+        "mistral-7b": dict(vocab_size=32000, context_length=32768, d_model=4096, num_layers=32, num_heads=32,
+                           num_kv_heads=8, d_ff=14336, rope_base=10000.0, sliding_window=4096, norm_eps=1e-5,
+                           tie_weights=False),
+    }
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for name in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads"):
+            check_positive_int(owner, name, getattr(self, name), tr)
+        if self.num_kv_heads is None:
+            self.num_kv_heads = self.num_heads
+        check_positive_int(owner, "num_kv_heads", self.num_kv_heads, tr)
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(tr("{owner}: num_heads must be divisible by num_kv_heads, got num_heads={num_heads}, "
+                                "num_kv_heads={num_kv_heads}", owner=owner, num_heads=self.num_heads,
+                                num_kv_heads=self.num_kv_heads))
+        if self.head_dim is None:
+            if self.d_model % self.num_heads:
+                raise ValueError(tr("{owner}: d_model={d_model} must be divisible by num_heads={num_heads} (or give "
+                                    "head_dim)", owner=owner, d_model=self.d_model, num_heads=self.num_heads))
+            self.head_dim = self.d_model // self.num_heads
+        check_positive_int(owner, "head_dim", self.head_dim, tr)
+        if self.head_dim % 2:
+            raise ValueError(tr("{owner}: head_dim must be even (RoPE rotates pairs of features), got {head_dim}",
+                                owner=owner, head_dim=self.head_dim))
+        if self.d_ff is None:
+            self.d_ff = math.ceil(8 * self.d_model / 3 / 8) * 8
+        check_positive_int(owner, "d_ff", self.d_ff, tr)
+        if self.sliding_window is not None:
+            check_positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window, tr)
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0.0 <= self.dropout < 1:
+            raise ValueError(tr("{owner}: dropout must be a float in [0, 1), got {dropout!r}", owner=owner,
+                                dropout=self.dropout))
+        for name in ("rope_base", "norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(tr("{owner}: {name} must be a number > 0, got {value!r}", owner=owner, name=name,
+                                    value=value))
+        if self.rope_scaling is not None:
+            if not isinstance(self.rope_scaling, dict):
+                raise TypeError(tr("{owner}: rope_scaling must be None or a dict, got {rope_scaling_type}",
+                                   owner=owner, rope_scaling_type=type(self.rope_scaling).__name__))
+            RopeScaling.from_dict(self.rope_scaling)  # every field checked now, not at the first forward
+        if self.backend not in BACKENDS:
+            raise ValueError(tr("{owner}: backend must be one of {backends}, got {backend!r}", owner=owner,
+                                backends=BACKENDS, backend=self.backend))
+
+
+class ModernDecoder(LanguageModel):
     """A Llama-style language model (Qwen2 with ``qkv_bias``, Mistral with ``sliding_window``).
 
-    Called exactly like :class:`~attnlab.models.GPT`, so :func:`attnlab.generation.generate`, the trainer and
-    :func:`attnlab.inspect.capture` take either.
+    Called exactly like :class:`~attnlab.models.GPT` (the same :class:`LanguageModel`), so
+    :func:`attnlab.generation.generate`, the trainer and :func:`attnlab.inspect.capture` take either.
 
     Example:
         >>> model = ModernDecoder(ModernDecoderConfig.from_preset("tiny"))
         >>> model(torch.zeros(2, 5, dtype=torch.long)).logits.shape      # (B, T, vocab)
         torch.Size([2, 5, 256])
-        >>> model.new_kv_cache(1)[0].keys.shape     # (B, num_kv_heads, context_length, head_dim): 2 heads, not 4
-        torch.Size([1, 2, 32, 8])
+        >>> model.new_cache(1)[0].keys.shape     # (B, num_kv_heads, capacity, head_dim): 2 heads, not 4
+        torch.Size([1, 2, 16, 8])
     """
+
+    FINAL_NORM = "norm_f"
+    ROTARY = True  # each block's attention turns q and k by the token's position: nothing is added to x
 
     def __init__(self, config: ModernDecoderConfig) -> None:
         super().__init__()
@@ -68,55 +178,9 @@ class ModernDecoder(nn.Module):
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight
-        self.apply(init_weights)
-        # as in GPT: the two residual projections of each block scaled by 1/sqrt(2 · num_layers)
-        for block in self.blocks:
-            for proj in (block.attn.out_proj, block.ff.down_proj):
-                nn.init.normal_(proj.weight, mean=0.0, std=STD / math.sqrt(2 * c.num_layers))
+        self.init_weights(residual_projections="down_proj")
 
-    def num_parameters(self) -> int:
-        """Trainable parameters (a tied head counted once)."""
-        return sum(p.numel() for p in self.parameters())
-
-    def new_kv_cache(self, batch: int, context_length: int | None = None) -> KVCache:
-        """An empty cache of ``num_kv_heads`` heads per layer, for ``batch`` sequences of up to ``context_length``
-        (default: the model's) positions."""
-        c, w = self.config, self.tok_emb.weight
-        return KVCache(c.num_layers, batch, c.num_kv_heads, context_length or c.context_length, c.head_dim, w.dtype,
-                       w.device)
-
-    def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
-                return_weights: bool = False, kv_cache: KVCache | None = None,
-                head_mask: Tensor | None = None) -> CausalLMOutput:
-        """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
-
-        Args:
-            idx: integer ids in ``[0, vocab_size)``; ``T`` (plus what the cache holds) at most ``context_length``.
-            targets: ``(B, T)`` the next token at each position (or -100 to leave it out); gives ``loss``.
-            attention_mask: ``(B, T)`` 1 = real token, 0 = padding, for a left-padded batch (``(B, cached + T)``
-                with a cache: every key's). Padded keys are masked, and RoPE turns each token by its position
-                among the real tokens of its row, so a padded row computes what it would alone.
-            return_weights: also return ``attentions``, one ``(B, num_heads, T, L)`` tensor per layer.
-            kv_cache: a :meth:`new_kv_cache`; the tokens follow the ``kv_cache.length`` positions it holds.
-            head_mask: ``(num_layers, num_heads)``: each query head's output times its entry before ``out_proj``.
-        """
-        c = self.config
-        offset = 0 if kv_cache is None else kv_cache.length
-        mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
-                                               c.context_length, offset)
-        if head_mask is not None:
-            check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
-        x = self.drop(self.tok_emb(idx))
-        attentions = []
-        for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask=mask, positions=positions, return_weights=return_weights,
-                      kv_cache=None if kv_cache is None else kv_cache[i],
-                      head_mask=None if head_mask is None else head_mask[i])
-            if return_weights:
-                x, w = x
-                attentions.append(w)
-        logits = self.head(self.norm_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
-        return CausalLMOutput(logits, loss, tuple(attentions) if return_weights else None)
+    def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
+        """The token embedding alone: positions enter the blocks, as rotations of q and k (with a left-padded
+        batch, each token turned by its position among the real tokens of its row)."""
+        return self.tok_emb(idx)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from attnlab.arguments import check_positive_int
 from attnlab.numpy.checks import check_float_array
 
 
@@ -21,8 +22,7 @@ def sinusoidal_table(context_length: int, d_model: int) -> np.ndarray:
         [0.0, 1.0, 0.0, 1.0]
     """
     for name, n in (("context_length", context_length), ("d_model", d_model)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"sinusoidal_table: {name} must be a positive int, got {n!r}")
+        check_positive_int("sinusoidal_table", name, n)
     if d_model % 2:
         raise ValueError(f"sinusoidal_table: d_model must be even (sin/cos pairs), got {d_model}")
     pos = np.arange(context_length, dtype=np.float64)[:, None]  # (context_length, 1)

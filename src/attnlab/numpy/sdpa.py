@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.arguments import resolve_backend
 from attnlab.numpy.checks import Backend, check_mask, check_options, check_qkv
 from attnlab.numpy.chunked import chunked_attention
 from attnlab.numpy.math_attention import math_attention
@@ -15,12 +14,14 @@ from attnlab.numpy.math_attention import math_attention
 _CHUNKED_FROM = 4096 * 4096
 
 
-def choose_backend(query: np.ndarray, key: np.ndarray, return_weights: bool) -> str:
-    """What ``backend="auto"`` runs: ``"math"`` if weights are asked for or the score matrix is
-    small, else ``"chunked"`` (O(T) memory)."""
-    if return_weights or query.shape[-2] * key.shape[-2] < _CHUNKED_FROM:
-        return "math"
-    return "chunked"
+def choose_backend(query: np.ndarray, key: np.ndarray, return_weights: bool, backend: str = "auto") -> str:
+    """The backend to run: ``backend`` itself, or for ``"auto"`` ``"math"`` if weights are asked for or the score
+    matrix is small, else ``"chunked"`` (O(T) memory). Only ``"math"`` materialises the weights."""
+    if backend == "auto":
+        return "math" if return_weights or query.shape[-2] * key.shape[-2] < _CHUNKED_FROM else "chunked"
+    if return_weights and backend != "math":
+        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
+    return backend
 
 
 def scaled_dot_product_attention(
@@ -70,7 +71,7 @@ def scaled_dot_product_attention(
     check_mask(attn_mask, batch, t_q, t_k)
     check_options(dropout_p, scale, backend)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    chosen = resolve_backend(backend, choose_backend(query, key, return_weights), return_weights)
+    chosen = choose_backend(query, key, return_weights, backend)
     if chosen == "chunked":
         return chunked_attention(query, key, value, attn_mask, is_causal, scale)
     output, weights = math_attention(query, key, value, attn_mask, scale, is_causal)

@@ -83,7 +83,7 @@ class PretrainedBert(nn.Module):
         if not texts:
             raise ValueError(tr("texts is empty: nothing to tokenize"))
         encodings = self._encodings(texts, truncation)
-        ids, mask, types = pad(encodings, self.config.pad_token_id)
+        ids, mask, types = pad(encodings, self.config.pad_id)
         return TokenBatch(ids, mask, types, [list(e.tokens) for e in encodings])
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
@@ -115,7 +115,7 @@ class PretrainedBert(nn.Module):
             out = torch.empty(len(texts), d)
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
-                ids, mask, types = pad([encodings[i] for i in chunk], self.config.pad_token_id)
+                ids, mask, types = pad([encodings[i] for i in chunk], self.config.pad_id)
                 hidden = self.encoder(ids, mask, types).last_hidden_state
                 out[chunk] = sentence_embedding(hidden, mask)
         finally:

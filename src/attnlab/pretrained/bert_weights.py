@@ -72,7 +72,7 @@ def read_config(model_dir: Path) -> EncoderConfig:
             vocab_size=raw["vocab_size"], context_length=raw["max_position_embeddings"], d_model=raw["hidden_size"],
             num_layers=raw["num_hidden_layers"], num_heads=raw["num_attention_heads"], d_ff=raw["intermediate_size"],
             type_vocab_size=raw.get("type_vocab_size", 2), activation=_ACTIVATIONS[act],
-            layer_norm_eps=raw.get("layer_norm_eps", 1e-12), pad_token_id=raw.get("pad_token_id") or 0,
+            layer_norm_eps=raw.get("layer_norm_eps", 1e-12), pad_id=raw.get("pad_token_id") or 0,
         )
     except KeyError as e:
         raise ValueError(tr("{path}: missing field {args!r}", path=path, args=e.args[0])) from None

@@ -1,7 +1,7 @@
 """Training: a GPT on real text, or an encoder-decoder on translation pairs; resumable bit for bit, data-parallel
 under torchrun."""
 
-from attnlab.training.checkpoint import Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from attnlab.models.checkpoint import Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import Seq2SeqTrainConfig, TrainConfig, load_toml
 from attnlab.training.optim import configure_optimizer, lr_at
 from attnlab.training.seq2seq_trainer import Seq2SeqTrainer, train_seq2seq

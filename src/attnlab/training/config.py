@@ -27,10 +27,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from attnlab.arguments import expect_one_of
+from attnlab.data.tasks import TASKS
+from attnlab.data.tokenizer import TOKENIZERS
 from attnlab.field_types import check_field_types
 from attnlab.files import read_text
 from attnlab.i18n import tr
-from attnlab.models.dtypes import check_dtype_name
+from attnlab.models.config import check_dtype_name
+from attnlab.models.registry import ARCHITECTURES, names_of
 
 
 @dataclass
@@ -39,10 +43,10 @@ class TrainConfig:
 
     data: str = "shakespeare"            # "shakespeare", a text file or a directory of them
     out: str = "out/train"               # checkpoints, tokenizer, token cache and loss curve go here
-    tokenizer: str = "char"              # "char" or "bpe"
+    tokenizer: str = "char"              # one of attnlab.data.TOKENIZERS
     vocab_size: int = 4096               # BPE only; char uses the corpus' characters
-    arch: str = "gpt"                    # "gpt" (GPT-2's layout) or "modern" (Llama's: RoPE, GQA, RMSNorm, SwiGLU)
-    preset: str = "baby"                 # a preset of the arch's config: "tiny", "baby", ...
+    arch: str = "gpt"                    # one of ARCHS, the registry's decoders (attnlab.models.ARCHITECTURES)
+    preset: str = "baby"                 # a preset of the arch's config
     model: dict[str, Any] = field(default_factory=dict)  # config fields overriding the preset
     max_iters: int = 2000
     batch_size: int = 12                 # sequences per micro-batch, per process
@@ -60,20 +64,17 @@ class TrainConfig:
     seed: int = 1337
     time_budget: float | None = None     # minutes; stop cleanly (with a checkpoint) once spent
     compile: bool = False                # torch.compile the model
-    dtype: str = "fp32"                  # "fp32", "bf16" or "fp16": autocast's dtype (weights stay fp32)
+    dtype: str = "fp32"                  # a name of attnlab.models.DTYPES: autocast's dtype (weights stay fp32)
     device: str = "auto"                 # "auto", "cpu", "cuda", "cuda:1", ...
     val_fraction: float = 0.1            # the last part of the corpus is the validation split
     keep_checkpoints: int = 2            # older checkpoints are deleted
 
-    #: the architectures this config trains (a subclass for another objective names its own)
-    ARCHS = ("gpt", "modern")
+    #: the architectures this config trains: the registry's of its kind (a subclass for another kind names its own)
+    ARCHS = names_of("decoder")
 
     def __post_init__(self) -> None:
-        if self.tokenizer not in ("char", "bpe"):
-            raise ValueError(tr("tokenizer: expected 'char' or 'bpe', got {tokenizer!r}", tokenizer=self.tokenizer))
-        if self.arch not in self.ARCHS:
-            raise ValueError(tr("arch: expected {choices}, got {arch!r}", choices=" or ".join(map(repr, self.ARCHS)),
-                                arch=self.arch))
+        expect_one_of("tokenizer", self.tokenizer, TOKENIZERS, tr)
+        expect_one_of("arch", self.arch, self.ARCHS, tr)
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "eval_iters", "keep_checkpoints"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -132,10 +133,8 @@ class TrainConfig:
     def check_values(cls, values: dict[str, Any], source: str) -> None:
         """Every key known and every value of its field's type, the ``model`` table's against the arch's config
         class; the ValueError names ``source`` (e.g. the TOML file), the key, the value and the type expected."""
-        from attnlab.models import ARCHITECTURES
-
         arch = values.get("arch", cls.arch)
-        model_cls = ARCHITECTURES[arch][1] if arch in ARCHITECTURES and arch in cls.ARCHS else None
+        model_cls = ARCHITECTURES[arch].config if arch in cls.ARCHS else None
         model_fields = [f.name for f in fields(model_cls)] if model_cls is not None else []
         misplaced = [k for k in values if k in model_fields and k not in {f.name for f in fields(cls)}]
         if misplaced:
@@ -161,7 +160,7 @@ class Seq2SeqTrainConfig(TrainConfig):
     learning-rate schedule, both optional.
     """
 
-    task: str | None = "dates"            # "dates" or "numbers" (generated), or None with ``data``
+    task: str | None = "dates"            # a generated task (attnlab.data.TASKS), or None with ``data``
     data: str | None = None               # a TSV file of source<TAB>target lines, or None with ``task``
     out: str = "out/seq2seq"
     arch: str = "transformer"
@@ -181,7 +180,7 @@ class Seq2SeqTrainConfig(TrainConfig):
     val_pairs: int = 500                  # a generated task: held-out pairs for the validation loss
     truncate: bool = False                # cut sources longer than context_length instead of refusing them
 
-    ARCHS = ("transformer",)
+    ARCHS = names_of("seq2seq")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,12 +188,11 @@ class Seq2SeqTrainConfig(TrainConfig):
             raise ValueError(tr("task, data: give exactly one: a generated task (dates, numbers) or a TSV file of "
                                 "source<TAB>target lines, got task={task!r}, data={data!r}",
                                 task=self.task, data=self.data))
-        if self.task is not None and self.task not in ("dates", "numbers"):
-            raise ValueError(tr("task: expected 'dates' or 'numbers', got {task!r}", task=self.task))
+        if self.task is not None:
+            expect_one_of("task", self.task, tuple(TASKS), tr)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(tr("label_smoothing: expected in [0, 1), got {value!r}", value=self.label_smoothing))
-        if self.schedule not in SCHEDULES:
-            raise ValueError(tr("schedule: expected 'cosine' or 'inverse-sqrt', got {value!r}", value=self.schedule))
+        expect_one_of("schedule", self.schedule, SCHEDULES, tr)
         if self.schedule == "inverse-sqrt" and self.warmup_iters < 1:
             raise ValueError(tr("warmup_iters: the inverse-sqrt schedule needs at least 1 warm-up step, "
                                 "got {value!r}", value=self.warmup_iters))

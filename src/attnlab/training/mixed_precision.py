@@ -24,10 +24,10 @@ import torch
 from torch import Tensor
 
 from attnlab.i18n import tr
-from attnlab.models.dtypes import check_dtype_name
+from attnlab.models.config import DTYPES, check_dtype_name
 
-#: the dtypes training accepts on a CPU (fp16 needs CUDA, see the module docstring)
-CPU_DTYPES = ("fp32", "bf16")
+#: the dtypes training accepts on a CPU: all but float16, which needs CUDA (see the module docstring)
+CPU_DTYPES = tuple(name for name, dtype in DTYPES.items() if dtype is not torch.float16)
 
 
 def allow_tf32(device: torch.device) -> None:

@@ -13,36 +13,23 @@ from the run's seed), so a step costs the model's time only; rendering dates wit
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import torch
 from rich.console import Console
 from torch import Tensor, nn
 
-from attnlab.data import CharVocab, encode_pairs, get_task, read_pairs, split_pairs
-from attnlab.data.pairs import Batch, EncodedPair, collate
+from attnlab.data import SPECIALS, CharTokenizer, encode_pairs, get_task, read_pairs, split_pairs
+from attnlab.data.pairs import BOS, EOS, PAD, Batch, EncodedPair, collate
 from attnlab.i18n import tr
 from attnlab.memory import check_fits
-from attnlab.models.trained import ARCHITECTURES
-from attnlab.training.checkpoint import Checkpoint
-from attnlab.training.config import Seq2SeqTrainConfig, check_keys
+from attnlab.models.checkpoint import Checkpoint
+from attnlab.training.config import Seq2SeqTrainConfig
 from attnlab.training.optim import inverse_sqrt_lr
-from attnlab.training.trainer import Trainer, TrainResult
-
-#: the model config fields a run may not override: the vocabulary decides them
-FROM_VOCABULARY = ("vocab_size", "pad_id", "bos_id", "eos_id")
+from attnlab.training.trainer import Trainer, TrainResult, build_model_config
 
 
-def build_seq2seq_config(config: Seq2SeqTrainConfig, vocab: CharVocab):
-    """The preset, the ``model`` overrides, and the vocabulary's size and special ids."""
-    config_cls = ARCHITECTURES[config.arch][1]
-    allowed = [f.name for f in dataclasses.fields(config_cls) if f.name not in FROM_VOCABULARY]
-    check_keys(config.model, allowed, "model")
-    return config_cls.preset(config.preset, **{**config.model, "vocab_size": vocab.vocab_size})
-
-
-def load_pairs(config: Seq2SeqTrainConfig, vocab: CharVocab | None):
+def load_pairs(config: Seq2SeqTrainConfig, vocab: CharTokenizer | None):
     """``(vocab, train pairs, validation pairs)``; the vocabulary is built unless resuming gave one."""
     if config.task is not None:
         # two Python strings a pair at the least (49 bytes each, empty): a count that cannot fit is refused
@@ -51,13 +38,13 @@ def load_pairs(config: Seq2SeqTrainConfig, vocab: CharVocab | None):
                    "train_pairs, val_pairs")
         task = get_task(config.task)
         train, val = task(config.train_pairs, config.seed), task.held_out(config.val_pairs, config.seed)
-        return vocab or CharVocab(task.alphabet()), train, val
+        return vocab or CharTokenizer(task.alphabet(), SPECIALS), train, val
     pairs = read_pairs(config.data)
     try:
         train, val = split_pairs(pairs, config.val_fraction, config.seed)
     except ValueError as err:  # too few distinct sources to hold some out: name the file
         raise ValueError(tr("data: {path!r}: {err}", path=str(config.data), err=err)) from None
-    return vocab or CharVocab.from_pairs(pairs), train, val
+    return vocab or CharTokenizer.from_pairs(pairs), train, val
 
 
 class Seq2SeqTrainer(Trainer):
@@ -68,22 +55,20 @@ class Seq2SeqTrainer(Trainer):
 
     def _prepare_data(self, ckpt: Checkpoint | None):
         vocab = None if ckpt is None else ckpt.tokenizer
-        if vocab is not None and not isinstance(vocab, CharVocab):
+        if vocab is not None and (not isinstance(vocab, CharTokenizer) or vocab.specials != SPECIALS):
             raise ValueError(tr("resume: the checkpoint in {path!r} is not a translation model's (its tokenizer is "
-                                "{kind!r})", path=str(ckpt.path), kind=type(vocab).__name__))
+                                "{kind!r})", path=str(ckpt.path), kind=repr(vocab)))
         vocab, train, val = load_pairs(self.config, vocab)
         self._step_tokens = 0
         return vocab, train, val  # encoded in _build_model_config, once the context length is known
 
     def _build_model_config(self):
-        config = build_seq2seq_config(self.config, self.tokenizer)
+        # the vocabulary decides the size and the special ids: a run may not override them
+        config = build_model_config(self.config, self.tokenizer.vocab_size, pad_id=PAD, bos_id=BOS, eos_id=EOS)
         n = config.context_length
         self.train_data: list[EncodedPair] = encode_pairs(self.train_data, self.tokenizer, n, self.config.truncate)
         self.val_data: list[EncodedPair] = encode_pairs(self.val_data, self.tokenizer, n, self.config.truncate)
         return config
-
-    def _build_model(self, model_config) -> nn.Module:
-        return ARCHITECTURES[self.config.arch][0](model_config)
 
     def learning_rate_at(self, step: int) -> float:
         c = self.config

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -39,8 +40,9 @@ from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
 from attnlab.i18n import tr
 from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
+from attnlab.models.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from attnlab.models.registry import architecture
 from attnlab.training.budget import BudgetPlanner, Plan, fit_schedule
-from attnlab.training.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import TrainConfig, check_keys
 from attnlab.training.distributed import (
     all_reduce_sum,
@@ -98,16 +100,18 @@ def check_fresh(out: Path, overwrite: bool) -> None:
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
 
 
-def build_model_config(config: TrainConfig, vocab_size: int) -> GPTConfig | ModernDecoderConfig:
-    """The arch's preset, with the ``[model]`` overrides and the tokenizer's vocabulary size."""
-    config_cls = ARCHITECTURES[config.arch][1]
-    check_keys(config.model, [f.name for f in dataclasses.fields(config_cls) if f.name != "vocab_size"], "model")
-    if config.preset not in config_cls.PRESETS:
-        other = [a for a, (_, c) in ARCHITECTURES.items() if config.preset in getattr(c, "PRESETS", ())]
+def build_model_config(config: TrainConfig, vocab_size: int, **decided: Any) -> Any:
+    """The arch's preset, with the ``[model]`` overrides, and what the data decides: the tokenizer's vocabulary size
+    and any other field given in ``decided`` (a translation vocabulary's special ids); those may not be overridden."""
+    row = architecture(config.arch)
+    decided = {"vocab_size": vocab_size, **decided}
+    check_keys(config.model, [f.name for f in dataclasses.fields(row.config) if f.name not in decided], "model")
+    if config.preset not in row.presets:
+        other = [a.name for a in ARCHITECTURES.values() if config.preset in a.presets]
         hint = f" (it is a preset of --arch {other[0]})" if other else ""
         raise ValueError(tr("preset: unknown preset {preset!r}{hint}; choose from {presets}", preset=config.preset,
-                            hint=hint, presets=sorted(config_cls.PRESETS)))
-    return config_cls.from_preset(config.preset, **{**config.model, "vocab_size": vocab_size})
+                            hint=hint, presets=sorted(row.presets)))
+    return row.config.from_preset(config.preset, **{**config.model, **decided})
 
 
 def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
@@ -210,7 +214,7 @@ class Trainer:
         return config
 
     def _build_model(self, model_config: GPTConfig | ModernDecoderConfig) -> nn.Module:
-        return ARCHITECTURES[self.config.arch][0](model_config)
+        return architecture(self.config.arch).model(model_config)
 
     def _restore(self, ckpt: Checkpoint) -> None:
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)

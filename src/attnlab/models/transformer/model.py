@@ -8,7 +8,8 @@ between the two embedding layers and the pre-softmax linear transformation"). Th
 :class:`~attnlab.layers.TransformerBlock` (bidirectional, source padding masked); the decoder's are
 :class:`~attnlab.layers.DecoderBlock` (masked self-attention, cross-attention to the memory, feed-forward).
 
-``encode`` and ``decode`` are the two halves, for decoding one token at a time (:mod:`attnlab.generation.seq2seq`);
+``encode`` and ``decode`` are the two halves; ``decode_step`` is the decoder one token at a time, with a cache, for
+the searches (:mod:`attnlab.generation.seq2seq`);
 ``body`` runs the blocks alone on given embeddings, which is what ``torch.nn.Transformer`` computes, so a model
 made by :meth:`Transformer.from_torch` can be compared with the module it came from.
 """
@@ -16,31 +17,49 @@ made by :meth:`Transformer.from_torch` can be compared with the module it came f
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int
 from attnlab.functional.masks import key_mask
 from attnlab.i18n import tr
 from attnlab.layers import DecoderBlock, LayerNorm, SinusoidalPositionalEncoding, TransformerBlock
-from attnlab.models.dtypes import compute_dtype
-from attnlab.models.outputs import Seq2SeqOutput
-from attnlab.models.seq2seq_cache import Seq2SeqCache
-from attnlab.models.seq2seq_checks import Door, check_inputs
-from attnlab.models.seq2seq_config import PRESETS, TransformerConfig
-from attnlab.models.seq2seq_step import IncrementalDecoder
-from attnlab.models.transformer_convert import config_from_torch, copy_torch_body
+from attnlab.models.caches import KVCache, compute_dtype
+from attnlab.models.transformer.checks import Door, check_inputs
+from attnlab.models.transformer.config import TransformerConfig
+from attnlab.models.transformer.from_torch import config_from_torch, copy_torch_body
 
-__all__ = ["PRESETS", "Transformer", "TransformerConfig"]
+
+@dataclass
+class Seq2SeqOutput:
+    """What an encoder-decoder's forward returns (:class:`attnlab.models.Transformer`).
+
+    Attributes:
+        logits: ``(B, T, vocab_size)``: the scores of the next target token at every target position.
+        loss: the mean (label-smoothed) cross-entropy over the non-padding targets, when ``targets`` were given.
+        encoder_attentions: with ``return_weights``: one ``(B, H, S, S)`` per encoder layer.
+        decoder_attentions: with ``return_weights``: one ``(B, H, T, T)`` per decoder layer (masked self-attention;
+            ``(B, H, T, L)`` with a cache of ``L`` positions).
+        cross_attentions: with ``return_weights``: one ``(B, H, T, S)`` per decoder layer: target tokens (rows)
+            attending to source tokens (columns), the alignment.
+    """
+
+    logits: Tensor
+    loss: Tensor | None = None
+    encoder_attentions: tuple[Tensor, ...] | None = None
+    decoder_attentions: tuple[Tensor, ...] | None = None
+    cross_attentions: tuple[Tensor, ...] | None = None
 
 
 class Transformer(nn.Module):
     """The encoder-decoder Transformer, configured by a :class:`TransformerConfig`.
 
     Example:
-        >>> model = Transformer(TransformerConfig.preset("transformer-tiny")).eval()
+        >>> model = Transformer(TransformerConfig.from_preset("transformer-tiny")).eval()
         >>> src, tgt = torch.tensor([[5, 6, 7, 2]]), torch.tensor([[1, 8, 9]])    # tgt starts with bos_id
         >>> model(src, tgt).logits.shape                                          # (B, T, vocab)
         torch.Size([1, 3, 256])
@@ -55,15 +74,14 @@ class Transformer(nn.Module):
         self.embedding = nn.Embedding(c.vocab_size, c.d_model)  # source, target and output layer share it
         self.positions = SinusoidalPositionalEncoding(c.d_model, c.context_length)
         self.drop = nn.Dropout(c.dropout)
-        norm = "pre" if c.norm_first else "post"
         self.encoder_blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=norm, is_causal=False,
+            TransformerBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=c.norm, is_causal=False,
                              activation=c.activation, qkv_bias=c.bias, bias=c.bias, eps=c.layer_norm_eps,
                              backend=c.backend)
             for _ in range(c.num_encoder_layers)
         )
         self.decoder_blocks = nn.ModuleList(
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm_first=c.norm_first, activation=c.activation,
+            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=c.norm, activation=c.activation,
                          bias=c.bias, eps=c.layer_norm_eps, backend=c.backend)
             for _ in range(c.num_decoder_layers)
         )
@@ -126,7 +144,7 @@ class Transformer(nn.Module):
         return (x, tuple(weights)) if return_weights else x
 
     def _decoder_stack(self, y: Tensor, memory: Tensor | None, src_keys: Tensor | None, tgt_keys: Tensor | None,
-                       cache: Seq2SeqCache | None = None, return_weights: bool = False):
+                       cache: KVCache | None = None, return_weights: bool = False):
         self_weights, cross_weights = [], []
         for i, block in enumerate(self.decoder_blocks):
             y = block(y, memory, attn_mask=tgt_keys, memory_attn_mask=src_keys, return_weights=return_weights,
@@ -146,44 +164,42 @@ class Transformer(nn.Module):
         src_keys, _ = self._door(src=src, src_mask=src_mask)
         return self._encoder_stack(self._embed(src), src_keys)
 
-    def new_cache(self, memory: Tensor, src_mask: Tensor | None = None, context_length: int | None = None
-                  ) -> Seq2SeqCache:
+    def new_cache(self, memory: Tensor, src_mask: Tensor | None = None, context_length: int | None = None, *,
+                  beams: int = 1) -> KVCache:
         """An empty decoding cache for ``memory (B, S, D)`` with its padding mask ``src_mask (B, S)`` (None: all
-        real), holding up to ``context_length`` target positions (default: the model's). Every layer's
-        cross-attention keys and values of the memory are computed here, once."""
+        real), holding up to ``context_length`` target positions (default: the model's), for ``beams`` target rows
+        per source (a search's hypotheses: rows ``b·beams .. b·beams + beams - 1`` are source ``b``'s).
+
+        Every layer's cross-attention keys and values of the memory are computed here, once per source: a source's
+        beams share them (the decoder blocks attend with the beams' queries together, never a copy per beam).
+        """
         c, w = self.config, self.embedding.weight
         src_keys, _ = self._door(memory=memory, src_mask=src_mask)
         length = c.context_length if context_length is None else context_length
         if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= c.context_length:
             raise ValueError(tr("Transformer.new_cache: context_length must be an int in [1, {most}], got {got!r}",
                                 most=c.context_length, got=context_length))
-        cache = Seq2SeqCache(c.num_decoder_layers, memory.shape[0], c.num_heads, length, c.head_dim,
-                             compute_dtype(w), w.device, memory_mask=src_keys)
+        check_positive_int("Transformer.new_cache", "beams", beams, tr)
+        cache = KVCache(c.num_decoder_layers, memory.shape[0] * beams, c.num_heads, length, c.head_dim,
+                        compute_dtype(w), w.device, memory_mask=src_keys)
         for layer, block in zip(cache.layers, self.decoder_blocks, strict=True):
             layer.memory_kv = block.cross_attn.project_memory(memory)
         return cache
 
-    def incremental_decoder(self, memory: Tensor, src_mask: Tensor | None = None, beams: int = 1,
-                            length: int | None = None) -> IncrementalDecoder:
-        """A lean decoder fed one token per row per call, for searches: ``memory (B, S, D)`` with its padding mask
-        ``src_mask (B, S)`` (1 = real; None: all real), ``beams`` rows per source, up to ``length`` tokens in all
-        (default: the model's context_length). Each call ``step(tokens (B·beams,))`` returns the next-token logits
-        ``(B·beams, vocab_size)``; ``step.reorder(rows)`` follows the beams. For inference: eval mode, under
-        ``torch.inference_mode()`` or ``torch.no_grad()``; see :class:`~attnlab.models.seq2seq_step.IncrementalDecoder`.
+    def decode_step(self, tgt: Tensor, cache: KVCache) -> Tensor:
+        """The next-token logits ``(N, vocab_size)`` after ``tgt (N, T)`` placed after what ``cache`` holds: what a
+        search runs at every step, with :meth:`new_cache` and ``cache.reorder(rows, memory=False)`` to follow its
+        beams.
+
+        Unchecked, and nothing read back from the device: the search checked the source once at
+        :meth:`new_cache`'s door, and the ids it feeds come from argmax and topk. The same decoder blocks as
+        :meth:`decode` and :meth:`forward` (equal to :meth:`decode` over the whole prefix: tested). Eval mode.
         """
-        c = self.config
-        src_keys, _ = self._door(memory=memory, src_mask=src_mask)  # None: no padding
-        length = c.context_length if length is None else length
-        if isinstance(beams, bool) or not isinstance(beams, int) or beams < 1:
-            raise ValueError(tr("{owner}: {name} must be a positive int, got {value!r}",
-                                owner="Transformer.incremental_decoder", name="beams", value=beams))
-        if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= c.context_length:
-            raise ValueError(tr("Transformer.incremental_decoder: length must be an int in [1, context_length="
-                                "{most}], got {got!r}", most=c.context_length, got=length))
-        return IncrementalDecoder(self, memory, None if src_keys is None else src_mask.bool(), beams, length)
+        y = self._decoder_stack(self._embed(tgt, cache.length), None, cache.memory_mask, None, cache)
+        return self.head(y[:, -1])
 
     def decode(self, tgt: Tensor, memory: Tensor | None = None, *, src_mask: Tensor | None = None,
-               tgt_mask: Tensor | None = None, cache: Seq2SeqCache | None = None, return_weights: bool = False):
+               tgt_mask: Tensor | None = None, cache: KVCache | None = None, return_weights: bool = False):
         """The decoder: ``tgt (B, T)`` ids attending to ``memory (B, S, D)`` -> logits ``(B, T, vocab_size)``.
 
         Args:
@@ -207,9 +223,9 @@ class Transformer(nn.Module):
                                     "mask given to new_cache)"))
             offset = cache.length
             _, tgt_keys = self._door(tgt=tgt, tgt_mask=tgt_mask, offset=offset, cached=True)
-            if tgt.shape[0] != cache.self_attn[0].keys.shape[0]:
+            if tgt.shape[0] != cache[0].keys.shape[0]:
                 raise ValueError(tr("Transformer.decode: tgt has batch size {got}, the cache {batch}", got=tgt.shape[0],
-                                    batch=cache.self_attn[0].keys.shape[0]))
+                                    batch=cache[0].keys.shape[0]))
             src_keys = cache.memory_mask
         y = self._decoder_stack(self._embed(tgt, offset), memory, src_keys, tgt_keys, cache, return_weights)
         if not return_weights:

@@ -1,43 +1,28 @@
 """The original Transformer's configuration: a validated dataclass with the paper's presets.
 
-``TransformerConfig.preset("transformer-base")`` is "Attention Is All You Need", Table 3, row *base*
+``TransformerConfig.from_preset("transformer-base")`` is "Attention Is All You Need", Table 3, row *base*
 (with its ~37,000-token shared vocabulary); ``"transformer-big"`` the *big* row; ``"transformer-tiny"`` and
 ``"transformer-small"`` train in minutes on a laptop CPU. Any field may be overridden by keyword.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
+from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
+from attnlab.layers.block import Norm, check_norm
 from attnlab.layers.feedforward import ACTIVATIONS
+from attnlab.models.config import Presets
 
+#: the paper's shared vocabulary and depths (Table 3), common to its two presets
 _PAPER = dict(vocab_size=37000, num_encoder_layers=6, num_decoder_layers=6)
-TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
-    # a few seconds per hundred steps on two CPU cores; a byte-sized vocabulary until a tokenizer says otherwise
-    "transformer-tiny": dict(vocab_size=256, d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
-                             d_ff=256, dropout=0.1, context_length=128),
-    # learns the dates and numbers tasks within minutes on two CPU cores
-    "transformer-small": dict(vocab_size=256, d_model=128, num_heads=4, num_encoder_layers=3, num_decoder_layers=3,
-                              d_ff=512, dropout=0.1, context_length=128),
-    # Table 3: N = 6, d_model = 512, d_ff = 2048, h = 8, P_drop = 0.1 (65 M parameters in the paper)
-    "transformer-base": dict(_PAPER, d_model=512, num_heads=8, d_ff=2048, dropout=0.1),
-    # Table 3: N = 6, d_model = 1024, d_ff = 4096, h = 16, P_drop = 0.3 (213 M parameters in the paper)
-    "transformer-big": dict(_PAPER, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
-}
-PRESETS: tuple[str, ...] = tuple(TRANSFORMER_PRESETS)
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(tr("TransformerConfig: {name} must be a positive int, got {value!r}", name=name, value=value))
 
 
 @dataclass
-class TransformerConfig:
+class TransformerConfig(Presets):
     """An encoder-decoder Transformer (see :class:`attnlab.models.Transformer`).
 
     Args:
@@ -49,7 +34,7 @@ class TransformerConfig:
         d_ff: feed-forward hidden width.
         dropout: on the embeddings, attention weights and every sublayer's output, training only.
         context_length: the longest source, and the longest target, the model accepts.
-        norm_first: pre-LN blocks (True) or the paper's post-LN (False).
+        norm: the paper's post-LN blocks (``"post"``) or pre-LN (``"pre"``).
         pad_id, bos_id, eos_id: padding, beginning-of-sequence (the decoder's first input) and end-of-sequence ids;
             three different ids in ``[0, vocab_size)``.
         backend: attention backend of every block.
@@ -57,7 +42,7 @@ class TransformerConfig:
         bias: biases on every projection and LayerNorm (``torch.nn.Transformer``'s default).
         layer_norm_eps: LayerNorm epsilon.
         final_norm: a LayerNorm after the last encoder block and after the last decoder block. None: only with
-            ``norm_first`` (pre-LN needs it; the paper's post-LN blocks end in one already). ``torch.nn.Transformer``
+            ``norm="pre"`` (pre-LN needs it; the paper's post-LN blocks end in one already). ``torch.nn.Transformer``
             always has them, so :meth:`Transformer.from_torch` sets True.
     """
 
@@ -69,7 +54,7 @@ class TransformerConfig:
     d_ff: int = 2048
     dropout: float = 0.1
     context_length: int = 256
-    norm_first: bool = False
+    norm: Norm = "post"
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -79,27 +64,23 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5
     final_norm: bool | None = None
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = TRANSFORMER_PRESETS
-
-    @classmethod
-    def preset(cls, name: str, **overrides: Any) -> Self:
-        """The named configuration (one of :data:`PRESETS`), with any field overridden by keyword."""
-        if name not in TRANSFORMER_PRESETS:
-            raise ValueError(tr("TransformerConfig: unknown preset {name!r}; choose from {choices}", name=name,
-                                choices=", ".join(PRESETS)))
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - fields)
-        if unknown:
-            raise TypeError(tr("TransformerConfig.preset: unknown field(s) {unknown}; fields are {fields}",
-                               unknown=unknown, fields=sorted(fields)))
-        return cls(**{**TRANSFORMER_PRESETS[name], **overrides})
-
-    from_preset = preset  # the name the other configs use
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        # a few seconds per hundred steps on two CPU cores; a byte-sized vocabulary until a tokenizer says otherwise
+        "transformer-tiny": dict(vocab_size=256, d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
+                                 d_ff=256, dropout=0.1, context_length=128),
+        # learns the dates and numbers tasks within minutes on two CPU cores
+        "transformer-small": dict(vocab_size=256, d_model=128, num_heads=4, num_encoder_layers=3, num_decoder_layers=3,
+                                  d_ff=512, dropout=0.1, context_length=128),
+        # Table 3: N = 6, d_model = 512, d_ff = 2048, h = 8, P_drop = 0.1 (65 M parameters in the paper)
+        "transformer-base": dict(_PAPER, d_model=512, num_heads=8, d_ff=2048, dropout=0.1),
+        # Table 3: N = 6, d_model = 1024, d_ff = 4096, h = 16, P_drop = 0.3 (213 M parameters in the paper)
+        "transformer-big": dict(_PAPER, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
+    }
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_ff",
                      "context_length"):
-            _positive_int(name, getattr(self, name))
+            check_positive_int("TransformerConfig", name, getattr(self, name), tr)
         if self.d_model % self.num_heads:
             raise ValueError(tr("TransformerConfig: d_model must be divisible by num_heads, got d_model={d_model}, "
                                 "num_heads={num_heads}", d_model=self.d_model, num_heads=self.num_heads))
@@ -110,10 +91,10 @@ class TransformerConfig:
             raise ValueError(tr("TransformerConfig: dropout must be a float in [0, 1), got {value!r}",
                                 value=self.dropout))
         self._check_ids()
-        for name in ("norm_first", "bias"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(tr("TransformerConfig: {name} must be True or False, got {value!r}", name=name,
-                                    value=getattr(self, name)))
+        check_norm("TransformerConfig", self.norm, tr)
+        if not isinstance(self.bias, bool):
+            raise ValueError(tr("TransformerConfig: {name} must be True or False, got {value!r}", name="bias",
+                                value=self.bias))
         if self.final_norm is not None and not isinstance(self.final_norm, bool):
             raise ValueError(tr("TransformerConfig: final_norm must be None, True or False, got {value!r}",
                                 value=self.final_norm))
@@ -144,4 +125,4 @@ class TransformerConfig:
     @property
     def has_final_norm(self) -> bool:
         """Whether the encoder and decoder stacks end in a LayerNorm (``final_norm``, resolved)."""
-        return self.norm_first if self.final_norm is None else self.final_norm
+        return self.norm == "pre" if self.final_norm is None else self.final_norm

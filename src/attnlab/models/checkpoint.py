@@ -1,4 +1,5 @@
-"""Checkpoints: everything needed to continue a run exactly, with no pickle anywhere.
+"""The checkpoint format, written and read in one place: everything needed to continue a run exactly, and to load
+the model it trained, with no pickle anywhere.
 
 Layout of an output directory::
 
@@ -27,24 +28,151 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file, save_model
+from safetensors import SafetensorError
+from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor, nn
 
-from attnlab.data.tokenizer import Tokenizer
-from attnlab.files import atomic_write_text, current_umask, json_field
+from attnlab.data.tokenizer import Tokenizer, load_tokenizer
+from attnlab.files import atomic_write_text, current_umask, json_field, read_json
 from attnlab.i18n import tr
-from attnlab.models.trained import (
-    FORMAT,
-    POINTER,
-    latest_checkpoint,
-    load_weights,
-    read_state,
-    read_tensors,
-    read_tokenizer,
-    resolve_checkpoint,
-)
+from attnlab.models.registry import Kind, architecture, build_model
 
-__all__ = ["POINTER", "Checkpoint", "latest_checkpoint", "load_checkpoint", "resolve_checkpoint", "save_checkpoint"]
+POINTER = "checkpoint.json"
+FORMAT = 3
+#: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
+_RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
+
+
+def latest_checkpoint(out_dir: str | Path) -> Path | None:
+    """The checkpoint that ``out_dir/checkpoint.json`` points at, or None if there is none yet."""
+    pointer = Path(out_dir) / POINTER
+    if not pointer.exists():
+        return None
+    return Path(out_dir) / json_field(read_json(pointer, "checkpoint"), "latest", str, str(pointer))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """An output directory (follow its pointer) or a checkpoint directory itself -> the checkpoint directory."""
+    path = Path(path)
+    if (path / "state.json").exists():
+        return path
+    latest = latest_checkpoint(path)
+    if latest is None:
+        raise ValueError(tr("checkpoint: no checkpoint found in {path!r} (expected {pointer} or state.json)",
+                            path=str(path), pointer=POINTER))
+    if not (latest / "state.json").exists():  # name what is missing: the pointer is there
+        raise ValueError(tr("checkpoint: {pointer!r} points at {latest!r}, which {what}; the run is damaged (pass "
+                            "one of its checkpoint directories, or train again)", pointer=str(path / POINTER),
+                            latest=str(latest), what=tr("has no state.json") if latest.is_dir() else
+                            tr("does not exist")))
+    return latest
+
+
+def _upgraded(fields: dict[str, Any], found: int) -> dict[str, Any]:
+    """A model config's fields as a checkpoint of format ``found`` saved them, in today's names: format 1 said
+    n_layers / n_heads; format 2 said ``norm_first`` (True / False) where today's says ``norm`` ("pre" / "post")."""
+    if found < 2:
+        fields = {_RENAMED_IN_FORMAT_2.get(k, k): v for k, v in fields.items()}
+    if found < 3 and "norm_first" in fields:
+        fields = {k: v for k, v in fields.items() if k != "norm_first"} | {"norm": "pre" if fields["norm_first"]
+                                                                            else "post"}
+    return fields
+
+
+def read_state(checkpoint: Path) -> dict[str, Any]:
+    """``state.json`` of a checkpoint directory, in today's format; a damaged one is a ValueError naming it."""
+    where = str(checkpoint / "state.json")
+    state = read_json(checkpoint / "state.json", "checkpoint")
+    if state.get("format") in (1, 2):
+        found = state["format"]
+        state["model_config"] = _upgraded(json_field(state, "model_config", dict, where), found)
+        train_config = json_field(state, "train_config", dict, where)
+        train_config["model"] = _upgraded(train_config.get("model", {}), found)
+        state["format"] = FORMAT
+    if state.get("format") != FORMAT:
+        raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
+                            checkpoint=str(checkpoint), found=state.get('format'), format=FORMAT))
+    return state
+
+
+def read_tensors(checkpoint: Path, name: str) -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors file ``name`` in a checkpoint directory; a ValueError names the file."""
+    path = checkpoint / name
+    try:
+        if path.exists() and not path.is_file():  # a FIFO or a device would hang the reader
+            raise OSError(tr("not a regular file"))
+        return load_file(path)
+    except (SafetensorError, OSError) as err:
+        raise ValueError(tr("checkpoint {checkpoint!r}: {name} cannot be read ({err}); the file is missing, truncated "
+                            "or corrupt", checkpoint=str(checkpoint), name=name, err=err)) from None
+
+
+def load_weights(checkpoint: Path, model: nn.Module) -> None:
+    """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
+    saved = read_tensors(checkpoint, "model.safetensors")
+    own = model.state_dict()
+    bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
+           for k, v in saved.items() if k in own and own[k].shape != v.shape]
+    if bad:
+        raise ValueError(tr("checkpoint {checkpoint!r} holds a model of a different shape: {differences}",
+                            checkpoint=str(checkpoint), differences="; ".join(bad[:5])))
+    missing, unexpected = load_model(model, checkpoint / "model.safetensors", strict=False)
+    if missing or unexpected:
+        raise ValueError(tr("checkpoint {checkpoint!r} does not match the model: missing {missing}, unexpected "
+                            "{unexpected}", checkpoint=str(checkpoint), missing=sorted(missing)[:5],
+                            unexpected=sorted(unexpected)[:5]))
+
+
+def checkpoint_kind(path: str | Path) -> Kind:
+    """``"decoder"`` (a GPT or modern decoder) or ``"seq2seq"`` (an encoder-decoder) for the checkpoint at ``path``:
+    the kind (:data:`~attnlab.models.registry.ARCHITECTURES`) of the architecture its ``state.json`` names."""
+    return architecture(read_state(resolve_checkpoint(path)).get("architecture", "gpt")).kind
+
+
+def load_trained(path: str | Path, device: str | torch.device = "cpu",
+                 kind: Kind | None = None) -> tuple[nn.Module, Tokenizer]:
+    """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory); the
+    architecture is the one ``state.json`` records (GPT for checkpoints from before it was recorded).
+
+    ``kind`` (``"decoder"`` or ``"seq2seq"``, see :mod:`attnlab.models.registry`): the kind of model the caller can
+    use; a checkpoint of the other kind is a ValueError that says which command reads it.
+    """
+    if kind not in (None, "decoder", "seq2seq"):
+        raise ValueError(tr("kind: expected 'decoder', 'seq2seq' or None, got {kind!r}", kind=kind))
+    checkpoint = resolve_checkpoint(path)
+    state = read_state(checkpoint)
+    name = state.get("architecture", "gpt")
+    found = architecture(name).kind
+    if kind == "decoder" and found == "seq2seq":
+        raise ValueError(tr("checkpoint {path!r} holds an encoder-decoder (translation) model, not a language model; "
+                            "translate with it: attnlab translate --checkpoint {path}", path=str(path)))
+    if kind == "seq2seq" and found == "decoder":
+        raise ValueError(tr("checkpoint {path!r} holds a decoder-only language model ({architecture}), not an "
+                            "encoder-decoder translation model; sample from it with attnlab sample --checkpoint "
+                            "{path}, or train a translation model with attnlab train-seq2seq",
+                            path=str(path), architecture=name))
+    json_field(state, "model_config", dict, str(checkpoint / "state.json"))
+    try:
+        model = build_model(name, state["model_config"])
+    except (ValueError, TypeError) as err:  # the file was edited or damaged: say which file
+        raise ValueError(tr("checkpoint {checkpoint!r}: the model_config in state.json does not make a model ({err})",
+                            checkpoint=str(checkpoint), err=err)) from None
+    load_weights(checkpoint, model)
+    return model.to(device).eval(), read_tokenizer(checkpoint, state["model_config"])
+
+
+def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
+    """The tokenizer saved beside the weights, which must be the one they were trained with (as many tokens)."""
+    if not (checkpoint / "tokenizer.json").is_file():
+        raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",
+                            checkpoint=str(checkpoint)))
+    tokenizer = load_tokenizer(checkpoint / "tokenizer.json")
+    expected = model_config.get("vocab_size")
+    if expected is not None and tokenizer.vocab_size != expected:
+        raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json holds {found} tokens but the model was trained "
+                            "on {expected}; the tokenizer does not belong to these weights", checkpoint=str(checkpoint),
+                            found=tokenizer.vocab_size, expected=expected))
+    return tokenizer
 
 
 @dataclass

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.i18n import tr
-from attnlab.models.seq2seq_config import TransformerConfig
+from attnlab.models.transformer.config import TransformerConfig
 
 
 def _activation(layer: nn.Module) -> str:
@@ -49,7 +49,7 @@ def config_from_torch(module: nn.Transformer, **overrides: Any) -> TransformerCo
     read = dict(
         d_model=enc.self_attn.embed_dim, num_heads=enc.self_attn.num_heads,
         num_encoder_layers=len(module.encoder.layers), num_decoder_layers=len(module.decoder.layers),
-        d_ff=enc.linear1.out_features, dropout=enc.dropout.p, norm_first=enc.norm_first,
+        d_ff=enc.linear1.out_features, dropout=enc.dropout.p, norm="pre" if enc.norm_first else "post",
         activation=_activation(dec), bias=enc.linear1.bias is not None, layer_norm_eps=enc.norm1.eps,
         final_norm=module.encoder.norm is not None,
     )

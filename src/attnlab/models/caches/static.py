@@ -1,7 +1,8 @@
-"""A static KV cache: decoding steps that ``torch.compile(fullgraph=True)`` traces once and CUDA graphs replay.
+"""The static cache: decoding steps that ``torch.compile(fullgraph=True)`` traces once and CUDA graphs replay.
 
-:class:`~attnlab.models.KVCache` returns the filled part of its buffers, ``(B, H, length, head_dim)``, and
-counts ``length`` in Python: every step has new shapes and a new number, so every step is a new graph. Here
+:class:`~attnlab.models.KVCache`, the dynamic cache, returns the filled part of its buffers,
+``(B, H, length, head_dim)``, and counts ``length`` in Python: every step has new shapes and a new number, so every
+step is a new graph. Here
 the position of the next token is a tensor on the device, and every step returns the *whole* buffers
 ``(B, H, context_length, head_dim)`` with a mask that hides the slots not yet filled. A step's shapes depend
 only on how many tokens it adds, it changes nothing on the host and reads nothing back from the device:
@@ -27,11 +28,13 @@ def _static(t: Tensor) -> Tensor:
 
 
 class StaticLayerKVCache:
-    """One layer's buffers ``(B, H, context_length, head_dim)``, written at the cache's position tensor."""
+    """One layer's buffers ``(B, H, context_length, head_dim)``, written at the cache's position tensor (a
+    :class:`~attnlab.attention.cache.LayerCache`)."""
 
     def __init__(self, keys: Tensor, values: Tensor, position: Tensor, slots: Tensor) -> None:
         self.keys, self.values = _static(keys), _static(values)
         self.position, self.slots = position, slots  # shared by every layer of the cache
+        self.memory_kv: tuple[Tensor, Tensor] | None = None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Write ``key, value (B, H, T, head_dim)`` at the next T positions; return the whole buffers.
@@ -49,16 +52,23 @@ class StaticLayerKVCache:
             raise ValueError(tr("StaticLayerKVCache: holds {dtype}, got keys of {dtype_2}; make the cache where the "
                                 "model computes (under the same autocast, or after casting the model)",
                                 dtype=self.keys.dtype, dtype_2=key.dtype))
-        where = self.position + self.slots[: key.shape[2]]  # (T,) slots to write
+        where = self.positions(key.shape[2])  # (T,) slots to write
         self.keys.index_copy_(2, where, key)
         self.values.index_copy_(2, where, value)
         return self.keys, self.values
 
-    def attn_mask(self, t_new: int, is_causal: bool) -> Tensor:
+    def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor:
         """Bool ``(t_new, context_length)`` (``(context_length,)`` if not causal): the filled slots each new query
-        may attend, up to its own position when causal."""
-        queries = self.position + self.slots[:t_new]  # the new queries' positions
-        return self.slots[None, :] <= queries[:, None] if is_causal else self.slots <= queries[-1]
+        may attend, up to its own position when causal, and with ``window`` only the last ``window`` of those."""
+        queries = self.positions(t_new)[:, None]  # (t_new, 1): the new queries' positions
+        if not is_causal:
+            return self.slots <= queries[-1, 0]
+        mask = self.slots <= queries
+        return mask if window is None else mask & (self.slots > queries - window)
+
+    def positions(self, t_new: int) -> Tensor:
+        """``(t_new,)`` the positions of the next tokens, on the device."""
+        return self.position + self.slots[:t_new]
 
 
 class StaticKVCache:

@@ -1,0 +1,33 @@
+"""The caches a model decodes with: what each layer keeps between steps, so a new token attends to the keys and
+values of the earlier ones instead of recomputing them.
+
+* :class:`KVCache` (``dynamic.py``): counts positions on the host and hands the attention the filled part of its
+  buffers; an encoder-decoder's also keeps each layer's keys and values of the memory, and follows beams.
+* :class:`StaticKVCache` (``static.py``): keeps the position on the device and hands over whole buffers with a
+  mask, so that a compiled step is one graph for every token.
+
+Both are made by a model's ``new_cache`` and are, layer by layer, the one protocol the attention modules call:
+:class:`attnlab.attention.cache.LayerCache`.
+
+Under ``torch.autocast`` a model keeps float32 weights but its matmuls run in bfloat16 or float16, so the keys and
+values it produces, and the cache that keeps them, are in that dtype (:func:`compute_dtype`), not the weights'.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnlab.models.caches.dynamic import KVCache, LayerKVCache
+from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
+
+__all__ = ["KVCache", "LayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
+
+
+def compute_dtype(weight: Tensor) -> torch.dtype:
+    """The dtype a layer with this weight computes in here: autocast's where it is on for the weight's device,
+    else the weight's own (e.g. bfloat16 for a model cast with ``.to(torch.bfloat16)``)."""
+    device = weight.device.type
+    if torch.is_autocast_enabled(device) and weight.is_floating_point():
+        return torch.get_autocast_dtype(device)
+    return weight.dtype

@@ -1,0 +1,159 @@
+"""The dynamic cache: the position counted on the host, the filled part of the buffers handed to the attention.
+
+The buffers ``(B, H, capacity, head_dim)`` per layer are filled in place: no ``torch.cat`` per step. Their capacity
+doubles when a step needs more (up to ``context_length``; each position is copied about once more in all), so it
+stays within twice the filled length: the attention reads the filled part ``(B, H, length, head_dim)``, and a row's
+keys then lie close together, which the small matrix products of decoding need (keys spread over a buffer of the
+whole context are read two to three times slower). They hold the dtype the model computes in (under autocast,
+autocast's): an empty cache takes the dtype of the first keys it is given.
+
+An encoder-decoder's cache keeps two things per decoder layer: the keys and values of the target tokens so far
+(growing by one per step, as in a GPT), and the cross-attention's keys and values of the memory (the encoder's
+output), which depend only on the source: projected once, at the first step, and reused at every later one. Beam
+search keeps ``beam_size`` hypotheses per source as rows of one batch; :meth:`KVCache.reorder` expands the rows
+(each source's once-computed keys copied to its beams) and follows the beams as they are re-ranked.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnlab.attention.cache import cached_causal_mask
+from attnlab.functional import sliding_window_mask
+from attnlab.i18n import tr
+
+
+class LayerKVCache:
+    """One layer's keys and values (a :class:`~attnlab.attention.cache.LayerCache`); ``length`` positions filled."""
+
+    #: the capacity of a new cache (it doubles as needed)
+    FIRST_CAPACITY = 16
+
+    def __init__(self, batch: int, num_heads: int, context_length: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device | str | None) -> None:
+        self.max_length = context_length
+        capacity = min(context_length, self.FIRST_CAPACITY)
+        self.keys = torch.empty(batch, num_heads, capacity, head_dim, dtype=dtype, device=device)
+        self.values = torch.empty_like(self.keys)
+        self.length = 0
+        self.memory_kv: tuple[Tensor, Tensor] | None = None  # an encoder-decoder's: (B, H, S, head_dim) each
+        self.spare: tuple[Tensor, Tensor] | None = None  # where a beam search's reorder writes; then the two swap
+
+    @property
+    def context_length(self) -> int:
+        """The most positions the cache holds."""
+        return self.max_length
+
+    def reserve(self, length: int) -> None:
+        """Make room for ``length`` positions (at least double the room there was, at most ``context_length``),
+        keeping the filled part."""
+        capacity = self.keys.shape[2]
+        if length <= capacity:
+            return
+        capacity = min(1 << (max(length, 2 * capacity) - 1).bit_length(), self.max_length)  # a power of two
+        keys = self.keys.new_empty(*self.keys.shape[:2], capacity, self.keys.shape[3])
+        values = torch.empty_like(keys)
+        keys[:, :, : self.length] = self.keys[:, :, : self.length]
+        values[:, :, : self.length] = self.values[:, :, : self.length]
+        self.keys, self.values, self.spare = keys, values, None
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Append ``key, value (B, H, T, head_dim)``; return all so far ``(B, H, length, head_dim)``."""
+        t = key.shape[2]
+        if key.shape != value.shape or key.shape[:2] != self.keys.shape[:2] or key.shape[3] != self.keys.shape[3]:
+            raise ValueError(
+                tr("LayerKVCache: key/value must have shape (B, H, T, head_dim) = ({shape}, {shape_2}, T, {shape_3}), "
+                   "got {shape_4} and {shape_5}", shape=self.keys.shape[0], shape_2=self.keys.shape[1],
+                   shape_3=self.keys.shape[3], shape_4=tuple(key.shape), shape_5=tuple(value.shape))
+            )
+        if self.length + t > self.context_length:
+            raise ValueError(tr("LayerKVCache: {length} + {t} positions exceed context_length={context_length}",
+                                length=self.length, t=t, context_length=self.context_length))
+        if key.dtype != self.keys.dtype:
+            if self.length:
+                raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
+                                    "filled in: start a new one (model.new_cache) to switch", dtype=self.keys.dtype,
+                                    dtype_2=key.dtype))
+            self.keys = torch.empty_like(self.keys, dtype=key.dtype)  # empty: take the compute dtype
+            self.values = torch.empty_like(self.keys)
+        self.reserve(self.length + t)
+        self.keys[:, :, self.length : self.length + t] = key
+        self.values[:, :, self.length : self.length + t] = value
+        self.length += t
+        return self.keys[:, :, : self.length], self.values[:, :, : self.length]
+
+    def follow(self, rows: Tensor) -> None:
+        """Row ``i`` takes over the keys and values of row ``rows[i]`` (``(B,)``, a beam search's parents): the
+        filled positions gathered in one pass into a second pair of buffers, allocated once, which then swap in."""
+        if self.spare is None or self.spare[0].dtype != self.keys.dtype:
+            self.spare = (torch.empty_like(self.keys), torch.empty_like(self.values))
+        n, (keys, values) = self.length, self.spare
+        torch.index_select(self.keys[:, :, :n], 0, rows, out=keys[:, :, :n])
+        torch.index_select(self.values[:, :, :n], 0, rows, out=values[:, :, :n])
+        self.spare, self.keys, self.values = (self.keys, self.values), keys, values
+
+    def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor | None:
+        """The ``t_new`` newest queries see the cached keys up to their own position (every key if not causal),
+        with ``window`` only the last ``window`` of them: bool ``(t_new, length)``, or None for all."""
+        if not is_causal:
+            return None
+        if window is not None and window < self.length:  # a window as wide as the cache cuts nothing
+            return sliding_window_mask(t_new, self.length, window, self.keys.device)
+        return cached_causal_mask(t_new, self.length, self.keys.device)
+
+    def positions(self, t_new: int) -> Tensor:
+        """``(t_new,)`` the positions of the next tokens: ``length, length + 1, ...`` (ask before ``update``)."""
+        return torch.arange(self.length, self.length + t_new, device=self.keys.device)
+
+
+class KVCache:
+    """One :class:`LayerKVCache` per layer; ``cache[i]`` goes to block ``i``.
+
+    ``length`` is the number of positions already cached, i.e. the position of the next token. An
+    encoder-decoder's cache also holds the memory's key mask ``memory_mask (B, 1, 1, S)`` (None: no padding).
+    """
+
+    def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                 memory_mask: Tensor | None = None) -> None:
+        self.layers = [LayerKVCache(batch, num_heads, context_length, head_dim, dtype, device)
+                       for _ in range(num_layers)]
+        self.memory_mask = memory_mask
+
+    def __getitem__(self, i: int) -> LayerKVCache:
+        return self.layers[i]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    @property
+    def context_length(self) -> int:
+        return self.layers[0].context_length
+
+    def reset(self) -> None:
+        """Start a new sequence in the same buffers (an encoder-decoder's memory keys and values stay)."""
+        for layer in self.layers:
+            layer.length = 0
+
+    def reorder(self, index: Tensor, memory: bool = True) -> None:
+        """Keep rows ``index (B',)`` of everything, in that order: ``arange(B).repeat_interleave(k)`` gives each
+        source ``k`` beams; a beam search step's parent indices follow the surviving hypotheses.
+
+        ``memory=False`` leaves the memory's keys, values and mask as they are: right when every row is replaced by
+        a row of the same source (a beam search step), whose memory rows are equal, and it saves copying them.
+        """
+        for layer in self.layers:
+            if index.numel() == layer.keys.shape[0]:  # a beam step: same rows, copy only the positions filled so far
+                layer.follow(index)
+            else:
+                layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
+                layer.spare = None
+            if memory and layer.memory_kv is not None:
+                layer.memory_kv = tuple(t.index_select(0, index) for t in layer.memory_kv)
+        if memory and self.memory_mask is not None:
+            self.memory_mask = self.memory_mask.index_select(0, index)

@@ -1,0 +1,155 @@
+"""A decoder-only language model, the part every family shares: GPT and ModernDecoder are two.
+
+    idx (B, T) -> embed -> N causal blocks -> final norm -> head -> logits (B, T, vocab)
+
+A family says how tokens are embedded (GPT adds a learned position, a Llama-style model rotates q and k inside its
+blocks instead) and builds its blocks; the rest is written once here: the door, the loop over the blocks, the loss,
+and decoding. Decoding runs the very same blocks with a cache argument: :meth:`LanguageModel.forward` with a
+:class:`~attnlab.models.KVCache` (checked, eager), :meth:`LanguageModel.decode_step` with a
+:class:`~attnlab.models.StaticKVCache` (unchecked, one graph per token for ``torch.compile``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.attention.checks import check_head_mask
+from attnlab.models.caches import KVCache, StaticKVCache, compute_dtype
+from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
+from attnlab.models.initialisation import STD, init_weights
+
+
+@dataclass
+class CausalLMOutput:
+    """What a language model's forward returns (Hugging Face's field names).
+
+    Attributes:
+        logits: ``(B, T, vocab_size)``: the scores of the next token at every position.
+        loss: the mean next-token cross-entropy, when ``targets`` were given.
+        attentions: with ``return_weights``: one ``(B, H, T, T)`` weight tensor per layer
+            (keys ``(B, H, T, L)`` with a cache of ``L`` positions).
+    """
+
+    logits: Tensor
+    loss: Tensor | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+class LanguageModel(nn.Module):
+    """The shared part of a decoder-only model. A family builds ``tok_emb``, ``drop``, ``blocks``, its final norm
+    (named by ``FINAL_NORM``) and ``head``, calls :meth:`init_weights`, and defines :meth:`embed`.
+
+    ``ROTARY``: the blocks take each token's position (RoPE turns q and k by it) instead of the embedding adding it.
+    """
+
+    FINAL_NORM = "ln_f"
+    ROTARY = False
+    config: Any
+    tok_emb: nn.Embedding
+    drop: nn.Dropout
+    blocks: nn.ModuleList
+    head: nn.Linear
+
+    def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
+        """``idx (B, T)`` -> ``(B, T, D)``: the tokens at ``positions`` (``(T,)`` or ``(B, T)``; None: ``offset``,
+        ``offset + 1``, ...)."""
+        raise NotImplementedError
+
+    def init_weights(self, residual_projections: str) -> None:
+        """GPT-2's initialisation (every weight N(0, 0.02²)), then each block's two residual projections
+        (``attn.out_proj`` and the feed-forward's ``residual_projections``) scaled by 1/sqrt(2 · num_layers), so
+        the residual stream's variance does not grow with depth (two residual additions per block)."""
+        self.apply(init_weights)
+        std = STD / math.sqrt(2 * self.config.num_layers)
+        for block in self.blocks:
+            for proj in (block.attn.out_proj, getattr(block.ff, residual_projections)):
+                nn.init.normal_(proj.weight, mean=0.0, std=std)
+
+    def num_parameters(self) -> int:
+        """Trainable parameters (a tied head counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_cache(self, batch: int, context_length: int | None = None, *,
+                  static: bool = False) -> KVCache | StaticKVCache:
+        """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions, of
+        ``num_kv_heads`` heads per layer where the attention shares them, in the dtype the model computes in here
+        (autocast's, under autocast): a :class:`~attnlab.models.KVCache` for :meth:`forward`, or with ``static`` a
+        :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`."""
+        c, w = self.config, self.tok_emb.weight
+        heads = getattr(c, "num_kv_heads", None) or c.num_heads
+        cls = StaticKVCache if static else KVCache
+        return cls(c.num_layers, batch, heads, context_length or c.context_length, c.head_dim, compute_dtype(w),
+                   w.device)
+
+    def run_blocks(self, x: Tensor, attn_mask: Tensor | None, positions: Tensor | None,
+                   kv_cache: KVCache | StaticKVCache | None, return_weights: bool = False,
+                   head_mask: Tensor | None = None):
+        """``x (B, T, D)`` through every block, each with its layer of ``kv_cache`` (and of ``head_mask``); with
+        ``return_weights`` also each layer's weights. The final norm is left to the caller (decoding normalises the
+        last position only)."""
+        where = {"positions": positions} if self.ROTARY else {}
+        attentions = []
+        for i, block in enumerate(self.blocks):
+            x = block(x, attn_mask=attn_mask, return_weights=return_weights,
+                      kv_cache=None if kv_cache is None else kv_cache[i],
+                      head_mask=None if head_mask is None else head_mask[i], **where)
+            if return_weights:
+                x, w = x
+                attentions.append(w)
+        return (x, tuple(attentions)) if return_weights else x
+
+    def logits(self, x: Tensor) -> Tensor:
+        """The final norm, then the head: ``(..., D)`` -> ``(..., vocab_size)``."""
+        return self.head(getattr(self, self.FINAL_NORM)(x))
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
+                return_weights: bool = False, kv_cache: KVCache | None = None,
+                head_mask: Tensor | None = None) -> CausalLMOutput:
+        """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
+
+        Args:
+            idx: integer ids in ``[0, vocab_size)``; ``T`` (plus what the cache holds) at most ``context_length``.
+            targets: ``(B, T)`` the next token at each position (ids, or -100 to leave a position out);
+                the output's ``loss`` is then the mean cross-entropy.
+            attention_mask: ``(B, T)`` 1 = real token, 0 = padding, for a left-padded batch (``(B, cached + T)``
+                with a cache: every key's). Padded keys are masked, and each token sits at its position among
+                the real tokens of its row, so a padded row computes what it would alone.
+            return_weights: also return ``attentions``, one ``(B, H, T, L)`` weight tensor per layer (``L``: the
+                keys, the cached ones included).
+            kv_cache: a :meth:`new_cache`; the tokens are placed after the ``kv_cache.length`` positions it
+                holds, and their keys and values are added to it.
+            head_mask: ``(num_layers, num_heads)``: head h of layer l has its output multiplied by
+                ``head_mask[l, h]`` before ``out_proj`` (0 removes it); differentiable, for head importance.
+        """
+        c = self.config
+        offset = 0 if kv_cache is None else kv_cache.length
+        mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
+                                               c.context_length, offset)
+        if head_mask is not None:
+            check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
+        x = self.drop(self.embed(idx, positions, offset))
+        x = self.run_blocks(x, mask, positions, kv_cache, return_weights, head_mask)
+        x, attentions = x if return_weights else (x, None)
+        logits = self.logits(x)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        return CausalLMOutput(logits, loss, attentions)
+
+    def decode_step(self, idx: Tensor, kv_cache: StaticKVCache) -> Tensor:
+        """Logits of the last position ``(B, vocab_size)`` for ``idx (B, T)`` placed after what ``kv_cache`` holds.
+
+        A decoding loop's step, in eval mode: unchecked (the loop checks its prompt once, and stops before
+        ``context_length``) and capturable: positions are tensors read from the cache, shapes depend only on T,
+        nothing is read back to the host. So ``torch.compile(fullgraph=True)`` traces it once for T = 1 and
+        CUDA graphs replay it. The same blocks as :meth:`forward`; equal to it with a :class:`KVCache` (tested).
+        """
+        positions = kv_cache.positions(idx.shape[1])  # (T,) on the device
+        x = self.run_blocks(self.embed(idx, positions, 0), None, positions, kv_cache)
+        kv_cache.advance(idx.shape[1])
+        return self.logits(x[:, -1])

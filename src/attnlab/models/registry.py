@@ -1,0 +1,68 @@
+"""The architectures attnlab builds, in one table: what every list of architectures and presets reads.
+
+A checkpoint's ``state.json`` names its architecture; ``attnlab train --arch`` and ``attnlab train-seq2seq`` offer
+the ones of their kind; :class:`~attnlab.training.TrainConfig` accepts them; :func:`~attnlab.models.load_trained`
+builds them; the docs list them. Adding an architecture is a module with its config and model, and one line here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from torch import nn
+
+from attnlab.i18n import N_, tr
+from attnlab.models.encoder import EncoderConfig, TransformerEncoder
+from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.transformer import Transformer, TransformerConfig
+
+#: what a model of a kind does: "decoder" continues text (``attnlab train``, ``sample``), "seq2seq" turns a source
+#: into a target (``attnlab train-seq2seq``, ``translate``), "encoder" turns text into vectors (loaded, not trained)
+Kind = Literal["decoder", "seq2seq", "encoder"]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One family: its name (as checkpoints and ``--arch`` spell it), its config and model classes, its kind."""
+
+    name: str
+    config: type
+    model: type[nn.Module]
+    kind: Kind
+    summary: str  # one line for ``--arch`` and the docs (English; ``attnlab.i18n._`` translates it)
+
+    @property
+    def presets(self) -> tuple[str, ...]:
+        """The names ``config.from_preset`` accepts."""
+        return tuple(self.config.PRESETS)
+
+
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
+    Architecture("gpt", GPTConfig, GPT, "decoder", N_("GPT-2's layout")),
+    Architecture("modern", ModernDecoderConfig, ModernDecoder, "decoder",
+                 N_("Llama's: RoPE, grouped-query attention, RMSNorm, SwiGLU")),
+    Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
+    Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
+)}
+
+
+def names_of(kind: Kind) -> tuple[str, ...]:
+    """The architectures of ``kind``, in the table's order (the first is the default)."""
+    return tuple(name for name, a in ARCHITECTURES.items() if a.kind == kind)
+
+
+def architecture(name: str, kind: Kind | None = None) -> Architecture:
+    """The table's row for ``name`` (of ``kind``, if given); anything else is a ValueError naming the choices."""
+    choices = names_of(kind) if kind is not None else tuple(ARCHITECTURES)
+    if name not in choices:
+        raise ValueError(tr("architecture: expected one of {architectures}, got {architecture!r}",
+                            architectures=sorted(choices), architecture=name))
+    return ARCHITECTURES[name]
+
+
+def build_model(name: str, model_config: dict[str, Any]) -> nn.Module:
+    """A fresh model of architecture ``name`` from its config's fields."""
+    row = architecture(name)
+    return row.model(row.config(**model_config))
