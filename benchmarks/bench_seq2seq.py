@@ -14,8 +14,10 @@ A. **Quality.** For each task, ``attnlab.training`` trains the config in ``CONFI
    numbers with runs of zeros), where a model trained on uniform digits alone fails.
    Targets: numbers ≥ 99 % on both sets after 3 minutes on an idle 2-core machine (≥ 95 % after 2 minutes
    with one core busy); dates ≥ 98 %. ``--steps N`` trains N steps instead (the cosine over all of them, no
-   clock): the same figures on any machine, however busy. ``--threads 1`` helps a shared machine: two
-   OpenMP threads that wait for each other at every small matmul ran ten times slower than one at load 10.
+   clock): the same figures on any machine, however busy. The bench runs on one thread (``--threads 1``, the
+   default): this 0.2 M-parameter model's small matmuls gain little from a second thread on an idle machine, and
+   two OpenMP threads that wait for each other at every matmul ran ten times slower than one when the other core
+   was busy, so a time budget on a busy machine would buy a tenth of the steps.
 B. **Training speed.** The same model twice: ``torch.nn.Transformer`` (with ``nn.Embedding``, sinusoidal positions
    and a tied ``nn.Linear``) and attnlab's :class:`Transformer` made from it by ``Transformer.from_torch`` (the
    same weights). Both train on the same batches with the same fused AdamW, in interleaved chunks so that a load
@@ -281,8 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--minutes", type=float, default=3.0, help="training time budget per task")
     parser.add_argument("--steps", type=int, default=None,
                         help="train this many steps per task instead of --minutes (the same on any machine)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads (default: torch's); on a busy machine 1 can be many times faster")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a busy machine two are many times slower)")
     parser.add_argument("--tasks", default="dates,numbers", help="comma-separated: dates, numbers")
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny model, seconds, few inputs")
     parser.add_argument("--skip-speed", action="store_true", help="only part A")

@@ -13,7 +13,9 @@ measured figures that ``MultiHeadAttention`` and the decoding loop serve:
   the KV cache (100 and 30 of its tokens); ``generate_overhead``: a 2-layer, 64-wide GPT, where a step is mostly
   Python, so any overhead in the loop or the forward shows;
 * ``gpt_train_step``: train.md A's step (4 layers, 128 wide, block 64, batch 12, AdamW);
-* ``seq2seq_train_step``: seq2seq.md B's step (transformer-tiny, batch 64).
+* ``seq2seq_train_step``: seq2seq.md B's step (transformer-tiny, batch 64);
+* ``beam_search_cached``: seq2seq.md C's cached beam search (beam 4 over 64 sources, 12 tokens, the decoder's
+  KV cache and the memory's keys/values).
 """
 
 from __future__ import annotations
@@ -92,6 +94,19 @@ def seq2seq_train_step() -> Callable[[], object]:
     return _train_step(model, (src, tgt, tgt))
 
 
+def beam_search_cached() -> Callable[[], object]:
+    import torch
+
+    from attnlab.generation.seq2seq import beam_search
+    from attnlab.models import Transformer, TransformerConfig
+
+    g = torch.Generator().manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=256, d_model=64, num_heads=4, num_encoder_layers=2,
+                                          num_decoder_layers=2, d_ff=256, dropout=0.0, context_length=40)).eval()
+    src = torch.randint(3, 200, (64, 20), generator=g)
+    return torch.no_grad()(lambda: beam_search(model, src, beam_size=4, max_new_tokens=12, use_cache=True))
+
+
 CASES: dict[str, Callable[[], Callable[[], object]]] = {
     "mha_block": mha_block,
     "generate_cache": lambda: _generate(6, 384, 6, 100, True),
@@ -99,6 +114,7 @@ CASES: dict[str, Callable[[], Callable[[], object]]] = {
     "generate_overhead": lambda: _generate(2, 64, 4, 200, True),
     "gpt_train_step": gpt_train_step,
     "seq2seq_train_step": seq2seq_train_step,
+    "beam_search_cached": beam_search_cached,
 }
 
 
