@@ -15,6 +15,9 @@ multi-head attention        grouped-query attention                a cache ``num
 biases everywhere           none (Qwen2: on q, k, v)               they add little; fewer parameters to load
 full causal attention       optional sliding window (Mistral)      cost per token bounded by the window
 ==========================  =====================================  ==============================================
+
+The options of Qwen3, Gemma 2 and 3 and gpt-oss (QK-norm, soft-capping, sinks, local and global layers, (1 + w)
+norms, GeGLU, ...) are fields of the same config, described in :mod:`attnlab.models.layer_options`.
 """
 
 from __future__ import annotations
@@ -23,13 +26,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
+from attnlab.functional.logit_options import softcap
 from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
 from attnlab.models.config import Presets
+from attnlab.models.layer_options import block_options, check_layer_options, is_sliding
 from attnlab.models.language_model import LanguageModel
 
 
@@ -56,6 +62,10 @@ class ModernDecoderConfig(Presets):
         norm_eps: RMSNorm epsilon.
         tie_weights: the output head shares the token embedding's matrix (Llama-3.2-1B and Qwen2.5-0.5B do).
         backend: attention backend for the blocks.
+        qk_norm, attn_softcap, final_softcap, sinks, query_pre_attn_scalar, layer_types, rope_local_base,
+        norm_unit_offset, sandwich_norm, activation, embed_scale, mlp_bias: the newest models' options, one line
+            each in :mod:`attnlab.models.layer_options` (with ``layer_types``, ``sliding_window`` is the window of
+            the ``"sliding_attention"`` layers only).
     """
 
     vocab_size: int
@@ -75,6 +85,18 @@ class ModernDecoderConfig(Presets):
     norm_eps: float = 1e-5
     tie_weights: bool = False
     backend: str = "auto"
+    qk_norm: str | None = None
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    sinks: bool = False
+    query_pre_attn_scalar: float | None = None
+    layer_types: list[str] | None = None
+    rope_local_base: float | None = None
+    norm_unit_offset: bool = False
+    sandwich_norm: bool = False
+    activation: str = "silu"
+    embed_scale: bool = False
+    mlp_bias: bool = False
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # trains in seconds; 4 query heads over 2 key/value heads
@@ -139,6 +161,7 @@ class ModernDecoderConfig(Presets):
         if self.backend not in BACKENDS:
             raise ValueError(tr("{owner}: backend must be one of {backends}, got {backend!r}", owner=owner,
                                 backends=BACKENDS, backend=self.backend))
+        check_layer_options(self, owner)
 
 
 class ModernDecoder(LanguageModel):
@@ -166,15 +189,19 @@ class ModernDecoder(LanguageModel):
         self.config = c = config
         # one rotary embedding for every block: it holds no weights, only the frequencies' recipe
         self.rotary = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base, c.rope_scaling)
+        # Gemma 3: the sliding layers turn q and k with their own base, unscaled
+        self.rotary_local = self.rotary if c.rope_local_base is None else \
+            RotaryEmbedding(c.head_dim, c.context_length, c.rope_local_base)
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             ModernBlock(c.d_model, c.num_heads, c.d_ff, num_kv_heads=c.num_kv_heads, head_dim=c.head_dim,
-                        rotary=self.rotary, sliding_window=c.sliding_window, dropout=c.dropout, qkv_bias=c.qkv_bias,
-                        out_bias=c.out_bias, eps=c.norm_eps, backend=c.backend)
-            for _ in range(c.num_layers)
+                        rotary=self.rotary_local if is_sliding(c, i) else self.rotary, dropout=c.dropout,
+                        qkv_bias=c.qkv_bias, out_bias=c.out_bias, eps=c.norm_eps, backend=c.backend,
+                        **block_options(c, i))
+            for i in range(c.num_layers)
         )
-        self.norm_f = RMSNorm(c.d_model, eps=c.norm_eps)
+        self.norm_f = RMSNorm(c.d_model, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight
@@ -182,5 +209,13 @@ class ModernDecoder(LanguageModel):
 
     def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
         """The token embedding alone: positions enter the blocks, as rotations of q and k (with a left-padded
-        batch, each token turned by its position among the real tokens of its row)."""
-        return self.tok_emb(idx)
+        batch, each token turned by its position among the real tokens of its row). Gemma scales it by √d_model,
+        the factor rounded to the embedding's dtype as Gemma's checkpoints were trained."""
+        x = self.tok_emb(idx)
+        if self.config.embed_scale:
+            x = x * torch.tensor(self.config.d_model ** 0.5, dtype=x.dtype)
+        return x
+
+    def logits(self, x: Tensor) -> Tensor:
+        """The final norm, the head, and Gemma 2's soft-cap ``cap · tanh(z / cap)`` of the logits if it has one."""
+        return softcap(super().logits(x), self.config.final_softcap)
