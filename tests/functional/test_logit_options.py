@@ -84,7 +84,7 @@ def test_every_backend_equals_the_reference_forward_and_backward(cap, with_sinks
     for backend in backends_for(cap):
         got, got_grads = grads(ours(backend, cap, with_sinks, **kw), q, k, v, sinks)
         torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=0, msg=backend)
-        for name, g, w in zip("q k v sinks".split(), got_grads, want_grads, strict=True):
+        for name, g, w in zip(["q", "k", "v", "sinks"], got_grads, want_grads, strict=True):
             if name == "sinks" and not with_sinks:
                 continue
             torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-5, msg=f"{backend}: d{name}")
@@ -170,7 +170,7 @@ def test_flash_equals_the_reference_forward_and_backward(cap, with_sinks, causal
     want, want_grads = grads(theirs(cap, with_sinks, is_causal=causal), *(t.double().cpu() for t in (q, k, v, sinks)))
     got, got_grads = grads(ours("flash", cap, with_sinks, is_causal=causal), q, k, v, sinks)
     torch.testing.assert_close(got.double().cpu(), want, atol=1e-5, rtol=0)
-    for name, g, w in zip("q k v sinks".split(), got_grads, want_grads, strict=True):
+    for name, g, w in zip(["q", "k", "v", "sinks"], got_grads, want_grads, strict=True):
         if name == "sinks" and not with_sinks:
             continue
         torch.testing.assert_close(g.double().cpu(), w, atol=1e-4, rtol=1e-5, msg=f"flash: d{name}")

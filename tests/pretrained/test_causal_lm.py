@@ -16,7 +16,7 @@ from attnlab.generation import generate
 from attnlab.inspect import capture, explain
 from attnlab.models import GPT, ModernDecoder
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import ARCHS, VOCAB, write_checkpoint
+from hf_checkpoints import ARCHS, VOCAB, hf_positions, left_padded, write_checkpoint
 
 pytest.importorskip("transformers")
 ATOL = 1e-4
@@ -32,21 +32,6 @@ def checkpoints(tmp_path_factory):
 @pytest.fixture(scope="module")
 def loaded(checkpoints):
     return {arch: load_causal_lm(d) for arch, (d, _) in checkpoints.items()}
-
-
-def left_padded(lengths, t, seed=0):
-    """Random ids ``(B, t)`` whose row i has ``lengths[i]`` real tokens at the end; and the mask."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, VOCAB, (len(lengths), t), generator=g)
-    mask = torch.zeros(len(lengths), t, dtype=torch.long)
-    for i, n in enumerate(lengths):
-        mask[i, t - n:] = 1
-    return ids.masked_fill(mask == 0, 0), mask
-
-
-def hf_positions(mask):
-    """transformers' generate: positions count the real tokens of each row."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
 def test_each_architecture_becomes_the_right_model(loaded, checkpoints):

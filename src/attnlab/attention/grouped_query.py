@@ -249,8 +249,8 @@ class GroupedQueryAttention(nn.Module):
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)
 
     def extra_repr(self) -> str:
-        extra = "".join(f", {name}={value}" for name, value in (("qk_norm", self.qk_norm), ("softcap", self.softcap),
-                                                                 ("sinks", self.sinks is not None), ("scale", self.scale))
-                        if value)
+        options = (("qk_norm", self.qk_norm), ("softcap", self.softcap), ("sinks", self.sinks is not None),
+                   ("scale", self.scale))
+        extra = "".join(f", {name}={value}" for name, value in options if value)
         return (f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
                 f"rotary={self.rotary is not None}, sliding_window={self.sliding_window}{extra}")

@@ -168,7 +168,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bo
     with _on(q.device):
         _kernels.fwd[lambda m: (_cdiv(t_q, m["BLOCK_Q"]), b * h)](
             q, k, v, mask, q if sinks is None else sinks, out, lse, scale * _kernels.LOG2E.value,
-            *_cap_args(scale, softcap), *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(), h, h // h_kv, t_q, t_k, **meta,
+            *_cap_args(scale, softcap), *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(), h,
+            h // h_kv, t_q, t_k, **meta,
         )
     return out, lse
 

@@ -31,12 +31,12 @@ from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
-from attnlab.i18n import tr
 from attnlab.functional.logit_options import softcap
+from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
 from attnlab.models.config import Presets
-from attnlab.models.layer_options import block_options, check_layer_options, is_sliding
 from attnlab.models.language_model import LanguageModel
+from attnlab.models.layer_options import block_options, check_layer_options, is_sliding
 
 
 @dataclass

@@ -7,9 +7,9 @@ Hugging Face model directory, offline.
     tokenizer.json       -> the model's own tokenizer (text_tokenizer)
 
 GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`; the others a :class:`~attnlab.models.ModernDecoder`, with
-the options each family needs (QK-norm, soft-capping, local and global layers, ...: docs/newest-attention.md). Both return ``.logits (B, T, V)`` and take a KV cache, so
-:func:`attnlab.generation.generate`, :func:`attnlab.inspect.capture` and the views work on them as on a model
-``attnlab train`` wrote.
+the options each family needs (QK-norm, soft-capping, local and global layers, ...: docs/newest-attention.md).
+Both return ``.logits (B, T, V)`` and take a KV cache, so :func:`attnlab.generation.generate`,
+:func:`attnlab.inspect.capture` and the views work on them as on a model ``attnlab train`` wrote.
 """
 
 from __future__ import annotations

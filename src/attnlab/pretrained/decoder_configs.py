@@ -189,6 +189,10 @@ def gemma_config(family: str, raw: dict[str, Any], path: Path) -> ModernDecoderC
     if raw.get("use_bidirectional_attention"):
         raise _refuse(path, "use_bidirectional_attention", raw["use_bidirectional_attention"],
                       tr("the decoder attends causally"))
+    for field in ("attn_logit_softcapping", "final_logit_softcapping"):
+        cap = raw.get(field)
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0):
+            raise _refuse(path, field, cap, tr("a soft-cap cap · tanh(s / cap) needs cap > 0"))
     shapes = _shapes(raw, path)
     layers = shapes["num_layers"]
     pattern = 2 if family == "gemma2" else raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern", 6)

@@ -3,10 +3,11 @@
 Llama, Qwen2, Mistral, Qwen3 and Gemma 2/3 store ``nn.Linear`` weights ``(out, in)`` like ours, one tensor per
 projection, under other names: a rename (Qwen3 and Gemma 3 add the q/k norms; Gemma 2/3 four norms per layer,
 whose ``post_attention_layernorm`` is not Llama's). Phi-3 fuses q, k and v in one ``qkv_proj`` ``(q + 2·kv, d)``
-and the gate and up projections in one ``gate_up_proj`` ``(2·d_ff, d)``: split along the rows. GPT-2 stores its projections as ``Conv1D`` weights, ``(in, out)``, the transpose of
-``nn.Linear``'s, and q, k and v in one ``c_attn`` matrix ``(d, 3d)``: transpose, then split into thirds.
-The expected shapes come from attnlab's own model (built on the meta device), so a checkpoint that does not fit
-the model its ``config.json`` describes is caught tensor by tensor.
+and the gate and up projections in one ``gate_up_proj`` ``(2·d_ff, d)``: split along the rows.
+GPT-2 stores its projections as ``Conv1D`` weights, ``(in, out)``, the transpose of ``nn.Linear``'s, and q, k and v
+in one ``c_attn`` matrix ``(d, 3d)``: transpose, then split into thirds. The expected shapes come from attnlab's own
+model (built on the meta device), so a checkpoint that does not fit the model its ``config.json`` describes is
+caught tensor by tensor.
 """
 
 from __future__ import annotations
