@@ -39,6 +39,10 @@ from attnlab.models.language_model import LanguageModel
 from attnlab.models.layer_options import block_options, check_layer_options, is_sliding
 
 
+#: what every Gemma shares: (1 + w) sandwich norms, a GELU gate, embeddings times √d_model
+_GEMMA = dict(norm_unit_offset=True, sandwich_norm=True, activation="gelu_tanh", embed_scale=True)
+
+
 @dataclass
 class ModernDecoderConfig(Presets):
     """A decoder of today's open models: Llama, Qwen2, Mistral (see :class:`attnlab.models.ModernDecoder`).
@@ -118,6 +122,20 @@ class ModernDecoderConfig(Presets):
         "mistral-7b": dict(vocab_size=32000, context_length=32768, d_model=4096, num_layers=32, num_heads=32,
                            num_kv_heads=8, d_ff=14336, rope_base=10000.0, sliding_window=4096, norm_eps=1e-5,
                            tie_weights=False),
+        "qwen3-0.6b": dict(vocab_size=151936, context_length=40960, d_model=1024, num_layers=28, num_heads=16,
+                           num_kv_heads=8, head_dim=128, d_ff=3072, rope_base=1000000.0, norm_eps=1e-6,
+                           tie_weights=True, qk_norm="head"),
+        "gemma-2-2b": dict(vocab_size=256000, context_length=8192, d_model=2304, num_layers=26, num_heads=8,
+                           num_kv_heads=4, head_dim=256, d_ff=9216, norm_eps=1e-6, tie_weights=True,
+                           sliding_window=4096, layer_types=["sliding_attention", "full_attention"] * 13,
+                           attn_softcap=50.0, final_softcap=30.0, query_pre_attn_scalar=256, **_GEMMA),
+        "gemma-3-1b": dict(vocab_size=262144, context_length=32768, d_model=1152, num_layers=26, num_heads=4,
+                           num_kv_heads=1, head_dim=256, d_ff=6912, norm_eps=1e-6, tie_weights=True,
+                           sliding_window=512, layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 4
+                           + ["sliding_attention"] * 2, rope_base=1000000.0, rope_local_base=10000.0,
+                           query_pre_attn_scalar=256, qk_norm="head", **_GEMMA),
+        "phi-3-mini": dict(vocab_size=32064, context_length=4096, d_model=3072, num_layers=32, num_heads=32,
+                           d_ff=8192, sliding_window=2047, norm_eps=1e-5, tie_weights=False),
     }
 
     def __post_init__(self) -> None:
