@@ -19,8 +19,8 @@ TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the m
 ARCHS = ("gpt2", "llama", "qwen2", "mistral")
 # the newer families, each with what makes it itself: Qwen3's QK-norm; Gemma 2's soft-capping (attention and final
 # logits, small caps so they bend), query_pre_attn_scalar, alternating local and global layers; Gemma 3's 5 local
-# : 1 global layers with a RoPE base each, and QK-norm; Phi-3's fused projections and window. Then the options the
-# first four refused: Llama's mlp_bias, Qwen2's max_window_layers, GPT-2's scale_attn_by_inverse_layer_idx
+# : 1 global layers with a RoPE base each, and QK-norm; Phi-3's fused projections, window and LongRoPE. Then the
+# options the first four refused: Llama's mlp_bias, Qwen2's max_window_layers, GPT-2's scale_attn_by_inverse_layer_idx
 NEWER = ("qwen3", "gemma2", "gemma3", "phi3")
 OPTIONS = ("llama-mlp-bias", "qwen2-mixed-windows", "gpt2-inverse-layer-scale")
 
@@ -62,7 +62,11 @@ def newer_config(arch: str, common: dict):
                                                "sliding_attention": dict(rope_type="default", rope_theta=10000.0)},
             **eager)
     if arch == "phi3":
-        return transformers.Phi3Config(**common, num_key_value_heads=2, sliding_window=5, **eager)
+        # LongRoPE from 32 positions to 64: short factors up to 32 positions, long ones beyond, cos and sin × 1.095
+        rope = dict(rope_type="longrope", rope_theta=10000.0, short_factor=[1.0, 1.3, 2.1, 3.4],
+                    long_factor=[1.1, 2.5, 5.0, 9.0], original_max_position_embeddings=32)
+        return transformers.Phi3Config(**common, num_key_value_heads=2, sliding_window=5,
+                                       original_max_position_embeddings=32, rope_parameters=rope, **eager)
     if arch == "llama-mlp-bias":
         return transformers.LlamaConfig(**common, num_key_value_heads=2, mlp_bias=True, attention_bias=True)
     if arch == "qwen2-mixed-windows":

@@ -51,7 +51,9 @@ def test_each_family_becomes_the_model_with_its_options(checkpoints):
     gemma3 = config("gemma3")
     assert gemma3.layer_types == ["sliding_attention"] * 5 + ["full_attention"] and gemma3.qk_norm == "head"
     assert (gemma3.rope_base, gemma3.rope_local_base) == (50.0, 10000.0)
-    assert config("phi3").sliding_window == 5 and config("phi3").layer_types is None
+    phi3 = config("phi3")
+    assert phi3.sliding_window == 5 and phi3.layer_types is None and phi3.rope_scaling["type"] == "longrope"
+    assert (phi3.rope_scaling["factor"], phi3.rope_scaling["original_max_position_embeddings"]) == (2.0, 32)
     assert config("llama-mlp-bias", "plain").mlp_bias
     assert config("qwen2-mixed-windows", "plain").layer_types == ["full_attention"] + ["sliding_attention"] * 2
     assert config("gpt2-inverse-layer-scale", "plain").scale_attn_by_inverse_layer_idx
@@ -80,6 +82,18 @@ def test_left_padded_batch_equals_transformers_and_each_row_alone(arch, storage,
             torch.testing.assert_close(got[i, real], want[i, real], atol=ATOL, rtol=0)
             alone = model(ids[i : i + 1, real]).logits[0]
             torch.testing.assert_close(got[i, real], alone, atol=ATOL, rtol=0)
+
+
+def test_phi3_longrope_past_its_original_length_equals_transformers(checkpoints):
+    """40 positions > L₀ = 32: LongRoPE's long factors, in one forward (24-token batches stay on the short ones)."""
+    _, hf, model, _ = checkpoints["phi3", "sharded"]
+    ids, mask = left_padded((40, 33), 40, seed=4)
+    with torch.no_grad():
+        got = model(ids, attention_mask=mask).logits
+        want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
+    torch.testing.assert_close(got[mask.bool()], want[mask.bool()], atol=ATOL, rtol=0)
+    short = model.rotary.inv_freq(32)
+    assert not torch.allclose(model.rotary.inv_freq(40), short)  # the long factors were in force
 
 
 @pytest.mark.parametrize(("arch", "storage"), CASES, ids=IDS)
@@ -143,7 +157,9 @@ def edited(checkpoints, tmp_path, key, config=None, tensors=None):
     (("qwen3", "bf16"), {"quantization_config": {"quant_method": "awq"}},
      r"cannot honour quantization_config=\{'quant_method': 'awq'\}: attnlab does not implement this field of a "
      r"qwen3 config"),
-    (("phi3", "bf16"), {"rope_parameters": {"rope_type": "su", "rope_theta": 1e4}}, r"cannot honour rope type='su'"),
+    (("phi3", "bf16"), {"rope_parameters": {"rope_type": "ntk", "rope_theta": 1e4}}, r"cannot honour rope type='ntk'"),
+    (("phi3", "bf16"), {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 4}},
+     r"cannot honour rope scaling=.*longrope needs short_factor and long_factor"),
 ])
 def test_config_fields_it_cannot_honour_are_named_with_their_value(checkpoints, tmp_path, key, config, match):
     with pytest.raises(ValueError, match=match):

@@ -96,6 +96,7 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
         params = {"rope_theta": raw.get("rope_theta", 10000.0), **(raw.get("rope_scaling") or {})}
     params = dict(params)
     kind = params.pop("rope_type", None) or params.pop("type", None) or "default"
+    kind = "longrope" if kind == "su" else kind  # LongRoPE's first name, in Phi-3's early configs
     params.pop("type", None)
     base = params.pop("rope_theta", raw.get("rope_theta", 10000.0))
     partial = params.pop("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
@@ -106,6 +107,10 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     if kind not in SCALING_TYPES:
         raise _refuse(path, "rope type", kind, tr("supported: default, {scaling_types}",
                                                   scaling_types=', '.join(SCALING_TYPES)))
+    if kind == "longrope":  # Phi-3: L₀ at the top level, and the stretch s = max_position_embeddings / L₀
+        params.setdefault("original_max_position_embeddings", raw.get("original_max_position_embeddings")
+                          or raw.get("max_position_embeddings"))
+        params.setdefault("factor", raw.get("max_position_embeddings", 1) / params["original_max_position_embeddings"])
     original = params.get("original_max_position_embeddings", raw.get("max_position_embeddings"))
     if kind == "dynamic" and original != raw.get("max_position_embeddings"):  # here it stretches from the context
         raise _refuse(path, "original_max_position_embeddings", original,
