@@ -45,7 +45,8 @@ _GEMMA = dict(norm_unit_offset=True, sandwich_norm=True, activation="gelu_tanh",
 
 @dataclass
 class ModernDecoderConfig(Presets):
-    """A decoder of today's open models: Llama, Qwen2, Mistral (see :class:`attnlab.models.ModernDecoder`).
+    """A decoder of today's open models: Llama, Qwen2, Mistral, and with the newest options Qwen3, Gemma 2 and 3,
+    Phi-3 (see :class:`attnlab.models.ModernDecoder`).
 
     Args:
         vocab_size: number of token ids.
