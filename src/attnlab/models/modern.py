@@ -38,7 +38,6 @@ from attnlab.models.config import Presets
 from attnlab.models.language_model import LanguageModel
 from attnlab.models.layer_options import block_options, check_layer_options, is_sliding
 
-
 #: what every Gemma shares: (1 + w) sandwich norms, a GELU gate, embeddings times √d_model
 _GEMMA = dict(norm_unit_offset=True, sandwich_norm=True, activation="gelu_tanh", embed_scale=True)
 
