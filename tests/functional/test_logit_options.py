@@ -13,7 +13,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.functional import KERNELS, AttentionCall, choose_backend, scaled_dot_product_attention
+from attnlab.functional import AttentionCall, choose_backend, scaled_dot_product_attention
+from attnlab.functional.backends import KERNELS
 from attnlab.functional.logit_options import softcap
 
 CPU_BACKENDS = ("math", "sdpa", "chunked")
@@ -101,9 +102,13 @@ def test_the_cap_bends_the_scores_and_changes_the_output():
 
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 def test_sinks_take_weight_and_a_row_with_no_key_gives_zero_not_nan(backend):
-    q, k, v, sinks = qkv(h_kv=4)
+    q, k, v, sinks = qkv(h_kv=4, scale=1.0)
     out, w = scaled_dot_product_attention(q, k, v, is_causal=True, sinks=sinks, backend="math", return_weights=True)
-    assert (w.sum(-1) < 1 - 1e-3).all()  # every row gives the sink some weight
+    s = (q @ k.transpose(-2, -1) * 8**-0.5).masked_fill(~torch.ones(9, 9, dtype=torch.bool).tril(), -math.inf)
+    lse = torch.logsumexp(torch.cat((s, sinks.view(-1, 1, 1).expand(2, 4, 9, 1)), -1), -1)
+    # the weights on the keys sum to 1 − exp(sink − lse): the rest went to the sink
+    torch.testing.assert_close(w.sum(-1), 1 - (sinks.view(-1, 1) - lse).exp(), atol=1e-6, rtol=0)
+    assert (w.sum(-1) < 1 - 1e-4).all()
     nothing = torch.zeros(2, 1, 1, 9, dtype=torch.bool)
     out = scaled_dot_product_attention(q, k, v, attn_mask=nothing, sinks=sinks, backend=backend)
     assert torch.equal(out, torch.zeros_like(out))

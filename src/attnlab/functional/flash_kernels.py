@@ -57,7 +57,7 @@ def _mask_scores(s, mask_base, qi, kj, t_q, t_k, stride_mq, stride_mk,
 @triton.jit
 def _tanh(x):
     """tanh from exp2 (the interpreter and every GPU have it): ``sign(x) · (1 − e) / (1 + e)``, ``e = exp(−2|x|)``."""
-    e = tl.exp2(-2.0 * LOG2E * tl.abs(x))
+    e = tl.exp2(tl.abs(x) * (-2.0 * LOG2E))  # the tensor first: constexpr * tensor stays a constexpr
     t = (1.0 - e) / (1.0 + e)
     return tl.where(x < 0, -t, t)
 
@@ -153,7 +153,7 @@ def fwd_kernel(Q, K, V, Mask, Sinks, Out, LSE, qk_scale, cap_scale, cap_log2,
     m = tl.full([BLOCK_Q], float("-inf"), tl.float32)  # running maximum (log2 units)
     denom = tl.zeros([BLOCK_Q], tl.float32)  # running normaliser l = Σ exp2(s - m)
     if HAS_SINKS:  # the head's sink is every row's first score, with no value
-        m = m * 0.0 + tl.load(Sinks + h).to(tl.float32) * LOG2E
+        m = tl.zeros([BLOCK_Q], tl.float32) + tl.load(Sinks + h).to(tl.float32) * LOG2E
         denom = denom + 1.0
     acc = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)  # running Σ exp2(s - m) v
     if IS_CAUSAL:  # key blocks wholly above the diagonal are never visited
