@@ -162,7 +162,7 @@ def test_scaling_from_transformers_dict():
     ({"head_dim": 0}, "head_dim must be a positive int, got 0"),
     ({"context_length": 0}, "context_length must be a positive int, got 0"),
     ({"base": -1.0}, "base must be a finite number > 0, got -1.0"),
-    ({"scaling": {"type": "yarn", "factor": 4.0}}, "type must be one of 'linear', 'dynamic', 'llama3', got 'yarn'"),
+    ({"scaling": {"type": "yarn", "factor": 4.0}}, "type must be one of 'linear', 'dynamic', 'llama3', 'longrope', got 'yarn'"),
     ({"scaling": {"type": "linear", "factor": 0}}, "factor must be a finite number > 0, got 0"),
     ({"scaling": {"type": "linear", "factor": 2.0, "beta": 1}}, "unknown keys \\['beta'\\]"),
     ({"scaling": {"factor": 2.0}}, "needs 'type' and 'factor'"),
