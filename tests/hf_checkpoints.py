@@ -123,10 +123,10 @@ def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "
     model = model_class(arch)(hf_config(arch)).eval()
     order_one_weights(model, seed)
     shard = {"max_shard_size": "20KB"} if arch == "qwen2" or storage == "sharded" else {}
-    if storage == "bf16":
-        model = model.to(torch.bfloat16)
-        model.save_pretrained(directory)
-        model = model.float()
+    if storage == "bf16":  # the reference reads the file back (a cast of the model itself would round its RoPE table)
+        model.to(torch.bfloat16).save_pretrained(directory)
+        model = model_class(arch).from_pretrained(directory, dtype=torch.float32,
+                                                  attn_implementation=model.config._attn_implementation).eval()
     else:
         model.save_pretrained(directory, **shard)
     write_tokenizer(directory / "tokenizer.json")
