@@ -75,9 +75,15 @@ def test_equals_transformers_llama_attention(num_kv_heads):
             for p in ("weight", "bias"):
                 getattr(getattr(ours, mine), p).copy_(torch.randn_like(getattr(getattr(ref, theirs), p)) * 0.3)
                 getattr(getattr(ref, theirs), p).copy_(getattr(getattr(ours, mine), p))
-        x = torch.randn(2, 11, 32)
-        cos, sin = LlamaRotaryEmbedding(cfg)(x, torch.arange(11)[None].expand(2, -1))
-        want, _ = ref(x, (cos, sin), None)
+    equals_transformers_attention(ours, ref, LlamaRotaryEmbedding(cfg), 11, None)
+
+
+def equals_transformers_attention(ours, ref, rotary, t, mask):
+    """``ours(x)`` = transformers' attention module ``ref`` given its own RoPE's cos and sin, on x ``(2, t, 32)``."""
+    x = torch.randn(2, t, 32)
+    with torch.no_grad():
+        cos, sin = rotary(x, torch.arange(t)[None].expand(2, -1))
+        want, _ = ref(x, (cos, sin), mask)
         got = ours(x)
     assert want.std() > 0.3
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
@@ -212,13 +218,8 @@ def test_qk_norm_of_the_whole_projection_equals_transformers_olmo2_attention():
             w = getattr(ours, mine).weight
             w.copy_(1 + 0.3 * torch.randn_like(w) if "norm" in mine else 0.3 * torch.randn_like(w))
             getattr(ref, theirs).weight.copy_(w)
-        x = torch.randn(2, 9, 32)
-        cos, sin = Olmo2RotaryEmbedding(cfg)(x, torch.arange(9)[None].expand(2, -1))
-        causal = torch.full((9, 9), float("-inf")).triu(1)
-        want, _ = ref(x, (cos, sin), causal)
-        got = ours(x)
-    assert want.std() > 0.3
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    causal = torch.full((9, 9), float("-inf")).triu(1)
+    equals_transformers_attention(ours, ref, Olmo2RotaryEmbedding(cfg), 9, causal)
 
 
 def test_sinks_and_softcap_are_the_op_s_and_the_sinks_learn():
