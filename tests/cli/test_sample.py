@@ -62,3 +62,17 @@ def test_sample_needs_one_model(hf_dirs, tmp_path):
     r = run("sample", "--model", tmp_path, "hello")
     assert r.exit_code == 1 and "unsupported architecture ['BertForMaskedLM']" in r.output
     assert "Traceback" not in r.output
+
+
+def test_a_config_field_attnlab_does_not_implement_is_one_line(hf_dirs, tmp_path):
+    import shutil
+
+    d = tmp_path / "quantised"
+    shutil.copytree(hf_dirs / "qwen3", d)
+    raw = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**raw, "quantization_config": {"bits": 4}}))
+    r = run("sample", "--model", d, "hello")
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert "cannot honour quantization_config={'bits': 4}" in r.output and len(r.output.strip().splitlines()) == 1
+    r = run("heatmap", "hello there", "--model", d, "-o", tmp_path / "h.png")
+    assert r.exit_code == 2 and "cannot honour quantization_config" in r.output and not (tmp_path / "h.png").exists()
