@@ -20,9 +20,10 @@ ARCHS = ("gpt2", "llama", "qwen2", "mistral")
 # the newer families, each with what makes it itself: Qwen3's QK-norm; Gemma 2's soft-capping (attention and final
 # logits, small caps so they bend), query_pre_attn_scalar, alternating local and global layers; Gemma 3's 5 local
 # : 1 global layers with a RoPE base each, and QK-norm; Phi-3's fused projections, window and LongRoPE. Then the
-# options the first four refused: Llama's mlp_bias, Qwen2's max_window_layers, GPT-2's scale_attn_by_inverse_layer_idx
+# options the first four refused: Llama's mlp_bias, Qwen2's max_window_layers, GPT-2's scale_attn_by_inverse_layer_idx;
+# and Gemma 3's larger models' scaled global RoPE
 NEWER = ("qwen3", "gemma2", "gemma3", "phi3")
-OPTIONS = ("llama-mlp-bias", "qwen2-mixed-windows", "gpt2-inverse-layer-scale")
+OPTIONS = ("llama-mlp-bias", "qwen2-mixed-windows", "gpt2-inverse-layer-scale", "gemma3-scaled-global")
 
 
 def hf_config(arch: str):
@@ -60,6 +61,13 @@ def newer_config(arch: str, common: dict):
             **{**common, "num_hidden_layers": 6}, num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=16,
             sliding_window=4, rope_parameters={"full_attention": dict(rope_type="default", rope_theta=50.0),
                                                "sliding_attention": dict(rope_type="default", rope_theta=10000.0)},
+            **eager)
+    if arch == "gemma3-scaled-global":  # Gemma 3 4B and up: linear RoPE scaling (here × 4) on the global layers only
+        return transformers.Gemma3TextConfig(
+            **{**common, "num_hidden_layers": 6}, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8,
+            sliding_window=3,
+            rope_parameters={"full_attention": dict(rope_type="linear", rope_theta=1000.0, factor=4.0),
+                             "sliding_attention": dict(rope_type="default", rope_theta=10000.0)},
             **eager)
     if arch == "phi3":
         # LongRoPE from 32 positions to 64: short factors up to 32 positions, long ones beyond, cos and sin × 1.095

@@ -179,3 +179,17 @@ def test_flash_equals_the_reference_forward_and_backward(cap, with_sinks, causal
         if name == "sinks" and not with_sinks:
             continue
         torch.testing.assert_close(g.double().cpu(), w, atol=1e-4, rtol=1e-5, msg=f"flash: d{name}")
+
+
+def test_a_capped_call_on_cuda_asks_whether_flash_can_run(monkeypatch):
+    """The flash table ships empty, so plain calls never ask; a capped one must, to avoid torch's kernel."""
+    import attnlab.functional.flash as flash
+    from attnlab.functional.sdpa import call_facts
+
+    asked = []
+    monkeypatch.setattr(flash, "flash_can_run", lambda q: asked.append(q.shape) or True)
+    q = torch.zeros(1, 2, 64, 16)
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda t: torch.device("cuda")))
+    assert not call_facts(q, q, None, 0.0, True, False).flash and asked == []
+    call = call_facts(q, q, None, 0.0, True, False, softcap=True)
+    assert call.flash and call.softcap and asked == [q.shape] and choose_backend(call) == "flash"
