@@ -244,6 +244,7 @@ def test_sinks_and_softcap_are_the_op_s_and_the_sinks_learn():
     ({"qk_norm": "head"}, r"qk_norm='head' needs make_norm"),
     ({"softcap": 0.0}, r"softcap must be None or a finite number > 0"),
     ({"scale": -1.0}, r"scale must be None or a number > 0, got -1.0"),
+    ({"softcap": 50.0, "backend": "sdpa"}, r"backend='sdpa' cannot soft-cap the scores \(softcap=50.0\)"),
 ])
 def test_bad_new_options(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -45,6 +45,7 @@ from attnlab.arguments import check_positive_int
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
+from attnlab.functional.backends import KERNELS
 from attnlab.functional.logit_options import check_softcap
 
 #: where ``qk_norm`` normalises: each head's vector, or the whole projection
@@ -131,7 +132,7 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(f"{owner}: rotary must rotate heads of width head_dim={head_dim}, got one for "
                              f"head_dim={getattr(rotary, 'head_dim', None)!r}")
         check_module_options(owner, backend, dropout)
-        self._check_options(qk_norm, make_norm, softcap, scale)
+        self._check_options(qk_norm, make_norm, softcap, scale, backend)
         self.d_in, self.d_out, self.num_heads, self.num_kv_heads = d_in, d_out, num_heads, num_kv_heads
         self.head_dim, self.context_length, self.is_causal, self.backend = head_dim, context_length, is_causal, backend
         self.rotary, self.sliding_window = rotary, sliding_window
@@ -148,13 +149,16 @@ class GroupedQueryAttention(nn.Module):
         self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
 
     def _check_options(self, qk_norm: str | None, make_norm: Callable[[int], nn.Module] | None,
-                       softcap: float | None, scale: float | None) -> None:
+                       softcap: float | None, scale: float | None, backend: str) -> None:
         owner = type(self).__name__
         if qk_norm is not None and qk_norm not in QK_NORMS:
             raise ValueError(f"{owner}: qk_norm must be None, 'head' or 'projection', got {qk_norm!r}")
         if qk_norm is not None and make_norm is None:
             raise ValueError(f"{owner}: qk_norm={qk_norm!r} needs make_norm, the norm's builder (width -> module)")
         check_softcap(softcap, f"{owner}: softcap")
+        if softcap is not None and backend != "auto" and not KERNELS[backend].softcap:
+            raise ValueError(f"{owner}: backend={backend!r} cannot soft-cap the scores (softcap={softcap}); use "
+                             f"one of {[name for name, k in KERNELS.items() if k.softcap]} or 'auto'")
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0):
             raise ValueError(f"{owner}: scale must be None or a number > 0, got {scale!r}")
 
