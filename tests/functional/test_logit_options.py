@@ -144,11 +144,16 @@ def test_a_backend_that_cannot_cap_is_refused_and_bad_sinks_are_named():
 
 @given(device=st.sampled_from(["cpu", "cuda"]), t_q=st.integers(1, 4096), t_k=st.integers(1, 4096),
        dropout=st.booleans(), weights=st.booleans(), flash=st.booleans(),
-       mask=st.sampled_from(["none", "causal", "bool", "float"]))
-def test_auto_never_picks_a_kernel_that_cannot_cap(device, t_q, t_k, dropout, weights, flash, mask):
-    call = AttentionCall(device, t_q, t_k, dropout, weights, mask=mask, flash=flash, softcap=True)
+       mask=st.sampled_from(["none", "causal", "bool", "float"]), cap=st.booleans(), sinks=st.booleans())
+def test_auto_never_picks_a_kernel_that_cannot_cap(device, t_q, t_k, dropout, weights, flash, mask, cap, sinks):
+    """Nor torch's kernel for sinks over 2²⁰ scores or more (it would take them as a mask of every score)."""
+    call = AttentionCall(device, t_q, t_k, dropout, weights, mask=mask, flash=flash, softcap=cap, sinks=sinks)
     chosen = choose_backend(call)
-    assert KERNELS[chosen].softcap
+    plain = choose_backend(AttentionCall(device, t_q, t_k, dropout, weights, mask=mask, flash=flash))
+    if cap or (sinks and t_q * t_k >= 2**20):
+        assert KERNELS[chosen].softcap
+    else:
+        assert chosen == plain  # nothing to avoid: the rule as it was
     assert chosen != "flash" or (device == "cuda" and flash and not dropout)
 
 

@@ -43,7 +43,8 @@ class Kernel:
         cpu_gflops: a rough rate on a laptop CPU (GFLOP/s, every query-key pair counted), with which
             ``attnlab bench`` plans a case before it has measured the backend.
         cpu: it computes on a CPU (flash runs there only under Triton's interpreter, for tests, too slow to time).
-        softcap: it can soft-cap the scores (it computes them itself; torch's fused kernel cannot).
+        softcap: it can soft-cap the scores, and takes sinks in O(T) memory (it computes the scores itself; torch's
+            fused kernel cannot cap, and takes sinks only as a mask column, ``(..., Tq, Tk + 1)`` of memory).
     """
 
     run: Run
@@ -165,6 +166,7 @@ class AttentionCall:
         mask: ``"none"``, ``"causal"`` (``is_causal`` alone), ``"bool"`` or ``"float"`` (an ``attn_mask``).
         flash: whether ``backend="flash"`` can run this call (triton, device, head dim, dtype).
         softcap: whether the scores are soft-capped (only a kernel with :attr:`Kernel.softcap` can).
+        sinks: whether a sink logit per head joins the softmax (every kernel can; torch's with an O(Tq·Tk) mask).
     """
 
     device: str
@@ -176,6 +178,7 @@ class AttentionCall:
     mask: MaskKind = "none"
     flash: bool = False
     softcap: bool = False
+    sinks: bool = False
 
 
 def flash_measured_faster(call: AttentionCall) -> bool:
@@ -195,15 +198,21 @@ def choose_backend(call: AttentionCall) -> str:
     - otherwise ``"sdpa"``, torch's fused kernel (it does dropout itself on CUDA). Never ``"chunked"`` on a GPU:
       a PyTorch loop over blocks there is orders of magnitude slower than torch's fused kernels.
 
-    Soft-capped scores: never a kernel without :attr:`Kernel.softcap`; in torch's kernel's place, ``"flash"`` on
-    CUDA where it can run without dropout, ``"chunked"`` on the CPU from ``Tq·Tk ≥ 2²⁰`` scores, else ``"math"``.
+    Soft-capped scores, or sinks over ``Tq·Tk ≥ 2²⁰`` scores (torch's kernel would need a mask of them all): never a
+    kernel without :attr:`Kernel.softcap`; in torch's kernel's place, ``"flash"`` on CUDA where it can run without
+    dropout, ``"chunked"`` on the CPU from ``Tq·Tk ≥ 2²⁰`` scores, else ``"math"``.
     """
     chosen = _fastest(call)
-    if not call.softcap or KERNELS[chosen].softcap:
+    if not needs_own_scores(call) or KERNELS[chosen].softcap:
         return chosen
     if call.device == "cuda" and call.flash and not call.dropout:
         return "flash"
     return "chunked" if call.device == "cpu" and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM else "math"
+
+
+def needs_own_scores(call: AttentionCall) -> bool:
+    """Whether only a kernel that computes the scores itself will do: a cap, or sinks over many scores."""
+    return call.softcap or (call.sinks and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM)
 
 
 def _fastest(call: AttentionCall) -> str:

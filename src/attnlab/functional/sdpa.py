@@ -21,6 +21,7 @@ from attnlab.functional.backends import (
     Backend,
     choose_backend,
     flash_measured_faster,
+    needs_own_scores,
     resolve_backend,
 )
 from attnlab.functional.checks import check_mask, check_qkv
@@ -40,24 +41,26 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     auto = backend if backend != "auto" else choose_backend(
-        call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap is not None))
+        call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap is not None,
+                   sinks is not None))
     chosen = resolve_backend(backend, auto, return_weights)
     return KERNELS[chosen].run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights,
                                softcap, sinks)
 
 
 def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-               return_weights: bool, softcap: bool = False) -> AttentionCall:
+               return_weights: bool, softcap: bool = False, sinks: bool = False) -> AttentionCall:
     """The facts ``"auto"`` decides on, read from shapes, dtypes and devices only (never tensor values).
 
     Whether flash can run is asked only where :data:`~attnlab.functional.backends.FLASH_FASTER` could pick it, or
-    soft-capped scores on CUDA need it: the answer imports triton and queries the GPU (once per device).
+    soft-capped scores (or sinks over many) on CUDA need it: the answer imports triton and queries the GPU (once per
+    device).
     """
     mask = ("causal" if is_causal else "none") if attn_mask is None else \
         ("bool" if attn_mask.dtype == torch.bool else "float")
     call = AttentionCall(query.device.type, query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights,
-                         str(query.dtype).removeprefix("torch."), mask, softcap=softcap)
-    if call.device == "cuda" and (softcap or flash_measured_faster(call)):
+                         str(query.dtype).removeprefix("torch."), mask, softcap=softcap, sinks=sinks)
+    if call.device == "cuda" and (needs_own_scores(call) or flash_measured_faster(call)):
         from attnlab.functional.flash import flash_can_run
 
         call = dataclasses.replace(call, flash=flash_can_run(query))
