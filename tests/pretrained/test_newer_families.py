@@ -171,6 +171,9 @@ def edited(checkpoints, tmp_path, key, config=None, tensors=None):
     (("phi3", "bf16"), {"rope_parameters": {"rope_type": "ntk", "rope_theta": 1e4}}, r"cannot honour rope type='ntk'"),
     (("phi3", "bf16"), {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 4}},
      r"cannot honour rope scaling=.*longrope needs short_factor and long_factor"),
+    (("phi3", "bf16"), {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0] * 4,
+                                            "long_factor": [1.0] * 3}},
+     r"longrope's long_factor needs head_dim/2 = 4 numbers \(one per frequency\), got 3"),
 ])
 def test_config_fields_it_cannot_honour_are_named_with_their_value(checkpoints, tmp_path, key, config, match):
     with pytest.raises(ValueError, match=match):

@@ -192,6 +192,11 @@ class RotaryEmbedding:
         _positive_float("RotaryEmbedding", "base", base)
         self.head_dim, self.context_length, self.base = head_dim, context_length, float(base)
         self.scaling = _as_scaling(scaling)
+        if self.scaling is not None and self.scaling.type == "longrope":
+            for name in ("short_factor", "long_factor"):
+                if len(getattr(self.scaling, name)) != head_dim // 2:
+                    raise ValueError(f"RotaryEmbedding: longrope's {name} needs head_dim/2 = {head_dim // 2} numbers "
+                                     f"(one per frequency), got {len(getattr(self.scaling, name))}")
 
     def inv_freq(self, seq_len: int | None = None, device: torch.device | str | None = None) -> Tensor:
         """The D/2 angular frequencies θ_i, float32, scaling applied; ``seq_len`` matters for ``dynamic`` only."""
