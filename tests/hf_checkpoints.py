@@ -1,4 +1,4 @@
-"""Tiny random checkpoints of the four decoder architectures, made and written by Hugging Face transformers.
+"""Tiny random checkpoints of the decoder architectures, made and written by Hugging Face transformers.
 
 ``write_checkpoint(arch, directory)`` builds a small random model with transformers, gives it weights of order 1
 (transformers' own init, std 0.02, makes every logit nearly 0, and a comparison that passes on zeros proves
@@ -17,6 +17,13 @@ TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the m
 # each architecture with what makes it itself: Llama 3's llama3 RoPE scaling and tied head, Qwen2's q/k/v biases
 # and one key/value head (MQA), Mistral's sliding window (4 keys, far shorter than the sequences tested)
 ARCHS = ("gpt2", "llama", "qwen2", "mistral")
+# the newer families, each with what makes it itself: Qwen3's QK-norm; Gemma 2's soft-capping (attention and final
+# logits, small caps so they bend), query_pre_attn_scalar, alternating local and global layers; Gemma 3's 5 local
+# : 1 global layers with a RoPE base each, and QK-norm; Phi-3's fused projections, window and LongRoPE. Then the
+# options the first four refused: Llama's mlp_bias, Qwen2's max_window_layers, GPT-2's scale_attn_by_inverse_layer_idx;
+# and Gemma 3's larger models' scaled global RoPE
+NEWER = ("qwen3", "gemma2", "gemma3", "phi3")
+OPTIONS = ("llama-mlp-bias", "qwen2-mixed-windows", "gpt2-inverse-layer-scale", "gemma3-scaled-global")
 
 
 def hf_config(arch: str):
@@ -36,6 +43,47 @@ def hf_config(arch: str):
                                         rope_parameters=dict(rope_type="default", rope_theta=1000000.0))
     if arch == "mistral":
         return transformers.MistralConfig(**common, num_key_value_heads=2, sliding_window=4, rms_norm_eps=1e-5)
+    return newer_config(arch, common)
+
+
+def newer_config(arch: str, common: dict):
+    transformers = pytest.importorskip("transformers")
+    eager = dict(attn_implementation="eager")  # the reference's textbook path (its SDPA path ignores soft-caps)
+    if arch == "qwen3":
+        return transformers.Qwen3Config(**common, num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-6,
+                                        rope_parameters=dict(rope_type="default", rope_theta=10000.0), **eager)
+    if arch == "gemma2":
+        return transformers.Gemma2Config(**common, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=16,
+                                         sliding_window=4, attn_logit_softcapping=3.0, final_logit_softcapping=2.0,
+                                         **eager)
+    if arch == "gemma3":
+        return transformers.Gemma3TextConfig(
+            **{**common, "num_hidden_layers": 6}, num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=16,
+            sliding_window=4, rope_parameters={"full_attention": dict(rope_type="default", rope_theta=50.0),
+                                               "sliding_attention": dict(rope_type="default", rope_theta=10000.0)},
+            **eager)
+    if arch == "gemma3-scaled-global":  # Gemma 3 4B and up: linear RoPE scaling (here × 4) on the global layers only
+        return transformers.Gemma3TextConfig(
+            **{**common, "num_hidden_layers": 6}, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8,
+            sliding_window=3,
+            rope_parameters={"full_attention": dict(rope_type="linear", rope_theta=1000.0, factor=4.0),
+                             "sliding_attention": dict(rope_type="default", rope_theta=10000.0)},
+            **eager)
+    if arch == "phi3":
+        # LongRoPE from 32 positions to 64: short factors up to 32 positions, long ones beyond, cos and sin × 1.095
+        rope = dict(rope_type="longrope", rope_theta=10000.0, short_factor=[1.0, 1.3, 2.1, 3.4],
+                    long_factor=[1.1, 2.5, 5.0, 9.0], original_max_position_embeddings=32)
+        return transformers.Phi3Config(**common, num_key_value_heads=2, sliding_window=5,
+                                       original_max_position_embeddings=32, rope_parameters=rope, **eager)
+    if arch == "llama-mlp-bias":
+        return transformers.LlamaConfig(**common, num_key_value_heads=2, mlp_bias=True, attention_bias=True)
+    if arch == "qwen2-mixed-windows":
+        return transformers.Qwen2Config(**{**common, "num_hidden_layers": 3}, num_key_value_heads=2,
+                                        use_sliding_window=True, sliding_window=4, max_window_layers=1, **eager)
+    if arch == "gpt2-inverse-layer-scale":
+        return transformers.GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=3, n_head=4,
+                                       bos_token_id=None, eos_token_id=None, scale_attn_by_inverse_layer_idx=True,
+                                       **eager)
     raise ValueError(arch)
 
 
@@ -65,17 +113,46 @@ def order_one_weights(model: torch.nn.Module, seed: int) -> None:
                 p.copy_(0.1 * noise)
 
 
-def write_checkpoint(arch: str, directory: Path, seed: int = 0):
-    """Write a tiny ``arch`` checkpoint into ``directory``; returns the transformers model (eval, float32)."""
+def model_class(arch: str):
     transformers = pytest.importorskip("transformers")
+    family = arch.split("-")[0]
+    return {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
+            "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM,
+            "qwen3": transformers.Qwen3ForCausalLM, "gemma2": transformers.Gemma2ForCausalLM,
+            "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM}[family]
+
+
+def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain"):
+    """Write a tiny ``arch`` checkpoint into ``directory``; returns the transformers model (eval, float32).
+
+    ``storage``: ``"plain"`` (one float32 file; Qwen2 sharded, as before), ``"sharded"`` (float32 in 20 KB shards)
+    or ``"bf16"`` (one bfloat16 file: the model returned holds the same rounded weights, in float32)."""
     torch.manual_seed(seed)
-    cls = {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
-           "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM}[arch]
-    model = cls(hf_config(arch)).eval()
+    model = model_class(arch)(hf_config(arch)).eval()
     order_one_weights(model, seed)
-    shard = {"max_shard_size": "20KB"} if arch == "qwen2" else {}
-    model.save_pretrained(directory, **shard)
+    shard = {"max_shard_size": "20KB"} if arch == "qwen2" or storage == "sharded" else {}
+    if storage == "bf16":  # the reference reads the file back (a cast of the model itself would round its RoPE table)
+        model.to(torch.bfloat16).save_pretrained(directory)
+        model = model_class(arch).from_pretrained(directory, dtype=torch.float32,
+                                                  attn_implementation=model.config._attn_implementation).eval()
+    else:
+        model.save_pretrained(directory, **shard)
     write_tokenizer(directory / "tokenizer.json")
     model.generation_config.pad_token_id = 0
     model.generation_config.eos_token_id = None
     return model
+
+
+def left_padded(lengths, t, seed=0):
+    """Random ids ``(B, t)`` whose row i has ``lengths[i]`` real tokens at the end; and the mask."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, VOCAB, (len(lengths), t), generator=g)
+    mask = torch.zeros(len(lengths), t, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        mask[i, t - n:] = 1
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+def hf_positions(mask):
+    """transformers' generate: positions count the real tokens of each row."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)

@@ -75,9 +75,15 @@ def test_equals_transformers_llama_attention(num_kv_heads):
             for p in ("weight", "bias"):
                 getattr(getattr(ours, mine), p).copy_(torch.randn_like(getattr(getattr(ref, theirs), p)) * 0.3)
                 getattr(getattr(ref, theirs), p).copy_(getattr(getattr(ours, mine), p))
-        x = torch.randn(2, 11, 32)
-        cos, sin = LlamaRotaryEmbedding(cfg)(x, torch.arange(11)[None].expand(2, -1))
-        want, _ = ref(x, (cos, sin), None)
+    equals_transformers_attention(ours, ref, LlamaRotaryEmbedding(cfg), 11, None)
+
+
+def equals_transformers_attention(ours, ref, rotary, t, mask):
+    """``ours(x)`` = transformers' attention module ``ref`` given its own RoPE's cos and sin, on x ``(2, t, 32)``."""
+    x = torch.randn(2, t, 32)
+    with torch.no_grad():
+        cos, sin = rotary(x, torch.arange(t)[None].expand(2, -1))
+        want, _ = ref(x, (cos, sin), mask)
         got = ours(x)
     assert want.std() > 0.3
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
@@ -187,3 +193,59 @@ def test_unbatched_input():
 
 def test_docstring_examples():
     assert doctest.testmod(gqa_module).failed == 0
+
+
+def test_qk_norm_of_the_whole_projection_equals_transformers_olmo2_attention():
+    """OLMo 2 normalises the whole query and key projections before RoPE (Qwen3 and Gemma 3, each head: their
+    loaders' tests)."""
+    transformers = pytest.importorskip("transformers")
+    from functools import partial
+
+    from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention, Olmo2RotaryEmbedding
+
+    from attnlab.layers import RMSNorm
+
+    cfg = transformers.Olmo2Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                                   max_position_embeddings=64, attn_implementation="eager")
+    ref = Olmo2Attention(cfg, layer_idx=0).eval()
+    ours = GroupedQueryAttention(32, 32, num_heads=4, num_kv_heads=2, rotary=RotaryEmbedding(8, 64),
+                                 qk_norm="projection", make_norm=partial(RMSNorm, eps=cfg.rms_norm_eps)).eval()
+    assert ours.q_norm.weight.shape == (32,) and ours.k_norm.weight.shape == (16,)
+    names = {"W_query": "q_proj", "W_key": "k_proj", "W_value": "v_proj", "out_proj": "o_proj", "q_norm": "q_norm",
+             "k_norm": "k_norm"}
+    with torch.no_grad():
+        for mine, theirs in names.items():
+            w = getattr(ours, mine).weight
+            w.copy_(1 + 0.3 * torch.randn_like(w) if "norm" in mine else 0.3 * torch.randn_like(w))
+            getattr(ref, theirs).weight.copy_(w)
+    causal = torch.full((9, 9), float("-inf")).triu(1)
+    equals_transformers_attention(ours, ref, Olmo2RotaryEmbedding(cfg), 9, causal)
+
+
+def test_sinks_and_softcap_are_the_op_s_and_the_sinks_learn():
+    from attnlab.functional import scaled_dot_product_attention
+
+    torch.manual_seed(0)
+    gqa = GroupedQueryAttention(16, 16, num_heads=4, num_kv_heads=2, softcap=2.0, sinks=True, scale=0.5)
+    with torch.no_grad():
+        gqa.sinks.copy_(torch.randn(4))
+    x = torch.randn(2, 6, 16)
+    got = gqa(x)
+    q, k, v = gqa.project(x, torch.arange(6))
+    ctx = scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, scale=0.5, softcap=2.0,
+                                       sinks=gqa.sinks, backend="math")
+    torch.testing.assert_close(got, gqa.out_proj(ctx.transpose(1, 2).reshape(2, 6, 16)), atol=1e-6, rtol=0)
+    got.sum().backward()
+    assert gqa.sinks.grad is not None and gqa.sinks.grad.abs().min() > 0
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"qk_norm": "both", "make_norm": torch.nn.Identity}, r"qk_norm must be None, 'head' or 'projection', got 'both'"),
+    ({"qk_norm": "head"}, r"qk_norm='head' needs make_norm"),
+    ({"softcap": 0.0}, r"softcap must be None or a finite number > 0"),
+    ({"scale": -1.0}, r"scale must be None or a number > 0, got -1.0"),
+    ({"softcap": 50.0, "backend": "sdpa"}, r"backend='sdpa' cannot soft-cap the scores \(softcap=50.0\)"),
+])
+def test_bad_new_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GroupedQueryAttention(16, 16, num_heads=4, **kwargs)

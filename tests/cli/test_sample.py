@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hf_checkpoints import write_checkpoint
+from hf_checkpoints import NEWER, write_checkpoint
 from tiny_runs import TEXT, TINY, run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def hf_dirs(tmp_path_factory):
     pytest.importorskip("transformers")
     root = tmp_path_factory.mktemp("hf")
-    for arch in ("gpt2", "llama"):
+    for arch in ("gpt2", "llama", *NEWER):
         write_checkpoint(arch, root / arch)
     return root
 
@@ -36,7 +36,7 @@ def test_train_modern_then_sample_and_look(tmp_path):
     assert r.exit_code == 1 and "num_heads must be divisible by num_kv_heads" in r.output
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["gpt2", "llama", *NEWER])
 def test_sample_and_views_from_a_hugging_face_directory(hf_dirs, tmp_path, arch):
     d = hf_dirs / arch
     r = run("sample", "--model", d, "To be, or not", "--max-new-tokens", 10, "--temperature", 0)
@@ -48,6 +48,9 @@ def test_sample_and_views_from_a_hugging_face_directory(hf_dirs, tmp_path, arch)
     png = tmp_path / "heads.png"
     assert run("heatmap", "To be, or not to be", "--model", d, "--all-heads", "-o", png).exit_code == 0
     assert png.stat().st_size > 1000
+    page = tmp_path / "view.html"
+    r = run("view", "To be, or not to be", "--model", d, "-o", page)
+    assert r.exit_code == 0 and page.stat().st_size > 1000, r.output
 
 
 def test_sample_needs_one_model(hf_dirs, tmp_path):
@@ -59,3 +62,17 @@ def test_sample_needs_one_model(hf_dirs, tmp_path):
     r = run("sample", "--model", tmp_path, "hello")
     assert r.exit_code == 1 and "unsupported architecture ['BertForMaskedLM']" in r.output
     assert "Traceback" not in r.output
+
+
+def test_a_config_field_attnlab_does_not_implement_is_one_line(hf_dirs, tmp_path):
+    import shutil
+
+    d = tmp_path / "quantised"
+    shutil.copytree(hf_dirs / "qwen3", d)
+    raw = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**raw, "quantization_config": {"bits": 4}}))
+    r = run("sample", "--model", d, "hello")
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert "cannot honour quantization_config={'bits': 4}" in r.output and len(r.output.strip().splitlines()) == 1
+    r = run("heatmap", "hello there", "--model", d, "-o", tmp_path / "h.png")
+    assert r.exit_code == 2 and "cannot honour quantization_config" in r.output and not (tmp_path / "h.png").exists()

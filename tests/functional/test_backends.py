@@ -91,7 +91,7 @@ def test_auto_runs_what_the_rule_chose(monkeypatch):
     import attnlab.functional.backends as backends
 
     seen = []
-    monkeypatch.setattr(backends, "chunked_attention", lambda *a: seen.append("chunked") or a[0])
+    monkeypatch.setattr(backends, "chunked_attention", lambda *a, **kw: seen.append("chunked") or a[0])
     q = torch.zeros(1, 1, LONG, 4)
     scaled_dot_product_attention(q, q, q, dropout_p=0.1)
     assert seen == ["chunked"]

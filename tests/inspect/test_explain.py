@@ -111,3 +111,34 @@ def test_json_dict_is_complete():
     assert len(d["raw_scores"]) == len(d["weights"]) == len(d["contributions"]) == 4
     assert d["weights_sum"] == pytest.approx(1.0, abs=1e-12)
     assert d["d_k"] == 4
+
+
+def test_explain_follows_each_layers_scale_window_softcap_and_sinks():
+    """A decoder with the newest options everywhere: the arithmetic explain writes out is the model's, layer by layer
+    (a local and a global layer, Gemma's scale, a soft-cap, gpt-oss's sinks), and the CLI prints it."""
+    import io
+
+    from rich.console import Console
+
+    from attnlab.cli.explain import render
+    from attnlab.models import ModernDecoder, ModernDecoderConfig
+
+    torch.manual_seed(0)
+    config = ModernDecoderConfig.from_preset("tiny", sliding_window=3, layer_types=["sliding_attention",
+                                             "full_attention"], query_pre_attn_scalar=4, attn_softcap=1.5,
+                                             sinks=True, qk_norm="head")
+    model = ModernDecoder(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # order-one weights and sinks: the cap bends, the sinks take weight
+            p.copy_(torch.randn_like(p) if p.dim() > 1 else 1 + 0.3 * torch.randn_like(p))
+    cap = capture(model, list(range(1, 9)))
+    assert [f["window"] for f in cap.layer_facts] == [3, None] and cap.layer_facts[0]["scale"] == 0.5
+    for layer in range(2):
+        for head in range(4):
+            e = explain(cap, 7, layer=layer, head=head)
+            assert e.max_abs_diff_weights < 1e-5 and e.max_abs_diff_context < 1e-5, (layer, head)
+            assert e.softcap == 1.5 and e.sink == cap.layer_facts[layer]["sinks"][head]
+            assert float(e.weights.sum()) < 1 - 1e-4 and sum(e.allowed) == (3 if layer == 0 else 8)
+    out = io.StringIO()
+    render(Console(file=out, width=200), explain(cap, 7, layer=0, head=1))
+    assert "× 0.5000, 1.5·tanh(s/1.5)" in out.getvalue() and "sink logit" in out.getvalue()

@@ -91,3 +91,21 @@ def test_bad_arguments(kwargs, match):
 def test_wrong_width():
     with pytest.raises(ValueError, match=r"last dim 4, got shape \(2, 5\)"):
         RMSNorm(4)(torch.randn(2, 5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_unit_offset_is_gemmas_norm_bit_for_bit(dtype):
+    """(1 + w) in float32, then the cast: Gemma's order, the same bits in bfloat16 too."""
+    pytest.importorskip("transformers")
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
+
+    g = torch.Generator().manual_seed(1)
+    ours, ref = RMSNorm(48, eps=1e-6, unit_offset=True), Gemma2RMSNorm(48, eps=1e-6)
+    assert torch.equal(ours.weight, torch.zeros(48))  # (1 + 0): the identity gain at initialisation
+    with torch.no_grad():
+        ours.weight.copy_(0.3 * torch.randn(48, generator=g))
+    ref.load_state_dict(ours.state_dict())
+    ours, ref = ours.to(dtype), ref.to(dtype)
+    x = (torch.randn(3, 5, 48, generator=g) * 2).to(dtype)
+    torch.testing.assert_close(ours(x), ref(x), atol=0, rtol=0)
+    torch.testing.assert_close(ours.formula(x), ref(x), atol=0, rtol=0)

@@ -52,3 +52,16 @@ def test_bad_arguments(kwargs, match):
 def test_wrong_width():
     with pytest.raises(ValueError, match=r"last dim 4 \(d_model\), got shape \(2, 5\)"):
         SwiGLU(4, 8)(torch.randn(2, 5))
+
+
+def test_gelu_gate_is_gemmas_geglu():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2MLP
+
+    ref = Gemma2MLP(transformers.Gemma2Config(hidden_size=16, intermediate_size=40))
+    ours = SwiGLU(16, 40, activation="gelu_tanh")
+    ref.load_state_dict(ours.state_dict())
+    x = torch.randn(2, 5, 16) * 2
+    torch.testing.assert_close(ours(x), ref(x), atol=1e-6, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"SwiGLU: activation: expected 'silu' or 'gelu_tanh', got 'relu'"):
+        SwiGLU(4, 8, activation="relu")

@@ -16,7 +16,7 @@ from attnlab.generation import generate
 from attnlab.inspect import capture, explain
 from attnlab.models import GPT, ModernDecoder
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import ARCHS, VOCAB, write_checkpoint
+from hf_checkpoints import ARCHS, VOCAB, hf_positions, left_padded, write_checkpoint
 
 pytest.importorskip("transformers")
 ATOL = 1e-4
@@ -32,21 +32,6 @@ def checkpoints(tmp_path_factory):
 @pytest.fixture(scope="module")
 def loaded(checkpoints):
     return {arch: load_causal_lm(d) for arch, (d, _) in checkpoints.items()}
-
-
-def left_padded(lengths, t, seed=0):
-    """Random ids ``(B, t)`` whose row i has ``lengths[i]`` real tokens at the end; and the mask."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(1, VOCAB, (len(lengths), t), generator=g)
-    mask = torch.zeros(len(lengths), t, dtype=torch.long)
-    for i, n in enumerate(lengths):
-        mask[i, t - n:] = 1
-    return ids.masked_fill(mask == 0, 0), mask
-
-
-def hf_positions(mask):
-    """transformers' generate: positions count the real tokens of each row."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
 def test_each_architecture_becomes_the_right_model(loaded, checkpoints):
@@ -163,7 +148,8 @@ def copy_with(checkpoints, tmp_path, arch="llama", config=None, tensors=None):
 def test_unsupported_architecture_names_it_and_the_supported(checkpoints, tmp_path):
     d = copy_with(checkpoints, tmp_path, config={"architectures": ["GemmaForCausalLM"], "model_type": "gemma"})
     with pytest.raises(ValueError, match=r"unsupported architecture \['GemmaForCausalLM'\].*supported: "
-                                         r"GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"):
+                                         r"GPT2LMHeadModel, Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
+                                         r"MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"):
         load_causal_lm(d)
 
 
@@ -209,7 +195,7 @@ def test_a_tied_head_that_differs_from_the_embedding(checkpoints, tmp_path):
      r"cannot honour rope scaling=.*unknown keys \['beta'\]"),
     ({"partial_rotary_factor": 0.5}, r"cannot honour partial_rotary_factor=0.5"),
     ({"hidden_act": "gelu"}, r"cannot honour hidden_act='gelu'"),
-    ({"mlp_bias": True}, r"cannot honour mlp_bias=True"),
+    ({"use_mrope": True}, r"cannot honour use_mrope=True: attnlab does not implement this field of a llama config"),
     ({"num_key_value_heads": 3}, r"num_heads must be divisible by num_kv_heads, got num_heads=4, num_kv_heads=3"),
     ({"head_dim": 7}, r"head_dim must be even"),
     ({"hidden_size": None}, r"missing field 'hidden_size'"),
@@ -219,16 +205,9 @@ def test_config_fields_it_cannot_honour(checkpoints, tmp_path, config, match):
         load_causal_lm(copy_with(checkpoints, tmp_path, config=config))
 
 
-def test_qwen2_mixed_full_and_sliding_layers_are_refused(checkpoints, tmp_path):
-    d = copy_with(checkpoints, tmp_path, arch="qwen2",
-                  config={"layer_types": ["full_attention", "sliding_attention"], "sliding_window": 4})
-    with pytest.raises(ValueError, match=r"cannot honour layer_types=\['full_attention', 'sliding_attention'\]"):
-        load_causal_lm(d)
-
-
 def test_gpt2_attention_variants_are_refused(checkpoints, tmp_path):
-    d = copy_with(checkpoints, tmp_path, arch="gpt2", config={"scale_attn_by_inverse_layer_idx": True})
-    with pytest.raises(ValueError, match=r"cannot honour scale_attn_by_inverse_layer_idx=True"):
+    d = copy_with(checkpoints, tmp_path, arch="gpt2", config={"scale_attn_weights": False})
+    with pytest.raises(ValueError, match=r"cannot honour scale_attn_weights=False"):
         load_causal_lm(d)
 
 

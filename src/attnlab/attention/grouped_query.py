@@ -22,10 +22,20 @@ Two options complete the attention of today's decoders:
   before the scores, at each token's position (:class:`attnlab.layers.RotaryEmbedding`);
 * ``sliding_window``: each query sees only the last ``sliding_window`` positions, its own included (Mistral 7B;
   :func:`attnlab.functional.sliding_window_mask`).
+
+And those of the newest ones, each an option of this one module:
+
+* ``qk_norm``: an RMSNorm on the queries and keys before RoPE, so that their dot products cannot grow without
+  bound in training: ``"head"`` normalises each head's vector (Qwen3, Gemma 3), ``"projection"`` the whole query
+  and key projections (OLMo 2). The norms are built by ``make_norm(width)`` and named ``q_norm``, ``k_norm``.
+* ``softcap``: scores ``cap · tanh(s / cap)`` (Gemma 2), and ``sinks``: one learned logit per head joining the
+  softmax (gpt-oss), both in :mod:`attnlab.functional.logit_options`;
+* ``scale``: the scores' factor, when it is not ``1/√head_dim`` (Gemma's ``query_pre_attn_scalar``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
@@ -35,6 +45,11 @@ from attnlab.arguments import check_positive_int
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
+from attnlab.functional.backends import KERNELS
+from attnlab.functional.logit_options import check_softcap
+
+#: where ``qk_norm`` normalises: each head's vector, or the whole projection
+QK_NORMS = ("head", "projection")
 
 
 class RotaryLike(Protocol):
@@ -66,9 +81,16 @@ class GroupedQueryAttention(nn.Module):
         is_causal: mask future keys (every decoder; False only to look at the unmasked scores).
         out_bias: a bias on ``out_proj`` (Llama, Qwen2 and Mistral have none).
         backend: attention backend, see :func:`attnlab.functional.scaled_dot_product_attention`.
+        qk_norm: None, ``"head"`` (a norm of width head_dim on every head: Qwen3, Gemma 3) or ``"projection"`` (of
+            the whole query and key projections: OLMo 2), applied before RoPE; needs ``make_norm``.
+        make_norm: ``width -> module`` building the q and k norms (an RMSNorm, from the model).
+        softcap: scores ``softcap · tanh(s / softcap)`` (Gemma 2: 50); None: as they are.
+        sinks: a learned logit per query head (``sinks``, initialised at 0) joins every softmax (gpt-oss).
+        scale: the scores' factor (None: ``1/√head_dim``; Gemma: ``query_pre_attn_scalar ** -0.5``).
 
     Submodules: ``W_query``, ``W_key``, ``W_value`` and ``out_proj`` (the names of
-    :class:`~attnlab.attention.MultiHeadAttention`, so :func:`attnlab.inspect.capture` finds them).
+    :class:`~attnlab.attention.MultiHeadAttention`, so :func:`attnlab.inspect.capture` finds them); ``q_norm`` and
+    ``k_norm`` with ``qk_norm``.
 
     Shapes: x ``(B, T, d_in)`` or ``(T, d_in)`` -> ``(B, T, d_out)``; weights ``(B, num_heads, T, L)`` with ``L``
     the keys attended (T, or the cache's length).
@@ -84,7 +106,9 @@ class GroupedQueryAttention(nn.Module):
     def __init__(self, d_in: int, d_out: int, context_length: int | None = None, dropout: float = 0.0,
                  num_heads: int = 1, qkv_bias: bool = False, *, num_kv_heads: int | None = None,
                  head_dim: int | None = None, rotary: RotaryLike | None = None, sliding_window: int | None = None,
-                 is_causal: bool = True, out_bias: bool = False, backend: Backend = "auto") -> None:
+                 is_causal: bool = True, out_bias: bool = False, backend: Backend = "auto",
+                 qk_norm: str | None = None, make_norm: Callable[[int], nn.Module] | None = None,
+                 softcap: float | None = None, sinks: bool = False, scale: float | None = None) -> None:
         super().__init__()
         owner = type(self).__name__
         for name, n in (("d_in", d_in), ("d_out", d_out), ("num_heads", num_heads)):
@@ -108,6 +132,7 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(f"{owner}: rotary must rotate heads of width head_dim={head_dim}, got one for "
                              f"head_dim={getattr(rotary, 'head_dim', None)!r}")
         check_module_options(owner, backend, dropout)
+        self._check_options(qk_norm, make_norm, softcap, scale, backend)
         self.d_in, self.d_out, self.num_heads, self.num_kv_heads = d_in, d_out, num_heads, num_kv_heads
         self.head_dim, self.context_length, self.is_causal, self.backend = head_dim, context_length, is_causal, backend
         self.rotary, self.sliding_window = rotary, sliding_window
@@ -116,6 +141,26 @@ class GroupedQueryAttention(nn.Module):
         self.W_value = nn.Linear(d_in, num_kv_heads * head_dim, bias=qkv_bias)  # holds these, nothing more
         self.out_proj = nn.Linear(num_heads * head_dim, d_out, bias=out_bias)
         self.dropout = nn.Dropout(dropout)
+        self.qk_norm, self.softcap, self.scale = qk_norm, softcap, scale
+        if qk_norm is not None:
+            per_head = qk_norm == "head"
+            self.q_norm = make_norm(head_dim if per_head else num_heads * head_dim)
+            self.k_norm = make_norm(head_dim if per_head else num_kv_heads * head_dim)
+        self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
+
+    def _check_options(self, qk_norm: str | None, make_norm: Callable[[int], nn.Module] | None,
+                       softcap: float | None, scale: float | None, backend: str) -> None:
+        owner = type(self).__name__
+        if qk_norm is not None and qk_norm not in QK_NORMS:
+            raise ValueError(f"{owner}: qk_norm must be None, 'head' or 'projection', got {qk_norm!r}")
+        if qk_norm is not None and make_norm is None:
+            raise ValueError(f"{owner}: qk_norm={qk_norm!r} needs make_norm, the norm's builder (width -> module)")
+        check_softcap(softcap, f"{owner}: softcap")
+        if softcap is not None and backend != "auto" and not KERNELS[backend].softcap:
+            raise ValueError(f"{owner}: backend={backend!r} cannot soft-cap the scores (softcap={softcap}); use "
+                             f"one of {[name for name, k in KERNELS.items() if k.softcap]} or 'auto'")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0):
+            raise ValueError(f"{owner}: scale must be None or a number > 0, got {scale!r}")
 
     @property
     def group_size(self) -> int:
@@ -130,9 +175,14 @@ class GroupedQueryAttention(nn.Module):
     def project(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries ``(B, num_heads, T, head_dim)``, keys and values ``(B, num_kv_heads, T, head_dim)`` of
         ``x (B, T, d_in)``, the queries and keys rotated to ``positions`` ``(T,)`` or ``(B, T)`` if RoPE is on."""
-        queries = self.split_heads(self.W_query(x), self.num_heads)
-        keys = self.split_heads(self.W_key(x), self.num_kv_heads)
+        queries, keys = self.W_query(x), self.W_key(x)
+        if self.qk_norm == "projection":
+            queries, keys = self.q_norm(queries), self.k_norm(keys)
+        queries = self.split_heads(queries, self.num_heads)
+        keys = self.split_heads(keys, self.num_kv_heads)
         values = self.split_heads(self.W_value(x), self.num_kv_heads)
+        if self.qk_norm == "head":  # (B, H, T, head_dim): each head's vector
+            queries, keys = self.q_norm(queries), self.k_norm(keys)
         if self.rotary is not None:
             queries, keys = self.rotary.apply(queries, keys, positions)
         return queries, keys, values
@@ -194,14 +244,17 @@ class GroupedQueryAttention(nn.Module):
 
         # 2. scores, causal (and window) mask, softmax, weighted sum; query head h reads key/value head h // group
         context, weights = attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,
-                                  dropout_p=self.dropout.p if self.training else 0.0,
+                                  dropout_p=self.dropout.p if self.training else 0.0, scale=self.scale,
                                   enable_gqa=self.num_kv_heads != self.num_heads, backend=self.backend,
-                                  return_weights=return_weights)
+                                  return_weights=return_weights, softcap=self.softcap, sinks=self.sinks)
 
         # 3. merge the heads and mix them                                                   (B, T, d_out)
         context = mask_heads(context, head_mask, owner).transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)
 
     def extra_repr(self) -> str:
+        options = (("qk_norm", self.qk_norm), ("softcap", self.softcap), ("sinks", self.sinks is not None),
+                   ("scale", self.scale))
+        extra = "".join(f", {name}={value}" for name, value in options if value)
         return (f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
-                f"rotary={self.rotary is not None}, sliding_window={self.sliding_window}")
+                f"rotary={self.rotary is not None}, sliding_window={self.sliding_window}{extra}")

@@ -133,7 +133,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, context_length: int | None = None, dropout: float = 0.0,
                  num_heads: int = 1, qkv_bias: bool = False, *, is_causal: bool = True, out_bias: bool = True,
-                 backend: Backend = "auto") -> None:
+                 backend: Backend = "auto", scale: float | None = None) -> None:
         super().__init__()
         owner = type(self).__name__
         if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
@@ -143,6 +143,9 @@ class MultiHeadAttention(nn.Module):
         self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
         self.head_dim = d_out // num_heads
         self.context_length, self.is_causal, self.backend = context_length, is_causal, backend
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0):
+            raise ValueError(f"{owner}: scale must be None (1/√head_dim) or a number > 0, got {scale!r}")
+        self.scale = scale  # None: 1/√head_dim; GPT-2's scale_attn_by_inverse_layer_idx divides it by layer + 1
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -164,7 +167,7 @@ class MultiHeadAttention(nn.Module):
         # 3. scores Q Kᵀ / √hd, masked, softmax over the keys, dropout, weighted sum of the values
         context, weights = attend(queries, keys, values, attn_mask=mask,          # (B, H, T, hd), (B, H, T, Tk)
                                   is_causal=self.is_causal and kv_cache is None,  # a cache's mask says it instead
-                                  dropout_p=self.dropout.p if self.training else 0.0,
+                                  dropout_p=self.dropout.p if self.training else 0.0, scale=self.scale,
                                   backend=self.backend, return_weights=return_weights)
         # 4. merge the heads back into d_out, then mix them
         context = mask_heads(context, head_mask, type(self).__name__)              # head h times head_mask[h]

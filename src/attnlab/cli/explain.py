@@ -63,6 +63,10 @@ def _kv_table(e, digits: int) -> Table:
 def _scores_table(e, digits: int) -> Table:
     d_k = e.keys.shape[-1]
     scale_label = tr("× 1 (no scaling)") if e.scale == 1.0 else f"÷ √{d_k} = {e.scale ** -1:.{digits}f}"
+    if e.scale != 1.0 and abs(e.scale * d_k**0.5 - 1) > 1e-9:  # Gemma's query_pre_attn_scalar, GPT-2's layer scale
+        scale_label = f"× {e.scale:.{digits}f}"
+    if e.softcap is not None:  # Gemma 2: the scaled score, capped
+        scale_label += f", {e.softcap:g}·tanh(s/{e.softcap:g})"
     t = Table(title=tr("3. Scores, scaling, softmax, and each value's contribution"), title_justify="left")
     for name in (tr("key token"), "q · k_j", scale_label, "exp(s - max)", "softmax a_j", "a_j · v_j"):
         t.add_column(name, justify="left" if name in (tr("key token"), "a_j · v_j") else "right")
@@ -94,6 +98,10 @@ def render(console: Console, e, digits: int = 4) -> None:
     console.print(_scores_table(e, digits))
     console.print(tr("[bold]4. Context vector[/bold] z = Σ a_j v_j = {context}",
                      context=fmt_vec(e.context.tolist(), digits, 16)))
+    if e.sink is not None:
+        console.print(tr("This head's sink logit {sink:.4f} joins the softmax as one more score with no value: it "
+                         "takes the weight {rest:.6f} that the keys do not.", sink=e.sink,
+                         rest=1 - float(e.weights.sum())))
     console.print(tr("The weights sum to {sum:.6f}. Checked against the model's own forward pass: max |Δ| weights "
                      "{max_abs_diff_weights:.1e}, context {max_abs_diff_context:.1e}.", sum=e.weights.sum(),
                      max_abs_diff_weights=e.max_abs_diff_weights, max_abs_diff_context=e.max_abs_diff_context))

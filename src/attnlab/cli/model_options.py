@@ -2,7 +2,7 @@
 
 ``--model`` is ``random`` (a seeded random attention layer over whitespace words), ``bert`` (all-MiniLM-L6-v2
 from its package, our encoder), a directory that ``attnlab train`` wrote, or a Hugging Face model directory of a
-GPT-2, Llama, Qwen2 or Mistral checkpoint.
+GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 or Phi-3 checkpoint.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def model_options(default_mechanism: str) -> Callable:
                           show_default=True, help=N_("Mechanism of the random model."))(fn)
         return click.option("--model", "model_name", default="random", show_default=True,
                             help=N_("random, bert, a trained checkpoint directory, or a Hugging Face model directory "
-                                    "(GPT-2, Llama, Qwen2, Mistral)."))(fn)
+                                    "(GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2 and 3, Phi-3)."))(fn)
 
     return decorate
 

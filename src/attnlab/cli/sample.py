@@ -17,8 +17,8 @@ from attnlab.models.config import DTYPES
 @click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, file_okay=False),
               help=N_("An output directory of `attnlab train` (or one checkpoint directory in it)."))
 @click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False),
-              help=N_("A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral: config.json, model.safetensors, "
-                      "tokenizer.json), or an output directory of `attnlab train`."))
+              help=N_("A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2 and 3, Phi-3: "
+                      "config.json, model.safetensors, tokenizer.json), or an output directory of `attnlab train`."))
 @click.argument("prompt", default="\n", required=False)
 @click.option("--max-new-tokens", default=500, show_default=True, type=click.IntRange(min=0))
 @click.option("--temperature", default=0.8, show_default=True, type=float, help=N_("0 = greedy (argmax)."))

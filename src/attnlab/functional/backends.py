@@ -19,13 +19,16 @@ from torch import Tensor
 
 from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.grouped import fold_groups, unfold_groups
+from attnlab.functional.logit_options import with_sink_key
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import math_attention
 
-#: ``run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights) -> (output, weights)``:
-#: the arguments of :func:`~attnlab.functional.attend`, checked, with ``scale`` a float and ``groups`` the number
-#: of query heads per key/value head (1 without GQA); ``weights`` is None unless the kernel materialises them
-Run = Callable[[Tensor, Tensor, Tensor, Tensor | None, float, bool, float, int, bool], tuple[Tensor, Tensor | None]]
+#: ``run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights, softcap, sinks) ->
+#: (output, weights)``: the arguments of :func:`~attnlab.functional.attend`, checked, with ``scale`` a float and
+#: ``groups`` the number of query heads per key/value head (1 without GQA); ``weights`` is None unless the kernel
+#: materialises them
+Run = Callable[[Tensor, Tensor, Tensor, Tensor | None, float, bool, float, int, bool, float | None, Tensor | None],
+               tuple[Tensor, Tensor | None]]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class Kernel:
         cpu_gflops: a rough rate on a laptop CPU (GFLOP/s, every query-key pair counted), with which
             ``attnlab bench`` plans a case before it has measured the backend.
         cpu: it computes on a CPU (flash runs there only under Triton's interpreter, for tests, too slow to time).
+        softcap: it can soft-cap the scores, and takes sinks in O(T) memory (it computes the scores itself; torch's
+            fused kernel cannot cap, and takes sinks only as a mask column, ``(..., Tq, Tk + 1)`` of memory).
     """
 
     run: Run
@@ -47,45 +52,59 @@ class Kernel:
     memory: Literal["scores", "blocks", "rows"] = "rows"
     cpu_gflops: float = 150.0
     cpu: bool = True
+    softcap: bool = True
 
 
 def _shared_heads(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool,
-                  groups: int) -> tuple[Tensor, Tensor, Tensor, Tensor | None, bool]:
+                  groups: int, sinks: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor | None, bool]:
     """For the kernels that read one key/value head per query head: grouped-query attention without copying the
-    keys (each group's query heads folded into rows of its key/value head) where the mask allows, else with the
-    key/value heads repeated (causal is top-left per head). Also whether the output must be unfolded."""
+    keys (each group's query heads folded into rows of its key/value head) where the mask and the sinks (one per
+    query head) allow, else with the key/value heads repeated (causal is top-left per head). Also whether the output
+    must be unfolded."""
     if groups == 1:
         return query, key, value, attn_mask, False
-    if not is_causal:  # decoding, or a mask of its own
+    if not is_causal and sinks is None:  # decoding, or a mask of its own
         query, attn_mask = fold_groups(query, attn_mask, groups)
         return query, key, value, attn_mask, True
     return query, key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3), attn_mask, False
 
 
 def _math(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-          scale: float, groups: int, return_weights: bool) -> tuple[Tensor, Tensor | None]:
+          scale: float, groups: int, return_weights: bool, softcap: float | None = None,
+          sinks: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """The textbook path: scores, mask, softmax, weighted sum, every matrix explicit."""
     may_be_empty = attn_mask is not None  # a causal mask alone leaves every query some key: no empty rows
-    query, key, value, attn_mask, folded = _shared_heads(query, key, value, attn_mask, is_causal, groups)
+    query, key, value, attn_mask, folded = _shared_heads(query, key, value, attn_mask, is_causal, groups, sinks)
     mask = merge_masks(attn_mask, is_causal, query.shape[-2], key.shape[-2], query.dtype, query.device)
     output, weights = math_attention(query, key, value, mask, dropout_p, scale, may_be_empty=may_be_empty,
-                                     return_weights=return_weights)
+                                     return_weights=return_weights, softcap=softcap, sinks=sinks)
     if folded:
         output, weights = unfold_groups(output, groups), None if weights is None else unfold_groups(weights, groups)
     return output, weights if return_weights else None
 
 
 def _chunked(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-             scale: float, groups: int, return_weights: bool) -> tuple[Tensor, None]:
+             scale: float, groups: int, return_weights: bool, softcap: float | None = None,
+             sinks: Tensor | None = None) -> tuple[Tensor, None]:
     """Online softmax over blocks of keys: O(T) memory."""
-    query, key, value, attn_mask, folded = _shared_heads(query, key, value, attn_mask, is_causal, groups)
-    output = chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale)
+    query, key, value, attn_mask, folded = _shared_heads(query, key, value, attn_mask, is_causal, groups, sinks)
+    output = chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale, softcap=softcap,
+                               sinks=sinks)
     return (unfold_groups(output, groups) if folded else output), None
 
 
 def _sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-          scale: float, groups: int, return_weights: bool) -> tuple[Tensor, None]:
-    """torch's fused kernel (it reads grouped key/value heads itself)."""
+          scale: float, groups: int, return_weights: bool, softcap: float | None = None,
+          sinks: Tensor | None = None) -> tuple[Tensor, None]:
+    """torch's fused kernel (it reads grouped key/value heads itself); sinks as one more key, of zeros, whose score
+    the mask sets (:func:`~attnlab.functional.logit_options.with_sink_key`). No soft-capping."""
+    if softcap is not None:
+        raise ValueError("backend='sdpa' cannot soft-cap the scores (torch's kernel computes them); use backend="
+                         "'math', 'chunked', 'flash' or 'auto'")
+    if sinks is not None:
+        mask = merge_masks(attn_mask, is_causal, query.shape[-2], key.shape[-2], query.dtype, query.device)
+        key, value, attn_mask = with_sink_key(key, value, mask, sinks, query)
+        is_causal = False
     if attn_mask is not None and is_causal:  # torch refuses both at once: merge them ourselves
         t_q, t_k = query.shape[-2], key.shape[-2]
         attn_mask, is_causal = merge_masks(attn_mask, True, t_q, t_k, query.dtype, query.device), False
@@ -96,17 +115,18 @@ def _sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, d
 
 
 def _flash(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-           scale: float, groups: int, return_weights: bool) -> tuple[Tensor, None]:
+           scale: float, groups: int, return_weights: bool, softcap: float | None = None,
+           sinks: Tensor | None = None) -> tuple[Tensor, None]:
     """attnlab's Triton kernel (it reads grouped key/value heads itself)."""
     from attnlab.functional.flash import flash_backend
 
-    return flash_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, groups > 1), None
+    return flash_backend(query, key, value, attn_mask, dropout_p, is_causal, scale, groups > 1, softcap, sinks), None
 
 
 #: every backend but ``"auto"``, by name: the one table (the order is the docs' and the benchmark's)
 KERNELS: dict[str, Kernel] = {
     "math": Kernel(_math, weights=True, memory="scores", cpu_gflops=30.0),
-    "sdpa": Kernel(_sdpa),
+    "sdpa": Kernel(_sdpa, softcap=False),
     "chunked": Kernel(_chunked, memory="blocks", cpu_gflops=40.0),
     "flash": Kernel(_flash, cpu=False),
 }
@@ -145,6 +165,8 @@ class AttentionCall:
         dtype: the query's dtype, as torch names it: ``"float32"``, ``"bfloat16"``, ``"float16"``, ...
         mask: ``"none"``, ``"causal"`` (``is_causal`` alone), ``"bool"`` or ``"float"`` (an ``attn_mask``).
         flash: whether ``backend="flash"`` can run this call (triton, device, head dim, dtype).
+        softcap: whether the scores are soft-capped (only a kernel with :attr:`Kernel.softcap` can).
+        sinks: whether a sink logit per head joins the softmax (every kernel can; torch's with an O(Tq·Tk) mask).
     """
 
     device: str
@@ -155,6 +177,8 @@ class AttentionCall:
     dtype: str = "float32"
     mask: MaskKind = "none"
     flash: bool = False
+    softcap: bool = False
+    sinks: bool = False
 
 
 def flash_measured_faster(call: AttentionCall) -> bool:
@@ -173,7 +197,26 @@ def choose_backend(call: AttentionCall) -> str:
     - CUDA, no dropout, flash can run and :data:`FLASH_FASTER` has a measurement saying it wins: ``"flash"``;
     - otherwise ``"sdpa"``, torch's fused kernel (it does dropout itself on CUDA). Never ``"chunked"`` on a GPU:
       a PyTorch loop over blocks there is orders of magnitude slower than torch's fused kernels.
+
+    Soft-capped scores, or sinks over ``Tq·Tk ≥ 2²⁰`` scores (torch's kernel would need a mask of them all): never a
+    kernel without :attr:`Kernel.softcap`; in torch's kernel's place, ``"flash"`` on CUDA where it can run without
+    dropout, ``"chunked"`` on the CPU from ``Tq·Tk ≥ 2²⁰`` scores, else ``"math"``.
     """
+    chosen = _fastest(call)
+    if not needs_own_scores(call) or KERNELS[chosen].softcap:
+        return chosen
+    if call.device == "cuda" and call.flash and not call.dropout:
+        return "flash"
+    return "chunked" if call.device == "cpu" and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM else "math"
+
+
+def needs_own_scores(call: AttentionCall) -> bool:
+    """Whether only a kernel that computes the scores itself will do: a cap, or sinks over many scores."""
+    return call.softcap or (call.sinks and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM)
+
+
+def _fastest(call: AttentionCall) -> str:
+    """:func:`choose_backend`'s rule before it looks at what a kernel cannot do."""
     if call.return_weights:
         return "math"
     if call.device == "cpu" and (call.t_q == 1 or (call.t_q <= FEW_QUERIES and call.t_q * call.t_k <= FEW_SCORES)):

@@ -11,6 +11,10 @@ The backward pass recomputes each block's probabilities from the saved log-sum-e
 ``lse = m + log l`` (one number per query) rather than storing them:
 ``P = exp(S - lse)``, ``dV += Pᵀ dO``, ``dP = dO Vᵀ``, ``dS = P ∘ (dP - rowsum(dO ∘ O))``,
 ``dQ += dS K · scale``, ``dK += dSᵀ Q · scale``.
+
+Soft-capping ``s = cap · tanh(r / cap)`` multiplies each ``dS`` by its slope ``1 − tanh²``. A sink (one logit per
+head) starts each row's running softmax: ``m = sink``, ``l = 1``, ``acc = 0``; its gradient is
+``−Σ exp(sink − lse) · rowsum(dO ∘ O)`` over the rows of its head.
 """
 
 from __future__ import annotations
@@ -33,9 +37,14 @@ def _cut(mask: Tensor, qs: int, qe: int, ks: int, ke: int) -> Tensor:
 
 
 def _block_scores(q_blk: Tensor, k_blk: Tensor, mask: Tensor | None, is_causal: bool,
-                  qs: int, qe: int, ks: int, ke: int) -> Tensor:
-    """Scores of one block, ``q_blk`` already scaled: ``(..., qe-qs, ke-ks)``, masked with -inf."""
+                  qs: int, qe: int, ks: int, ke: int, softcap: float | None = None) -> tuple[Tensor, Tensor | None]:
+    """Scores of one block, ``q_blk`` already scaled: ``(..., qe-qs, ke-ks)``, soft-capped, masked with -inf; and
+    the cap's slope ``1 − tanh²`` (None without a cap)."""
     s = q_blk @ k_blk.transpose(-2, -1)
+    slope = None
+    if softcap is not None:
+        t = torch.tanh(s / softcap)
+        s, slope = t * softcap, 1.0 - t * t
     if mask is not None:
         m = _cut(mask, qs, qe, ks, ke)
         s = s + m.to(s.dtype) if m.dtype != torch.bool else s.masked_fill(~m, float("-inf"))
@@ -43,7 +52,7 @@ def _block_scores(q_blk: Tensor, k_blk: Tensor, mask: Tensor | None, is_causal: 
         rows = torch.arange(qs, qe, device=s.device)[:, None]
         cols = torch.arange(ks, ke, device=s.device)[None, :]
         s = s.masked_fill_(cols > rows, float("-inf"))
-    return s
+    return s, slope
 
 
 def _keep(like: Tensor, p: float, seed: int, block: int) -> Tensor:
@@ -59,7 +68,7 @@ def _key_end(is_causal: bool, qe: int, t_k: int) -> int:
     return min(qe, t_k) if is_causal else t_k
 
 
-def _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk):
+def _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, softcap=None, sinks=None):
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     t_q, t_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     out = q.new_zeros(*batch, t_q, d_v)
@@ -70,10 +79,12 @@ def _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk):
         q_blk = q[..., qs:qe, :] * scale
         m = q.new_full((*batch, qe - qs, 1), float("-inf"))
         denom = q.new_zeros(*batch, qe - qs, 1)
+        if sinks is not None:  # the sink is the row's first "score", with no value: exp(sink - m) joins l only
+            m, denom = m.copy_(sinks.view(-1, 1, 1)), denom.fill_(1.0)  # (H, 1, 1): heads are dim -3
         acc = q.new_zeros(*batch, qe - qs, d_v)
         for ks in range(0, _key_end(is_causal, qe, t_k), bk):
             ke = min(ks + bk, t_k)
-            s = _block_scores(q_blk, k[..., ks:ke, :], mask, is_causal, qs, qe, ks, ke)
+            s, _ = _block_scores(q_blk, k[..., ks:ke, :], mask, is_causal, qs, qe, ks, ke, softcap)
             m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
             m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)  # nothing seen yet: any finite shift
             p = s.sub_(m_safe).exp_()
@@ -90,7 +101,7 @@ def _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk):
     return out, lse
 
 
-def _backward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, out, lse, d_out):
+def _backward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, out, lse, d_out, softcap=None, sinks=None):
     batch = out.shape[:-2]
     t_q, t_k = q.shape[-2], k.shape[-2]
     dq = q.new_zeros(*batch, t_q, q.shape[-1])
@@ -104,7 +115,8 @@ def _backward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, out, lse
         for ks in range(0, _key_end(is_causal, qe, t_k), bk):
             ke = min(ks + bk, t_k)
             k_blk, v_blk = k[..., ks:ke, :], v[..., ks:ke, :]
-            p = _block_scores(q_blk, k_blk, mask, is_causal, qs, qe, ks, ke).sub_(lse[..., qs:qe, :]).exp_()
+            s, slope = _block_scores(q_blk, k_blk, mask, is_causal, qs, qe, ks, ke, softcap)
+            p = s.sub_(lse[..., qs:qe, :]).exp_()
             dp = do_blk @ v_blk.transpose(-2, -1)
             p_used = p
             if dropout_p > 0.0:
@@ -112,31 +124,40 @@ def _backward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, out, lse
                 p_used, dp = p * keep, dp * keep
             dv[..., ks:ke, :] += p_used.transpose(-2, -1) @ do_blk
             ds = p.mul_(dp.sub_(delta[..., qs:qe, :]))
+            if slope is not None:
+                ds = ds.mul_(slope)
             dq[..., qs:qe, :] += (ds @ k_blk) * scale
             dk[..., ks:ke, :] += ds.transpose(-2, -1) @ q_blk
-    return dq.sum_to_size(q.shape), dk.sum_to_size(k.shape), dv.sum_to_size(v.shape)
+    d_sinks = None
+    if sinks is not None:  # the sink's share of each row, exp(sink - lse), times -rowsum(dO ∘ O), summed per head
+        share = (sinks.to(lse.dtype).view(-1, 1, 1) - lse).exp()
+        d_sinks = -(share * delta).transpose(-3, 0).reshape(sinks.shape[0], -1).sum(-1).to(sinks.dtype)
+    return dq.sum_to_size(q.shape), dk.sum_to_size(k.shape), dv.sum_to_size(v.shape), d_sinks
 
 
 class ChunkedAttention(torch.autograd.Function):
     """``autograd.Function`` wrapper: saves only q, k, v, out and the per-row log-sum-exp."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk):  # type: ignore[override]
-        out, lse = _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk)
-        ctx.save_for_backward(q, k, v, mask, out, lse)
+    def forward(ctx, q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, softcap, sinks):  # type: ignore[override]
+        out, lse = _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, softcap, sinks)
+        ctx.save_for_backward(q, k, v, mask, out, lse, sinks)
         ctx.args = (is_causal, scale, dropout_p, seed, bq, bk)
+        ctx.softcap = softcap
         return out
 
     @staticmethod
     def backward(ctx, d_out):  # type: ignore[override]
-        q, k, v, mask, out, lse = ctx.saved_tensors
-        dq, dk, dv = _backward(q, k, v, mask, *ctx.args, out, lse, d_out.contiguous())
-        return dq, dk, dv, None, None, None, None, None, None, None
+        q, k, v, mask, out, lse, sinks = ctx.saved_tensors
+        dq, dk, dv, d_sinks = _backward(q, k, v, mask, *ctx.args, out, lse, d_out.contiguous(), ctx.softcap, sinks)
+        return dq, dk, dv, None, None, None, None, None, None, None, None, d_sinks
 
 
 def chunked_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool,
-                      dropout_p: float, scale: float, block_q: int = BLOCK_Q, block_k: int = BLOCK_K) -> Tensor:
+                      dropout_p: float, scale: float, block_q: int = BLOCK_Q, block_k: int = BLOCK_K,
+                      softcap: float | None = None, sinks: Tensor | None = None) -> Tensor:
     """Memory-efficient attention ``(..., Tq, Dv)``; same result as the math path, never builds ``(Tq, Tk)``.
+    ``softcap``: scores ``cap · tanh(s / cap)``; ``sinks`` ``(H,)``: one logit per head in every row's softmax.
 
     Dropout masks are drawn per block from a seed taken from torch's global RNG, so
     ``torch.manual_seed`` makes them repeatable and the backward pass can regenerate them.
@@ -145,4 +166,4 @@ def chunked_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tens
         raise ValueError("backend='chunked' does not differentiate attn_mask; use backend='math' or 'sdpa'")
     seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0.0 else 0
     return ChunkedAttention.apply(query, key, value, attn_mask, is_causal, scale, dropout_p, seed,
-                                  block_q, block_k)
+                                  block_q, block_k, softcap, sinks)

@@ -13,6 +13,10 @@ No atomics, so gradients are deterministic. With ``is_causal``, key blocks wholl
 never visited, forward or backward. Grouped-query attention: query head ``h`` reads key/value head
 ``h // (H / Hkv)``, and a key program sums dK, dV over the query heads of its group.
 
+Options: soft-capped scores ``cap · tanh(s / cap)`` (each ``dS`` times ``1 − tanh²``), and sinks, one logit per
+head that starts every row's softmax (``m = sink``, ``l = 1``); the sinks' gradient, ``−Σ exp(sink − lse) · delta``
+per head, is summed here from what the backward pass already has.
+
 Runs on NVIDIA GPUs, or on the CPU under Triton's interpreter (``TRITON_INTERPRET=1`` set before this module
 is imported), slowly: that is how the tests run without a GPU.
 """
@@ -26,6 +30,7 @@ from torch import Tensor
 
 from attnlab.arguments import check_scale
 from attnlab.functional.checks import check_mask
+from attnlab.functional.logit_options import check_sinks, check_softcap
 
 _IMPORT_ERROR = ""
 try:  # triton is optional: without it, flash_status says why and the other backends still work
@@ -124,7 +129,8 @@ def _mask_args(attn_mask: Tensor | None, like: Tensor, shape: tuple[int, int, in
     return mask, _kernels.MASK_FLOAT, mask.stride()
 
 
-def _kernel_args(q: Tensor, k: Tensor, mask: Tensor | None, is_causal: bool) -> tuple[Tensor, tuple, dict]:
+def _kernel_args(q: Tensor, k: Tensor, mask: Tensor | None, is_causal: bool, softcap: float | None = None,
+                 sinks: Tensor | None = None) -> tuple[Tensor, tuple, dict]:
     """What the forward and both backward passes share: the mask, its strides, and the keyword arguments."""
     b, h, t_q, d = q.shape
     t_k = k.shape[2]
@@ -132,7 +138,7 @@ def _kernel_args(q: Tensor, k: Tensor, mask: Tensor | None, is_causal: bool) -> 
     meta = dict(t_q_bucket=_bucket(t_q), t_k_bucket=_bucket(t_k), HEAD_DIM=d, BLOCK_D=max(16, _bucket(d)),
                 MASK_KIND=mask_kind, MASK_PER_KEY=mask_strides[2] == 0, IS_CAUSAL=is_causal,
                 PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # no TF32: float32 agrees with torch's
-                **_kernels.META)
+                SOFTCAP=softcap is not None, HAS_SINKS=sinks is not None, **_kernels.META)
     return mask, mask_strides, meta
 
 
@@ -145,34 +151,44 @@ def _on(device: torch.device):
     return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
-def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool,
-             scale: float) -> tuple[Tensor, Tensor]:
+def _cap_args(scale: float, softcap: float | None) -> tuple[float, float]:
+    """``(scale / cap, cap · log2 e)``: the kernels' ``s = cap · tanh(q·k · scale / cap)`` in log2 units (unused
+    without a cap)."""
+    return (0.0, 0.0) if softcap is None else (scale / softcap, softcap * _kernels.LOG2E.value)
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float,
+             softcap: float | None = None, sinks: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """``out (B, H, Tq, D)`` in q's dtype and ``lse (B, H, Tq)`` in float32 (+inf where nothing is allowed)."""
     b, h, t_q, d = q.shape
     h_kv, t_k = k.shape[1], k.shape[2]
-    mask, mask_strides, meta = _kernel_args(q, k, mask, is_causal)
+    mask, mask_strides, meta = _kernel_args(q, k, mask, is_causal, softcap, sinks)
     out = q.new_empty(b, h, t_q, d)
     lse = torch.empty(b, h, t_q, device=q.device, dtype=torch.float32)
     with _on(q.device):
         _kernels.fwd[lambda m: (_cdiv(t_q, m["BLOCK_Q"]), b * h)](
-            q, k, v, mask, out, lse, scale * _kernels.LOG2E.value,
-            *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(), h, h // h_kv, t_q, t_k, **meta,
+            q, k, v, mask, q if sinks is None else sinks, out, lse, scale * _kernels.LOG2E.value,
+            *_cap_args(scale, softcap), *q.stride(), *k.stride(), *v.stride(), *mask_strides, *out.stride(), h,
+            h // h_kv, t_q, t_k, **meta,
         )
     return out, lse
 
 
 def _backward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float,
-              out: Tensor, lse: Tensor, d_out: Tensor, needs_dq: bool = True,
-              needs_dkdv: bool = True) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-    """dq, dk, dv (None where not needed): delta, then dK/dV over key blocks and dQ over query blocks."""
+              out: Tensor, lse: Tensor, d_out: Tensor, needs_dq: bool = True, needs_dkdv: bool = True,
+              softcap: float | None = None,
+              sinks: Tensor | None = None) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """dq, dk, dv (None where not needed) and the sinks' gradient (None without sinks): delta, then dK/dV over key
+    blocks and dQ over query blocks."""
     b, h, t_q, d = q.shape
     h_kv, t_k = k.shape[1], k.shape[2]
-    mask, mask_strides, meta = _kernel_args(q, k, mask, is_causal)
+    mask, mask_strides, meta = _kernel_args(q, k, mask, is_causal, softcap, sinks)
     delta = torch.empty_like(lse)
     delta_block = _kernels.META.get("BLOCK_Q", _DELTA_BLOCK_Q)
     shared = (q, k, v, mask, d_out, lse, delta)
     strides = (*q.stride(), *k.stride(), *v.stride(), *mask_strides, *d_out.stride())
     qk_scale = scale * _kernels.LOG2E.value
+    scales = (qk_scale, scale, *_cap_args(scale, softcap))
     dq = dk = dv = None
     with _on(q.device):
         _kernels.delta_kernel[(_cdiv(t_q, delta_block), b * h)](
@@ -182,37 +198,42 @@ def _backward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: b
         if needs_dq:
             dq = torch.empty_like(q, memory_format=torch.contiguous_format)
             _kernels.dq[lambda m: (_cdiv(t_q, m["BLOCK_Q"]), b * h)](
-                *shared, dq, qk_scale, scale, *strides, h, h // h_kv, t_q, t_k, **meta,
+                *shared, dq, *scales, *strides, h, h // h_kv, t_q, t_k, **meta,
             )
         if needs_dkdv:
             dk = torch.empty_like(k, memory_format=torch.contiguous_format)
             dv = torch.empty_like(v, memory_format=torch.contiguous_format)
             _kernels.dkdv[lambda m: (_cdiv(t_k, m["BLOCK_K"]), b * h_kv)](
-                *shared, dk, dv, qk_scale, scale, *strides, h, h_kv, h // h_kv, t_q, t_k, **meta,
+                *shared, dk, dv, *scales, *strides, h, h_kv, h // h_kv, t_q, t_k, **meta,
             )
-    return dq, dk, dv
+    d_sinks = None
+    if sinks is not None:  # each row's share of the sink, exp(sink - lse), times -delta, summed per head
+        d_sinks = -((sinks.float()[:, None] - lse).exp() * delta).sum((0, 2)).to(sinks.dtype)
+    return dq, dk, dv, d_sinks
 
 
 class FlashAttention(torch.autograd.Function):
     """``autograd.Function`` wrapper: saves q, k, v, the mask, out and the per-row log-sum-exp, nothing ``(Tq, Tk)``."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, is_causal, scale):  # type: ignore[override]
-        out, lse = _forward(q, k, v, mask, is_causal, scale)
-        ctx.save_for_backward(q, k, v, mask, out, lse)
-        ctx.is_causal, ctx.scale = is_causal, scale
+    def forward(ctx, q, k, v, mask, is_causal, scale, softcap=None, sinks=None):  # type: ignore[override]
+        out, lse = _forward(q, k, v, mask, is_causal, scale, softcap, sinks)
+        ctx.save_for_backward(q, k, v, mask, out, lse, sinks)
+        ctx.is_causal, ctx.scale, ctx.softcap = is_causal, scale, softcap
         return out
 
     @staticmethod
     def backward(ctx, d_out):  # type: ignore[override]
-        q, k, v, mask, out, lse = ctx.saved_tensors
+        q, k, v, mask, out, lse, sinks = ctx.saved_tensors
         needs_q, needs_k, needs_v = ctx.needs_input_grad[:3]
-        dq, dk, dv = _backward(q, k, v, mask, ctx.is_causal, ctx.scale, out, lse, d_out, needs_q, needs_k or needs_v)
-        return dq, dk, dv, None, None, None
+        dq, dk, dv, d_sinks = _backward(q, k, v, mask, ctx.is_causal, ctx.scale, out, lse, d_out, needs_q,
+                                        needs_k or needs_v, ctx.softcap, sinks)
+        return dq, dk, dv, None, None, None, None, d_sinks
 
 
 def flash_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                    is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
+                    is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+                    softcap: float | None = None, sinks: Tensor | None = None) -> Tensor:
     """softmax(Q Kᵀ · scale + mask) V by attnlab's fused Triton kernels: ``(B, H, Tq, D)`` in query's dtype.
 
     Args:
@@ -224,13 +245,18 @@ def flash_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor
         is_causal: query i sees keys 0..i (top-left aligned, like torch); may be combined with ``attn_mask``.
         scale: multiplies the scores; default ``1/sqrt(D)``.
         enable_gqa: grouped-query attention, as in torch: query head h reads key/value head ``h // (H // Hkv)``.
+        softcap: scores become ``softcap · tanh(s / softcap)`` before the mask (Gemma 2); None: as they are.
+        sinks: ``(H,)`` one logit per query head joining every row's softmax (gpt-oss); differentiated.
 
     Sums run in float32 whatever the input dtype. A query with every key masked gets output 0 and gradient 0.
     """
     _check_inputs(query, key, value, attn_mask, enable_gqa)
     check_scale(scale)
+    check_softcap(softcap)
+    check_sinks(sinks, query)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    return FlashAttention.apply(query, key, value, attn_mask, bool(is_causal), scale)
+    return FlashAttention.apply(query, key, value, attn_mask, bool(is_causal), scale,
+                                None if softcap is None else float(softcap), sinks)
 
 
 # ------------------------------------------------------------------------ as a backend of the attention op
@@ -247,7 +273,8 @@ def flash_can_run(query: Tensor) -> bool:
 
 
 def flash_backend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float,
-                  is_causal: bool, scale: float | None, enable_gqa: bool) -> Tensor:
+                  is_causal: bool, scale: float | None, enable_gqa: bool, softcap: float | None = None,
+                  sinks: Tensor | None = None) -> Tensor:
     """``backend="flash"`` of :func:`~attnlab.functional.scaled_dot_product_attention`, any batch layout.
 
     q ``(..., Tq, D)``, k and v ``(..., Tk, D)`` (batch dims broadcast; with ``enable_gqa`` dim -3 holds the
@@ -266,7 +293,7 @@ def flash_backend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
         heads = [torch.broadcast_shapes(*(t.shape[-3:-2] for t in padded))[0]] * 3
     q, k, v = (t.expand(*lead, h, *t.shape[-2:]).reshape(-1, h, *t.shape[-2:])
                for t, h in zip(padded, heads, strict=True))
-    out = flash_attention(q, k, v, _mask_as_four_dims(attn_mask, lead), is_causal, scale, enable_gqa)
+    out = flash_attention(q, k, v, _mask_as_four_dims(attn_mask, lead), is_causal, scale, enable_gqa, softcap, sinks)
     out = out.reshape(*lead, heads[0], *out.shape[-2:])
     return out if max(query.dim(), key.dim(), value.dim()) >= 3 else out[0]
 

@@ -5,6 +5,10 @@ is a hardware ``exp2``; the saved ``lse`` is in natural units, like the ``chunke
 comes with its four strides ``(B, H, T, D)``: transposed or sliced inputs, and masks broadcast with
 stride 0, are read where they lie. Program ids are widened to int64 before they meet a stride, so
 tensors past 2³¹ elements index correctly.
+
+Soft-capping (``SOFTCAP``): ``s = cap · tanh(q·k · scale / cap)``, then to log2 units, and in the backward passes
+each ``dS`` times the slope ``1 − tanh²``. Sinks (``HAS_SINKS``): a row's running softmax starts from its head's
+sink, ``m = sink``, ``l = 1``; the sink's own gradient is summed outside, from ``lse`` and ``delta``.
 """
 
 from __future__ import annotations
@@ -51,6 +55,28 @@ def _mask_scores(s, mask_base, qi, kj, t_q, t_k, stride_mq, stride_mk,
 
 
 @triton.jit
+def _tanh(x):
+    """tanh from exp2 (the interpreter and every GPU have it): ``sign(x) · (1 − e) / (1 + e)``, ``e = exp(−2|x|)``."""
+    e = tl.exp2(tl.abs(x) * (-2.0 * LOG2E))  # the tensor first: constexpr * tensor stays a constexpr
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def _scores(q, k_t, qk_scale, cap_scale, cap_log2, SOFTCAP: tl.constexpr, PRECISION: tl.constexpr):
+    """Log2-scores of a block and the soft-cap's slope ``1 − tanh²`` (without a cap: unused, the scores again)."""
+    dot = tl.dot(q, k_t, input_precision=PRECISION)
+    if SOFTCAP:
+        t = _tanh(dot * cap_scale)
+        s = t * cap_log2
+        slope = 1.0 - t * t
+    else:
+        s = dot * qk_scale
+        slope = s
+    return s, slope
+
+
+@triton.jit
 def _load_tile(base, rows, stride_t, stride_d, t, offs_d, HEAD_DIM: tl.constexpr):
     """Rows ``rows`` of a ``(T, D)`` slice as a ``(len(rows), BLOCK_D)`` tile; zeros past T and past D."""
     ok = (rows[:, None] < t) & (offs_d[None, :] < HEAD_DIM)
@@ -77,16 +103,16 @@ def _query_block(BLOCK_Q: tl.constexpr, IS_CAUSAL: tl.constexpr):
 
 @triton.jit
 def _fwd_blocks(acc, denom, m, q, k_base, v_base, mask_base, offs_q, offs_d, lo, hi, t_q, t_k, qk_scale,
-                stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk,
+                cap_scale, cap_log2, stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk,
                 HEAD_DIM: tl.constexpr, BLOCK_K: tl.constexpr, MASK_KIND: tl.constexpr,
                 MASK_PER_KEY: tl.constexpr, IS_CAUSAL: tl.constexpr, EDGE: tl.constexpr,
-                PRECISION: tl.constexpr):
+                PRECISION: tl.constexpr, SOFTCAP: tl.constexpr):
     """Fold the key blocks ``[lo, hi)`` into one query block's running ``(acc, denom, m)``: the online softmax."""
     for block_start in range(lo, hi, BLOCK_K):
         ks = tl.multiple_of(block_start, BLOCK_K)
         offs_k = ks + tl.arange(0, BLOCK_K)
         k_t = _load_tile_t(k_base, offs_k, stride_kt, stride_kd, t_k, offs_d, HEAD_DIM)
-        s = tl.dot(q, k_t, input_precision=PRECISION) * qk_scale
+        s, _ = _scores(q, k_t, qk_scale, cap_scale, cap_log2, SOFTCAP, PRECISION)
         s = _mask_scores(s, mask_base, offs_q[:, None], offs_k[None, :], t_q, t_k, stride_mq, stride_mk,
                          MASK_KIND, MASK_PER_KEY, IS_CAUSAL, EDGE)
         m_new = tl.maximum(m, tl.max(s, 1))
@@ -101,13 +127,14 @@ def _fwd_blocks(acc, denom, m, q, k_base, v_base, mask_base, offs_q, offs_d, lo,
 
 
 @triton.jit
-def fwd_kernel(Q, K, V, Mask, Out, LSE, qk_scale,
+def fwd_kernel(Q, K, V, Mask, Sinks, Out, LSE, qk_scale, cap_scale, cap_log2,
                stride_qb, stride_qh, stride_qt, stride_qd, stride_kb, stride_kh, stride_kt, stride_kd,
                stride_vb, stride_vh, stride_vt, stride_vd, stride_mb, stride_mh, stride_mq, stride_mk,
                stride_ob, stride_oh, stride_ot, stride_od,
                num_heads, group, t_q, t_k, t_q_bucket, t_k_bucket,
                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MASK_KIND: tl.constexpr, MASK_PER_KEY: tl.constexpr,
-               IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
+               IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINKS: tl.constexpr,
+               BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
     """One program = one block of BLOCK_Q queries of one (batch, head); writes ``Out`` and ``LSE (B, H, Tq)``.
 
     ``t_q_bucket``/``t_k_bucket`` (powers of two) only key the autotuner's cache.
@@ -125,6 +152,9 @@ def fwd_kernel(Q, K, V, Mask, Out, LSE, qk_scale,
 
     m = tl.full([BLOCK_Q], float("-inf"), tl.float32)  # running maximum (log2 units)
     denom = tl.zeros([BLOCK_Q], tl.float32)  # running normaliser l = Σ exp2(s - m)
+    if HAS_SINKS:  # the head's sink is every row's first score, with no value
+        m = tl.zeros([BLOCK_Q], tl.float32) + tl.load(Sinks + h).to(tl.float32) * LOG2E
+        denom = denom + 1.0
     acc = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)  # running Σ exp2(s - m) v
     if IS_CAUSAL:  # key blocks wholly above the diagonal are never visited
         hi = tl.minimum(qs + BLOCK_Q, t_k)
@@ -132,11 +162,11 @@ def fwd_kernel(Q, K, V, Mask, Out, LSE, qk_scale,
     else:
         hi = t_k
         full_end = t_k // BLOCK_K * BLOCK_K
-    args = (t_q, t_k, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk)
+    args = (t_q, t_k, qk_scale, cap_scale, cap_log2, stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk)
     acc, denom, m = _fwd_blocks(acc, denom, m, q, k_base, v_base, mask_base, offs_q, offs_d, 0, full_end, *args,
-                            HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, False, PRECISION)
+                            HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, False, PRECISION, SOFTCAP)
     acc, denom, m = _fwd_blocks(acc, denom, m, q, k_base, v_base, mask_base, offs_q, offs_d, full_end, hi, *args,
-                            HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, True, PRECISION)
+                            HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, True, PRECISION, SOFTCAP)
 
     seen = denom > 0.0  # False for a query whose every key is masked: output 0, lse +inf (so backward's P = 0)
     out = acc / tl.where(seen, denom, 1.0)[:, None]
@@ -166,10 +196,10 @@ def delta_kernel(Out, dOut, Delta, stride_ob, stride_oh, stride_ot, stride_od,
 
 @triton.jit
 def _dkdv_blocks(dk, dv, k, v, q_base, do_base, lse_base, delta_base, mask_base, offs_k, offs_d, lo, hi,
-                 t_q, t_k, qk_scale, stride_qt, stride_qd, stride_gt, stride_gd, stride_mq, stride_mk,
-                 HEAD_DIM: tl.constexpr, BLOCK_Q: tl.constexpr, MASK_KIND: tl.constexpr,
+                 t_q, t_k, qk_scale, cap_scale, cap_log2, stride_qt, stride_qd, stride_gt, stride_gd, stride_mq,
+                 stride_mk, HEAD_DIM: tl.constexpr, BLOCK_Q: tl.constexpr, MASK_KIND: tl.constexpr,
                  MASK_PER_KEY: tl.constexpr, IS_CAUSAL: tl.constexpr, EDGE: tl.constexpr,
-                 PRECISION: tl.constexpr):
+                 PRECISION: tl.constexpr, SOFTCAP: tl.constexpr):
     """Add query blocks ``[lo, hi)`` to one key block's dK, dV; transposed (keys × queries) so no P is stored."""
     for block_start in range(lo, hi, BLOCK_Q):
         qs = tl.multiple_of(block_start, BLOCK_Q)
@@ -178,25 +208,28 @@ def _dkdv_blocks(dk, dv, k, v, q_base, do_base, lse_base, delta_base, mask_base,
         do = _load_tile(do_base, offs_q, stride_gt, stride_gd, t_q, offs_d, HEAD_DIM)
         lse = tl.load(lse_base + offs_q, mask=offs_q < t_q, other=float("inf")) * LOG2E  # past Tq: P = 0
         delta = tl.load(delta_base + offs_q, mask=offs_q < t_q, other=0.0)
-        s_t = tl.dot(k, q_t, input_precision=PRECISION) * qk_scale
+        s_t, slope_t = _scores(k, q_t, qk_scale, cap_scale, cap_log2, SOFTCAP, PRECISION)
         s_t = _mask_scores(s_t, mask_base, offs_q[None, :], offs_k[:, None], t_q, t_k, stride_mq, stride_mk,
                            MASK_KIND, MASK_PER_KEY, IS_CAUSAL, EDGE)
         p_t = tl.exp2(s_t - lse[None, :])  # P recomputed from the saved log-sum-exp
         dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=PRECISION)
         dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)
         ds_t = p_t * (dp_t - delta[None, :])
+        if SOFTCAP:
+            ds_t = ds_t * slope_t
         dk = tl.dot(ds_t.to(q_t.dtype), tl.trans(q_t), dk, input_precision=PRECISION)
     return dk, dv
 
 
 @triton.jit
-def dkdv_kernel(Q, K, V, Mask, dOut, LSE, Delta, dK, dV, qk_scale, scale,
+def dkdv_kernel(Q, K, V, Mask, dOut, LSE, Delta, dK, dV, qk_scale, scale, cap_scale, cap_log2,
                 stride_qb, stride_qh, stride_qt, stride_qd, stride_kb, stride_kh, stride_kt, stride_kd,
                 stride_vb, stride_vh, stride_vt, stride_vd, stride_mb, stride_mh, stride_mq, stride_mk,
                 stride_gb, stride_gh, stride_gt, stride_gd,
                 num_heads, num_kv_heads, group, t_q, t_k, t_q_bucket, t_k_bucket,
                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MASK_KIND: tl.constexpr, MASK_PER_KEY: tl.constexpr,
-                IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
+                IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINKS: tl.constexpr,
+                BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
     """One program = one block of BLOCK_K keys of one (batch, kv head); sums over the heads of its group.
 
     ``dK, dV`` are contiguous ``(B, Hkv, Tk, D)``.
@@ -216,7 +249,7 @@ def dkdv_kernel(Q, K, V, Mask, dOut, LSE, Delta, dK, dV, qk_scale, scale,
     else:
         lo = 0
         full_start = 0
-    args = (t_q, t_k, qk_scale, stride_qt, stride_qd, stride_gt, stride_gd, stride_mq, stride_mk)
+    args = (t_q, t_k, qk_scale, cap_scale, cap_log2, stride_qt, stride_qd, stride_gt, stride_gd, stride_mq, stride_mk)
     for g in range(group):
         h = hk * group + g
         bh = b * num_heads + h
@@ -226,10 +259,10 @@ def dkdv_kernel(Q, K, V, Mask, dOut, LSE, Delta, dK, dV, qk_scale, scale,
         lse_base, delta_base = LSE + bh * t_q, Delta + bh * t_q
         dk, dv = _dkdv_blocks(dk, dv, k, v, q_base, do_base, lse_base, delta_base, mask_base, offs_k, offs_d,
                               lo, full_start, *args, HEAD_DIM, BLOCK_Q, MASK_KIND, MASK_PER_KEY, IS_CAUSAL,
-                              True, PRECISION)
+                              True, PRECISION, SOFTCAP)
         dk, dv = _dkdv_blocks(dk, dv, k, v, q_base, do_base, lse_base, delta_base, mask_base, offs_k, offs_d,
                               full_start, t_q, *args, HEAD_DIM, BLOCK_Q, MASK_KIND, MASK_PER_KEY, IS_CAUSAL,
-                              False, PRECISION)
+                              False, PRECISION, SOFTCAP)
     ok = (offs_k[:, None] < t_k) & (offs_d[None, :] < HEAD_DIM)
     rows = (bhk.to(tl.int64) * t_k + offs_k[:, None]) * HEAD_DIM + offs_d[None, :]
     tl.store(dK + rows, (dk * scale).to(dK.dtype.element_ty), mask=ok)
@@ -238,34 +271,37 @@ def dkdv_kernel(Q, K, V, Mask, dOut, LSE, Delta, dK, dV, qk_scale, scale,
 
 @triton.jit
 def _dq_blocks(dq, q, do, lse, delta, k_base, v_base, mask_base, offs_q, offs_d, lo, hi, t_q, t_k, qk_scale,
-               stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk,
+               cap_scale, cap_log2, stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk,
                HEAD_DIM: tl.constexpr, BLOCK_K: tl.constexpr, MASK_KIND: tl.constexpr,
                MASK_PER_KEY: tl.constexpr, IS_CAUSAL: tl.constexpr, EDGE: tl.constexpr,
-               PRECISION: tl.constexpr):
+               PRECISION: tl.constexpr, SOFTCAP: tl.constexpr):
     """Add key blocks ``[lo, hi)`` to one query block's dQ (before the final · scale)."""
     for block_start in range(lo, hi, BLOCK_K):
         ks = tl.multiple_of(block_start, BLOCK_K)
         offs_k = ks + tl.arange(0, BLOCK_K)
         k_t = _load_tile_t(k_base, offs_k, stride_kt, stride_kd, t_k, offs_d, HEAD_DIM)
         v_t = _load_tile_t(v_base, offs_k, stride_vt, stride_vd, t_k, offs_d, HEAD_DIM)
-        s = tl.dot(q, k_t, input_precision=PRECISION) * qk_scale
+        s, slope = _scores(q, k_t, qk_scale, cap_scale, cap_log2, SOFTCAP, PRECISION)
         s = _mask_scores(s, mask_base, offs_q[:, None], offs_k[None, :], t_q, t_k, stride_mq, stride_mk,
                          MASK_KIND, MASK_PER_KEY, IS_CAUSAL, EDGE)
         p = tl.exp2(s - lse[:, None])
         dp = tl.dot(do, v_t, input_precision=PRECISION)
         ds = p * (dp - delta[:, None])
+        if SOFTCAP:
+            ds = ds * slope
         dq = tl.dot(ds.to(k_t.dtype), tl.trans(k_t), dq, input_precision=PRECISION)
     return dq
 
 
 @triton.jit
-def dq_kernel(Q, K, V, Mask, dOut, LSE, Delta, dQ, qk_scale, scale,
+def dq_kernel(Q, K, V, Mask, dOut, LSE, Delta, dQ, qk_scale, scale, cap_scale, cap_log2,
               stride_qb, stride_qh, stride_qt, stride_qd, stride_kb, stride_kh, stride_kt, stride_kd,
               stride_vb, stride_vh, stride_vt, stride_vd, stride_mb, stride_mh, stride_mq, stride_mk,
               stride_gb, stride_gh, stride_gt, stride_gd,
               num_heads, group, t_q, t_k, t_q_bucket, t_k_bucket,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MASK_KIND: tl.constexpr, MASK_PER_KEY: tl.constexpr,
-              IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
+              IS_CAUSAL: tl.constexpr, PRECISION: tl.constexpr, SOFTCAP: tl.constexpr, HAS_SINKS: tl.constexpr,
+              BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr):
     """One program = one block of BLOCK_Q queries of one (batch, head); ``dQ`` is contiguous ``(B, H, Tq, D)``."""
     bh = tl.program_id(1)
     b, h = (bh // num_heads).to(tl.int64), (bh % num_heads).to(tl.int64)
@@ -287,11 +323,11 @@ def dq_kernel(Q, K, V, Mask, dOut, LSE, Delta, dQ, qk_scale, scale,
     else:
         hi = t_k
         full_end = t_k // BLOCK_K * BLOCK_K
-    args = (t_q, t_k, qk_scale, stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk)
+    args = (t_q, t_k, qk_scale, cap_scale, cap_log2, stride_kt, stride_kd, stride_vt, stride_vd, stride_mq, stride_mk)
     dq = _dq_blocks(dq, q, do, lse, delta, k_base, v_base, mask_base, offs_q, offs_d, 0, full_end, *args,
-                    HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, False, PRECISION)
+                    HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, False, PRECISION, SOFTCAP)
     dq = _dq_blocks(dq, q, do, lse, delta, k_base, v_base, mask_base, offs_q, offs_d, full_end, hi, *args,
-                    HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, True, PRECISION)
+                    HEAD_DIM, BLOCK_K, MASK_KIND, MASK_PER_KEY, IS_CAUSAL, True, PRECISION, SOFTCAP)
     ok = (offs_q[:, None] < t_q) & (offs_d[None, :] < HEAD_DIM)
     rows = (bh.to(tl.int64) * t_q + offs_q[:, None]) * HEAD_DIM + offs_d[None, :]
     tl.store(dQ + rows, (dq * scale).to(dQ.dtype.element_ty), mask=ok)
@@ -341,7 +377,7 @@ def _tuned(kernel, configs: list[triton.Config]):
     """The kernel autotuned per head size, mask kind, causality, precision and power-of-two sequence lengths."""
     if INTERPRETED:
         return kernel
-    key = ["HEAD_DIM", "MASK_KIND", "IS_CAUSAL", "PRECISION", "t_q_bucket", "t_k_bucket"]
+    key = ["HEAD_DIM", "MASK_KIND", "IS_CAUSAL", "PRECISION", "SOFTCAP", "t_q_bucket", "t_k_bucket"]
     return triton.autotune(configs, key=key, prune_configs_by={"early_config_prune": _prune})(kernel)
 
 

@@ -1,6 +1,8 @@
 """The textbook path: every score and every weight is a real matrix you can look at.
 
     Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V        ("Attention Is All You Need", eq. 1)
+
+with, as options, Gemma 2's soft-capping of the scores and gpt-oss's sinks (:mod:`attnlab.functional.logit_options`).
 """
 
 from __future__ import annotations
@@ -10,16 +12,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab.functional.logit_options import softcap as cap_scores
+from attnlab.functional.logit_options import softmax_with_sinks
 from attnlab.functional.masks import open_empty_rows, rows_with_keys
 
 
-def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None = None) -> Tensor:
-    """Scaled, masked scores ``(..., Tq, Tk)``: ``scale · Q Kᵀ`` plus the mask.
+def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None = None,
+                     softcap: float | None = None) -> Tensor:
+    """Scaled, masked scores ``(..., Tq, Tk)``: ``scale · Q Kᵀ`` (soft-capped, ``cap · tanh(s / cap)``, if
+    ``softcap``) plus the mask.
 
-    A bool mask writes ``-inf`` where attention is forbidden; a float mask is added.
+    A bool mask writes ``-inf`` where attention is forbidden; a float mask is added (after the cap, as Gemma 2 does).
     """
     scores = query @ key.transpose(-2, -1)
     scores.mul_(scale)  # in place: the matmul's backward needs q and k, not this product
+    scores = cap_scores(scores, softcap)
     if mask is None:
         return scores
     if tuple(np.broadcast_shapes(mask.shape, scores.shape)) != tuple(scores.shape):
@@ -42,7 +49,8 @@ def attention_weights(scores: Tensor, mask: Tensor | None = None) -> Tensor:
 
 
 def math_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, dropout_p: float, scale: float,
-                   may_be_empty: bool = True, return_weights: bool = True) -> tuple[Tensor, Tensor]:
+                   may_be_empty: bool = True, return_weights: bool = True, softcap: float | None = None,
+                   sinks: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Explicit attention. Returns ``(output (..., Tq, Dv), weights (..., Tq, Tk))``.
 
     ``mask`` is already merged with any causal mask. Dropout acts on the weights, like the book's
@@ -51,12 +59,14 @@ def math_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | Non
     ``return_weights=False`` skips zeroing the weights of such rows (only the output is used).
 
     Rows with no key: the mask is opened there (a small tensor), so the softmax stays finite, and the
-    row's output and weights are set to 0 afterwards; no pass over the scores is added for them.
+    row's output and weights are set to 0 afterwards; no pass over the scores is added for them. With ``sinks``
+    ``(H,)`` such a row needs nothing: all its weight goes to the sink, none to the values.
     """
-    has_keys = rows_with_keys(mask) if mask is not None and may_be_empty else None
+    has_keys = rows_with_keys(mask) if mask is not None and may_be_empty and sinks is None else None
     if has_keys is not None:
         mask = open_empty_rows(mask, has_keys)
-    weights = torch.softmax(attention_scores(query, key, scale, mask), dim=-1)
+    scores = attention_scores(query, key, scale, mask, softcap)
+    weights = torch.softmax(scores, dim=-1) if sinks is None else softmax_with_sinks(scores, sinks)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)
     output = weights @ value

@@ -21,14 +21,17 @@ from attnlab.functional.backends import (
     Backend,
     choose_backend,
     flash_measured_faster,
+    needs_own_scores,
     resolve_backend,
 )
 from attnlab.functional.checks import check_mask, check_qkv
+from attnlab.functional.logit_options import check_sinks, check_softcap
 
 
 def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
            is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False, backend: str = "auto",
-           return_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+           return_weights: bool = False, softcap: float | None = None,
+           sinks: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """:func:`scaled_dot_product_attention` without the argument checks: ``(output, weights or None)``.
 
     For callers whose q, k, v and mask are right by construction. ``"auto"`` is resolved by
@@ -38,47 +41,54 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     auto = backend if backend != "auto" else choose_backend(
-        call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights))
+        call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap is not None,
+                   sinks is not None))
     chosen = resolve_backend(backend, auto, return_weights)
-    return KERNELS[chosen].run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights)
+    return KERNELS[chosen].run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights,
+                               softcap, sinks)
 
 
 def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-               return_weights: bool) -> AttentionCall:
+               return_weights: bool, softcap: bool = False, sinks: bool = False) -> AttentionCall:
     """The facts ``"auto"`` decides on, read from shapes, dtypes and devices only (never tensor values).
 
-    Whether flash can run is asked only where :data:`~attnlab.functional.backends.FLASH_FASTER` could pick it:
-    the answer imports triton and queries the GPU (once per device).
+    Whether flash can run is asked only where :data:`~attnlab.functional.backends.FLASH_FASTER` could pick it, or
+    soft-capped scores (or sinks over many) on CUDA need it: the answer imports triton and queries the GPU (once per
+    device).
     """
     mask = ("causal" if is_causal else "none") if attn_mask is None else \
         ("bool" if attn_mask.dtype == torch.bool else "float")
     call = AttentionCall(query.device.type, query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights,
-                         str(query.dtype).removeprefix("torch."), mask)
-    if call.device == "cuda" and flash_measured_faster(call):
+                         str(query.dtype).removeprefix("torch."), mask, softcap=softcap, sinks=sinks)
+    if call.device == "cuda" and (needs_own_scores(call) or flash_measured_faster(call)):
         from attnlab.functional.flash import flash_can_run
 
         call = dataclasses.replace(call, flash=flash_can_run(query))
     return call
 
 
-def check_options(dropout_p: float, scale: float | None, backend: str) -> None:
+def check_options(dropout_p: float, scale: float | None, backend: str, softcap: float | None = None) -> None:
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float) or not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
     check_scale(scale)
     check_choice("backend", backend, BACKENDS)
+    check_softcap(softcap)
+    if softcap is not None and backend != "auto" and not KERNELS[backend].softcap:
+        able = [name for name, kernel in KERNELS.items() if kernel.softcap]
+        raise ValueError(f"backend={backend!r} cannot soft-cap the scores; use one of {able} or 'auto'")
 
 
 @overload
 def scaled_dot_product_attention(
     query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = ..., dropout_p: float = ...,
     is_causal: bool = ..., scale: float | None = ..., enable_gqa: bool = ..., *, backend: Backend = ...,
-    return_weights: Literal[False] = ...,
+    return_weights: Literal[False] = ..., softcap: float | None = ..., sinks: Tensor | None = ...,
 ) -> Tensor: ...
 @overload
 def scaled_dot_product_attention(
     query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = ..., dropout_p: float = ...,
     is_causal: bool = ..., scale: float | None = ..., enable_gqa: bool = ..., *, backend: Backend = ...,
-    return_weights: Literal[True],
+    return_weights: Literal[True], softcap: float | None = ..., sinks: Tensor | None = ...,
 ) -> tuple[Tensor, Tensor]: ...
 def scaled_dot_product_attention(
     query: Tensor,
@@ -92,6 +102,8 @@ def scaled_dot_product_attention(
     *,
     backend: Backend = "auto",
     return_weights: bool = False,
+    softcap: float | None = None,
+    sinks: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """softmax(Q Kᵀ · scale + mask) V, with PyTorch's arguments and mask conventions.
 
@@ -114,6 +126,10 @@ def scaled_dot_product_attention(
             Triton kernel: CUDA, or the CPU under ``TRITON_INTERPRET=1``; no dropout), or ``"auto"``
             (see :func:`~attnlab.functional.backends.choose_backend`).
         return_weights: also return the weights ``(..., Tq, Tk)`` (``"math"`` or ``"auto"`` only).
+        softcap: scores become ``softcap · tanh(s / softcap)`` before the mask (Gemma 2: 50); a number > 0, or
+            None. ``"math"``, ``"chunked"`` and ``"flash"`` can; ``"auto"`` then picks one of them.
+        sinks: ``(H,)`` one learned logit per query head (``H = query.shape[-3]``) that joins every row's softmax
+            and is dropped after it (gpt-oss): the weights sum to less than 1. Every backend; differentiable.
 
     Returns:
         ``output (..., Tq, Dv)``, or ``(output, weights)`` when ``return_weights``.
@@ -129,7 +145,8 @@ def scaled_dot_product_attention(
     """
     batch = check_qkv(query, key, value, enable_gqa)
     check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
-    check_options(dropout_p, scale, backend)
+    check_options(dropout_p, scale, backend, softcap)
+    check_sinks(sinks, query)
     output, weights = attend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend,
-                             return_weights)
+                             return_weights, softcap, sinks)
     return (output, weights) if return_weights else output

@@ -35,6 +35,9 @@ class Capture:
         scale: the factor the scores are multiplied by before the softmax (1/√d_head, or 1 for simple).
         is_causal: whether keys after the query were masked.
         window: with a sliding window, the keys each query saw, its own included (None: all before it).
+        layer_facts: per layer, where layers differ (Gemma's local and global layers, GPT-2's per-layer scale) or
+            the scores pass through more than a scale: ``{"scale", "window", "softcap", "sinks"}`` (``sinks`` a
+            list of one logit per head, or None). None where every layer is as ``scale`` and ``window`` say.
         model_name: a label for titles.
         token_embeddings, positions: ``(T, D)`` parts of the first layer's input, where the model has them.
     """
@@ -49,6 +52,7 @@ class Capture:
     scale: float | None = None
     is_causal: bool = False
     window: int | None = None
+    layer_facts: list[dict[str, Any]] | None = None
     model_name: str = "model"
     token_embeddings: Tensor | None = None
     positions: Tensor | None = None
@@ -268,4 +272,17 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
         cap.contexts = [_split(r["context"].float().cpu(), heads) for r in records]
         simple = isinstance(modules[0], SimpleSelfAttention)
         cap.scale = 1.0 if simple else 1.0 / math.sqrt(cap.queries[0].shape[-1])
+        cap.layer_facts = _layer_facts(modules, cap.scale, cap.window)
     return cap
+
+
+def _layer_facts(modules: list[nn.Module], scale: float, window: int | None) -> list[dict[str, Any]] | None:
+    """Each layer's scale, window, soft-cap and sinks, where some layer differs from ``scale`` and ``window``."""
+    facts = []
+    for m in modules:
+        sinks = getattr(m, "sinks", None)
+        facts.append({"scale": getattr(m, "scale", None) or scale, "window": getattr(m, "sliding_window", None),
+                      "softcap": getattr(m, "softcap", None),
+                      "sinks": None if sinks is None else sinks.detach().float().cpu().tolist()})
+    plain = {"scale": scale, "window": window, "softcap": None, "sinks": None}
+    return None if all(f == plain for f in facts) else facts

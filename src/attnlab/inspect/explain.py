@@ -8,6 +8,7 @@ computed in its forward pass (``max_abs_diff_*``), so the lesson and the model c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +44,8 @@ class Explanation:
     max_abs_diff_weights: float    # against the model's own weights
     max_abs_diff_context: float    # against the model's own context vector
     query_tokens: list[str] | None = None  # cross-attention: the queries' own tokens (``tokens`` are the keys')
+    softcap: float | None = None   # Gemma 2: scaled_scores are cap · tanh(raw × scale / cap)
+    sink: float | None = None      # gpt-oss: this head's logit that joins the softmax (its weight goes nowhere)
 
     @property
     def query_token(self) -> str:
@@ -63,7 +66,7 @@ class Explanation:
                                                                   strict=True)],
             "allowed": self.allowed, "exp_scores": v(self.exp_scores), "weights": v(self.weights),
             "weights_sum": float(self.weights.sum()), "contributions": v(self.contributions),
-            "context": v(self.context),
+            "context": v(self.context), "softcap": self.softcap, "sink": self.sink,
             "check": {"max_abs_diff_weights": self.max_abs_diff_weights,
                       "max_abs_diff_context": self.max_abs_diff_context},
         }
@@ -95,10 +98,14 @@ def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Ex
     i = find_query(cap.tokens, query)
     q = cap.queries[layer][head, i].double()
     keys, values = cap.keys[layer][head].double(), cap.values[layer][head].double()
-    scale = float(cap.scale if cap.scale is not None else keys.shape[-1] ** -0.5)
-    allowed = [not (cap.is_causal and j > i) and not (cap.window is not None and i - j >= cap.window)
+    facts = cap.layer_facts[layer] if cap.layer_facts is not None else \
+        {"scale": cap.scale, "window": cap.window, "softcap": None, "sinks": None}
+    scale = float(facts["scale"] if facts["scale"] is not None else keys.shape[-1] ** -0.5)
+    window, softcap = facts["window"], facts["softcap"]
+    sink = None if facts["sinks"] is None else float(facts["sinks"][head])
+    allowed = [not (cap.is_causal and j > i) and not (window is not None and i - j >= window)
                for j in range(len(cap.tokens))]
-    steps = attention_arithmetic(q, keys, values, scale, allowed)
+    steps = attention_arithmetic(q, keys, values, scale, allowed, softcap, sink)
     model_w = cap.attentions[layer][head, i].double()
     context = steps["context"]
     diff_c = float("nan") if cap.contexts is None else float((cap.contexts[layer][head, i].double() - context)
@@ -110,16 +117,22 @@ def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Ex
         positions=None if cap.positions is None else cap.positions.double(),
         query=q, keys=keys, values=values, scale=scale, allowed=allowed, **steps,
         max_abs_diff_weights=float((model_w - steps["weights"]).abs().max()), max_abs_diff_context=diff_c,
+        softcap=softcap, sink=sink,
     )
 
 
-def attention_arithmetic(q: Tensor, keys: Tensor, values: Tensor, scale: float, allowed: list[bool]) -> dict:
+def attention_arithmetic(q: Tensor, keys: Tensor, values: Tensor, scale: float, allowed: list[bool],
+                         softcap: float | None = None, sink: float | None = None) -> dict:
     """The steps for one query ``q (d,)`` over ``keys``/``values (T, d)`` (float64), as :class:`Explanation`'s
-    fields: ``raw_scores``, ``scaled_scores``, ``exp_scores``, ``weights``, ``contributions``, ``context``."""
+    fields: ``raw_scores``, ``scaled_scores``, ``exp_scores``, ``weights``, ``contributions``, ``context``.
+    ``softcap``: the scaled scores pass through ``cap · tanh(s / cap)``; ``sink``: one more logit in the softmax's
+    denominator, with no value."""
     raw = keys @ q                                             # s_j = q · k_j
-    scaled = torch.where(torch.tensor(allowed), raw * scale, torch.tensor(float("-inf"), dtype=torch.float64))
-    exp = torch.exp(scaled - scaled.max())                     # minus the max: the same softmax, no overflow
-    weights = exp / exp.sum()
+    scaled = raw * scale if softcap is None else softcap * torch.tanh(raw * scale / softcap)
+    scaled = torch.where(torch.tensor(allowed), scaled, torch.tensor(float("-inf"), dtype=torch.float64))
+    top = scaled.max() if sink is None else torch.maximum(scaled.max(), torch.tensor(sink, dtype=torch.float64))
+    exp = torch.exp(scaled - top)                              # minus the max: the same softmax, no overflow
+    weights = exp / (exp.sum() + (0.0 if sink is None else math.exp(sink - float(top))))
     contributions = weights.unsqueeze(1) * values              # a_j v_j
     return {"raw_scores": raw, "scaled_scores": scaled, "exp_scores": exp, "weights": weights,
             "contributions": contributions, "context": contributions.sum(0)}

@@ -50,6 +50,7 @@ class TransformerBlock(nn.Module):
         bias: biases on the attention's out_proj, the feed-forward maps and the LayerNorms.
         eps: LayerNorm epsilon.
         backend: attention backend (see :func:`attnlab.functional.scaled_dot_product_attention`).
+        scale: the scores' factor (None: 1/√head_dim).
 
     Submodules: ``attn`` (:class:`~attnlab.attention.MultiHeadAttention`), ``ln1`` (around the
     attention), ``ff`` (:class:`FeedForward`), ``ln2`` (around the feed-forward).
@@ -57,12 +58,12 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm: Norm = "pre",
                  is_causal: bool = False, activation: Activation = "gelu", qkv_bias: bool = True, bias: bool = True,
-                 eps: float = 1e-5, backend: Backend = "auto") -> None:
+                 eps: float = 1e-5, backend: Backend = "auto", scale: float | None = None) -> None:
         super().__init__()
         check_norm(type(self).__name__, norm)
         self.norm = norm
         self.attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, qkv_bias, is_causal=is_causal,
-                                       out_bias=bias, backend=backend)
+                                       out_bias=bias, backend=backend, scale=scale)
         self.ln1 = LayerNorm(d_model, eps=eps, bias=bias)
         self.ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, bias=bias)
         self.ln2 = LayerNorm(d_model, eps=eps, bias=bias)

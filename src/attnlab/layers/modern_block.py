@@ -5,9 +5,18 @@
 
 against GPT-2's ``x = x + Attn(LN(x)); x = x + FFN(LN(x))`` with learned positions added at the input. No biases
 anywhere (Qwen2 keeps them on q, k and v), no position table: positions enter only as rotations of q and k.
+
+Gemma 2 and 3 normalise each sublayer's output too ("sandwich" norms, ``sandwich=True``), with (1 + w) RMSNorms
+(``unit_offset``) and a GELU gate (GeGLU, ``activation="gelu_tanh"``):
+
+    x = x + RMSNorm(Attn(RMSNorm(x)))
+    x = x + RMSNorm(GeGLU(RMSNorm(x)))
 """
 
 from __future__ import annotations
+
+from functools import partial
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -35,24 +44,35 @@ class ModernBlock(nn.Module):
         out_bias: a bias on the attention's output projection.
         eps: RMSNorm epsilon.
         backend: attention backend.
+        unit_offset: (1 + w) RMSNorms, Gemma's (every norm of the block, the q/k norms included).
+        sandwich: also normalise each sublayer's output before it joins the residual stream (Gemma 2 and 3).
+        activation: the feed-forward's gate, ``"silu"`` (SwiGLU) or ``"gelu_tanh"`` (GeGLU).
+        mlp_bias: biases on the feed-forward's three projections.
+        attention_options: more options of :class:`GroupedQueryAttention`: ``qk_norm``, ``softcap``, ``sinks``,
+            ``scale``.
 
     Submodules: ``norm1`` (before the attention), ``attn`` (:class:`GroupedQueryAttention`), ``norm2`` and
-    ``ff`` (:class:`SwiGLU`).
+    ``ff`` (:class:`SwiGLU`); with ``sandwich`` also ``post_attn_norm`` and ``post_ff_norm``.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, *, num_kv_heads: int | None = None,
                  head_dim: int | None = None, rotary: RotaryEmbedding | None = None, sliding_window: int | None = None,
                  dropout: float = 0.0, qkv_bias: bool = False, out_bias: bool = False, eps: float = 1e-5,
-                 backend: Backend = "auto") -> None:
+                 backend: Backend = "auto", unit_offset: bool = False, sandwich: bool = False,
+                 activation: str = "silu", mlp_bias: bool = False, **attention_options: Any) -> None:
         super().__init__()
-        self.norm1 = RMSNorm(d_model, eps=eps)
+        norm = partial(RMSNorm, eps=eps, unit_offset=unit_offset)
+        self.norm1 = norm(d_model)
         self.attn = GroupedQueryAttention(d_model, d_model, None, dropout, num_heads, qkv_bias,
                                           num_kv_heads=num_kv_heads, head_dim=head_dim, rotary=rotary,
                                           sliding_window=sliding_window, is_causal=True, out_bias=out_bias,
-                                          backend=backend)
-        self.norm2 = RMSNorm(d_model, eps=eps)
-        self.ff = SwiGLU(d_model, d_ff)
+                                          backend=backend, make_norm=norm, **attention_options)
+        self.norm2 = norm(d_model)
+        self.ff = SwiGLU(d_model, d_ff, bias=mlp_bias, activation=activation)
         self.dropout = nn.Dropout(dropout)
+        self.sandwich = sandwich
+        if sandwich:
+            self.post_attn_norm, self.post_ff_norm = norm(d_model), norm(d_model)
 
     def forward(self, x: Tensor, *, attn_mask: Tensor | None = None, positions: Tensor | None = None,
                 return_weights: bool = False, kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
@@ -61,6 +81,11 @@ class ModernBlock(nn.Module):
         a = self.attn(self.norm1(x), attn_mask=attn_mask, positions=positions, return_weights=return_weights,
                       kv_cache=kv_cache, head_mask=head_mask)
         a, weights = a if return_weights else (a, None)
+        if self.sandwich:
+            a = self.post_attn_norm(a)
         x = x + self.dropout(a)
-        x = x + self.dropout(self.ff(self.norm2(x)))
+        f = self.ff(self.norm2(x))
+        if self.sandwich:
+            f = self.post_ff_norm(f)
+        x = x + self.dropout(f)
         return (x, weights) if return_weights else x

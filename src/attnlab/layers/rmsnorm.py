@@ -7,6 +7,11 @@ trains as well. Like Llama, the statistics are taken in float32 whatever the inp
 is cast back to that dtype, and only then multiplied by γ (``weight``): the order matters in bf16, where it
 decides which rounding the output gets, and this is the order Llama's checkpoints were trained with.
 
+Gemma's variant, ``unit_offset=True``, stores γ − 1 (initialised at 0) and multiplies by ``1 + weight``, in float32,
+before casting back (its checkpoints were trained in that order):
+
+    RMSNorm₁₊(x) = (1 + w) · x / √(mean(x²) + ε)
+
 :meth:`RMSNorm.formula` is the formula as written; ``forward`` normalises with torch's fused kernel
 (``F.rms_norm``, one pass) unless ``fused=False``. The tests prove the two equal.
 """
@@ -30,29 +35,35 @@ class RMSNorm(nn.Module):
         eps: added to mean(x²) so that a zero vector does not divide by 0
             (1e-6 in LLaMA 1 and Qwen2, 1e-5 in Llama 2, Llama 3 and Mistral).
         fused: normalise with torch's fused kernel (same result); False runs :meth:`formula`.
+        unit_offset: Gemma's ``(1 + weight)`` gain, weight initialised at 0, applied in float32.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-6, fused: bool = True) -> None:
+    def __init__(self, d_model: int, eps: float = 1e-6, fused: bool = True, unit_offset: bool = False) -> None:
         super().__init__()
         check_positive_int("RMSNorm", "d_model", d_model)
         if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps > 0:
             raise ValueError(f"RMSNorm: eps must be a float > 0, got {eps!r}")
-        self.d_model, self.eps, self.fused = d_model, float(eps), fused
-        self.weight = nn.Parameter(torch.ones(d_model))
+        self.d_model, self.eps, self.fused, self.unit_offset = d_model, float(eps), fused, unit_offset
+        self.weight = nn.Parameter(torch.zeros(d_model) if unit_offset else torch.ones(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.d_model:
             raise ValueError(f"RMSNorm: x must have last dim {self.d_model}, got shape {tuple(x.shape)}")
-        if self.fused:
-            normed = F.rms_norm(x.float(), (self.d_model,), None, self.eps)
-            return self.weight * normed.to(x.dtype)
-        return self.formula(x)
+        if not self.fused:
+            return self.formula(x)
+        normed = F.rms_norm(x.float(), (self.d_model,), None, self.eps)
+        return self._gain(normed, x.dtype)
 
     def formula(self, x: Tensor) -> Tensor:
         """γ · x / √(mean(x²) + ε), written out: statistics in float32, cast back, then γ."""
         x32 = x.float()
-        normed = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return self.weight * normed.to(x.dtype)
+        return self._gain(x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps), x.dtype)
+
+    def _gain(self, normed: Tensor, dtype: torch.dtype) -> Tensor:
+        """Llama: cast, then γ; Gemma: (1 + w) in float32, then cast."""
+        if self.unit_offset:
+            return (normed * (1.0 + self.weight.float())).to(dtype)
+        return self.weight * normed.to(dtype)
 
     def extra_repr(self) -> str:
-        return f"{self.d_model}, eps={self.eps}"
+        return f"{self.d_model}, eps={self.eps}" + (", unit_offset=True" if self.unit_offset else "")

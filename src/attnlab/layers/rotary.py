@@ -26,6 +26,8 @@ Scalings stretch a model trained on ``context_length`` positions to longer input
   λ_i = 2π / θ_i and L₀ = ``original_context_length``, frequencies whose wavelength is shorter than
   L₀ / ``high_freq_factor`` stay, those longer than L₀ / ``low_freq_factor`` are divided by ``factor``, and those
   between blend the two: ``θ'_i = (1 − t) · θ_i / factor + t · θ_i``, ``t = (L₀ / λ_i − low) / (high − low)``.
+* ``longrope`` (Phi-3's long-context checkpoints): a searched factor per frequency, short or long by the length
+  seen, and cos and sin times an attention factor (:mod:`attnlab.layers.longrope`).
 
 The angles are computed in float32 (``positions.float() · θ``) and only cos/sin are cast to the input's dtype at
 the end: the arithmetic transformers uses for these checkpoints, so the two agree to float32 rounding; bf16
@@ -42,8 +44,9 @@ import torch
 from torch import Tensor
 
 from attnlab.arguments import check_positive_int
+from attnlab.layers.longrope import longrope_attention_factor, longrope_inv_freq
 
-SCALING_TYPES = ("linear", "dynamic", "llama3")
+SCALING_TYPES = ("linear", "dynamic", "llama3", "longrope")
 # transformers' names for two of the fields, so that a checkpoint's ``rope_scaling`` dict can be passed as it is
 _HF_ALIASES = {"rope_type": "type", "original_max_position_embeddings": "original_context_length"}
 
@@ -61,7 +64,10 @@ class RopeScaling:
         type: ``"linear"``, ``"dynamic"`` or ``"llama3"``.
         factor: how many times longer the context becomes (Llama 3.1: 8).
         low_freq_factor, high_freq_factor: ``llama3`` only (Llama 3.1: 1 and 4).
-        original_context_length: ``llama3`` only, the length the model was first trained on (Llama 3.1: 8192).
+        original_context_length: ``llama3`` and ``longrope``, the length the model was first trained on (Llama 3.1:
+            8192; Phi-3: 4096).
+        short_factor, long_factor: ``longrope`` only, one stretch per frequency (head_dim / 2 each).
+        attention_factor: ``longrope`` only, cos and sin's factor (None: √(1 + ln factor / ln L₀)).
     """
 
     type: str
@@ -69,6 +75,9 @@ class RopeScaling:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_context_length: int = 8192
+    short_factor: tuple[float, ...] | None = None
+    long_factor: tuple[float, ...] | None = None
+    attention_factor: float | None = None
 
     def __post_init__(self) -> None:
         if self.type not in SCALING_TYPES:
@@ -84,6 +93,11 @@ class RopeScaling:
                 "RopeScaling: llama3 needs high_freq_factor > low_freq_factor (the blend divides by their "
                 f"difference), got high_freq_factor={self.high_freq_factor!r}, low_freq_factor={self.low_freq_factor!r}"
             )
+        if self.type == "longrope" and (self.short_factor is None or self.long_factor is None):
+            raise ValueError("RopeScaling: longrope needs short_factor and long_factor (one number per frequency)")
+        for name in ("short_factor", "long_factor"):  # lists in a config.json; tuples keep the config hashable
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(float(x) for x in getattr(self, name)))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RopeScaling:
@@ -178,10 +192,18 @@ class RotaryEmbedding:
         _positive_float("RotaryEmbedding", "base", base)
         self.head_dim, self.context_length, self.base = head_dim, context_length, float(base)
         self.scaling = _as_scaling(scaling)
+        if self.scaling is not None and self.scaling.type == "longrope":
+            for name in ("short_factor", "long_factor"):
+                if len(getattr(self.scaling, name)) != head_dim // 2:
+                    raise ValueError(f"RotaryEmbedding: longrope's {name} needs head_dim/2 = {head_dim // 2} numbers "
+                                     f"(one per frequency), got {len(getattr(self.scaling, name))}")
 
     def inv_freq(self, seq_len: int | None = None, device: torch.device | str | None = None) -> Tensor:
         """The D/2 angular frequencies θ_i, float32, scaling applied; ``seq_len`` matters for ``dynamic`` only."""
         base, s, d = self.base, self.scaling, self.head_dim
+        if s is not None and s.type == "longrope":
+            long = seq_len is not None and seq_len > s.original_context_length
+            return longrope_inv_freq(base, d, s.long_factor if long else s.short_factor, device)
         if s is not None and s.type == "dynamic" and seq_len is not None and seq_len > self.context_length:
             stretch = s.factor * seq_len / self.context_length - (s.factor - 1)
             base = base * stretch ** (d / (d - 2))  # NTK-aware: a larger base slows the low frequencies
@@ -205,12 +227,16 @@ class RotaryEmbedding:
         if positions.dtype.is_floating_point or positions.dtype.is_complex or positions.dtype == torch.bool:
             raise TypeError(f"RotaryEmbedding: positions must be an integer tensor, got dtype {positions.dtype}")
         device = positions.device if device is None else device
-        seq_len = None
-        if self.scaling is not None and self.scaling.type == "dynamic" and positions.numel():
+        seq_len, s = None, self.scaling
+        if s is not None and s.type in ("dynamic", "longrope") and positions.numel():
             seq_len = int(positions.max()) + 1
         angles = positions.to(device=device, dtype=torch.float32)[..., None] * self.inv_freq(seq_len, device)
         angles = torch.cat((angles, angles), dim=-1)  # pair (i, i + D/2) turns by the same angle
-        return angles.cos().to(dtype), angles.sin().to(dtype)
+        cos, sin = angles.cos(), angles.sin()
+        if s is not None and s.type == "longrope":
+            m = longrope_attention_factor(s.factor, s.original_context_length, s.attention_factor)
+            cos, sin = cos * m, sin * m
+        return cos.to(dtype), sin.to(dtype)
 
     def apply(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
         """Rotate queries ``(B, H, T, D)`` and keys ``(B, H_kv, T, D)`` at ``positions (T,)`` or ``(B, T)``.

@@ -36,6 +36,8 @@ class GPTConfig(Presets):
         layer_norm_eps: LayerNorm epsilon.
         backend: attention backend for the blocks.
         tie_weights: the output head shares the token embedding's matrix (GPT-2); False gives the head its own.
+        scale_attn_by_inverse_layer_idx: layer i's scores are also divided by i + 1 (a GPT-2 option, from the
+            Mistral/Stanford CRFM runs, that keeps deep layers' scores small in half precision).
     """
 
     vocab_size: int
@@ -51,6 +53,7 @@ class GPTConfig(Presets):
     layer_norm_eps: float = 1e-5
     backend: str = "auto"
     tie_weights: bool = True
+    scale_attn_by_inverse_layer_idx: bool = False
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # trains in seconds on a laptop CPU; byte-sized vocabulary by default
@@ -93,8 +96,9 @@ class GPT(LanguageModel):
         self.blocks = nn.ModuleList(
             TransformerBlock(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, norm="pre", is_causal=True,
                              activation=c.activation, qkv_bias=c.qkv_bias, bias=c.bias, eps=c.layer_norm_eps,
-                             backend=c.backend)
-            for _ in range(c.num_layers)
+                             backend=c.backend,
+                             scale=c.head_dim ** -0.5 / (i + 1) if c.scale_attn_by_inverse_layer_idx else None)
+            for i in range(c.num_layers)
         )
         self.ln_f = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)  # pre-LN needs a last norm
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)

@@ -15,6 +15,9 @@ multi-head attention        grouped-query attention                a cache ``num
 biases everywhere           none (Qwen2: on q, k, v)               they add little; fewer parameters to load
 full causal attention       optional sliding window (Mistral)      cost per token bounded by the window
 ==========================  =====================================  ==============================================
+
+The options of Qwen3, Gemma 2 and 3 and gpt-oss (QK-norm, soft-capping, sinks, local and global layers, (1 + w)
+norms, GeGLU, ...) are fields of the same config, described in :mod:`attnlab.models.layer_options`.
 """
 
 from __future__ import annotations
@@ -23,19 +26,26 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
+from attnlab.functional.logit_options import softcap
 from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
 from attnlab.models.config import Presets
 from attnlab.models.language_model import LanguageModel
+from attnlab.models.layer_options import block_options, check_layer_options, is_sliding
+
+#: what every Gemma shares: (1 + w) sandwich norms, a GELU gate, embeddings times √d_model
+_GEMMA = dict(norm_unit_offset=True, sandwich_norm=True, activation="gelu_tanh", embed_scale=True)
 
 
 @dataclass
 class ModernDecoderConfig(Presets):
-    """A decoder of today's open models: Llama, Qwen2, Mistral (see :class:`attnlab.models.ModernDecoder`).
+    """A decoder of today's open models: Llama, Qwen2, Mistral, and with the newest options Qwen3, Gemma 2 and 3,
+    Phi-3 (see :class:`attnlab.models.ModernDecoder`).
 
     Args:
         vocab_size: number of token ids.
@@ -56,6 +66,10 @@ class ModernDecoderConfig(Presets):
         norm_eps: RMSNorm epsilon.
         tie_weights: the output head shares the token embedding's matrix (Llama-3.2-1B and Qwen2.5-0.5B do).
         backend: attention backend for the blocks.
+        qk_norm, attn_softcap, final_softcap, sinks, query_pre_attn_scalar, layer_types, rope_local_base,
+        norm_unit_offset, sandwich_norm, activation, embed_scale, mlp_bias: the newest models' options, one line
+            each in :mod:`attnlab.models.layer_options` (with ``layer_types``, ``sliding_window`` is the window of
+            the ``"sliding_attention"`` layers only).
     """
 
     vocab_size: int
@@ -75,6 +89,18 @@ class ModernDecoderConfig(Presets):
     norm_eps: float = 1e-5
     tie_weights: bool = False
     backend: str = "auto"
+    qk_norm: str | None = None
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    sinks: bool = False
+    query_pre_attn_scalar: float | None = None
+    layer_types: list[str] | None = None
+    rope_local_base: float | None = None
+    norm_unit_offset: bool = False
+    sandwich_norm: bool = False
+    activation: str = "silu"
+    embed_scale: bool = False
+    mlp_bias: bool = False
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # trains in seconds; 4 query heads over 2 key/value heads
@@ -96,6 +122,20 @@ class ModernDecoderConfig(Presets):
         "mistral-7b": dict(vocab_size=32000, context_length=32768, d_model=4096, num_layers=32, num_heads=32,
                            num_kv_heads=8, d_ff=14336, rope_base=10000.0, sliding_window=4096, norm_eps=1e-5,
                            tie_weights=False),
+        "qwen3-0.6b": dict(vocab_size=151936, context_length=40960, d_model=1024, num_layers=28, num_heads=16,
+                           num_kv_heads=8, head_dim=128, d_ff=3072, rope_base=1000000.0, norm_eps=1e-6,
+                           tie_weights=True, qk_norm="head"),
+        "gemma-2-2b": dict(vocab_size=256000, context_length=8192, d_model=2304, num_layers=26, num_heads=8,
+                           num_kv_heads=4, head_dim=256, d_ff=9216, norm_eps=1e-6, tie_weights=True,
+                           sliding_window=4096, layer_types=["sliding_attention", "full_attention"] * 13,
+                           attn_softcap=50.0, final_softcap=30.0, query_pre_attn_scalar=256, **_GEMMA),
+        "gemma-3-1b": dict(vocab_size=262144, context_length=32768, d_model=1152, num_layers=26, num_heads=4,
+                           num_kv_heads=1, head_dim=256, d_ff=6912, norm_eps=1e-6, tie_weights=True,
+                           sliding_window=512, layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 4
+                           + ["sliding_attention"] * 2, rope_base=1000000.0, rope_local_base=10000.0,
+                           query_pre_attn_scalar=256, qk_norm="head", **_GEMMA),
+        "phi-3-mini": dict(vocab_size=32064, context_length=4096, d_model=3072, num_layers=32, num_heads=32,
+                           d_ff=8192, sliding_window=2047, norm_eps=1e-5, tie_weights=False),
     }
 
     def __post_init__(self) -> None:
@@ -139,6 +179,7 @@ class ModernDecoderConfig(Presets):
         if self.backend not in BACKENDS:
             raise ValueError(tr("{owner}: backend must be one of {backends}, got {backend!r}", owner=owner,
                                 backends=BACKENDS, backend=self.backend))
+        check_layer_options(self, owner)
 
 
 class ModernDecoder(LanguageModel):
@@ -166,15 +207,19 @@ class ModernDecoder(LanguageModel):
         self.config = c = config
         # one rotary embedding for every block: it holds no weights, only the frequencies' recipe
         self.rotary = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base, c.rope_scaling)
+        # Gemma 3: the sliding layers turn q and k with their own base, unscaled
+        self.rotary_local = self.rotary if c.rope_local_base is None else \
+            RotaryEmbedding(c.head_dim, c.context_length, c.rope_local_base)
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             ModernBlock(c.d_model, c.num_heads, c.d_ff, num_kv_heads=c.num_kv_heads, head_dim=c.head_dim,
-                        rotary=self.rotary, sliding_window=c.sliding_window, dropout=c.dropout, qkv_bias=c.qkv_bias,
-                        out_bias=c.out_bias, eps=c.norm_eps, backend=c.backend)
-            for _ in range(c.num_layers)
+                        rotary=self.rotary_local if is_sliding(c, i) else self.rotary, dropout=c.dropout,
+                        qkv_bias=c.qkv_bias, out_bias=c.out_bias, eps=c.norm_eps, backend=c.backend,
+                        **block_options(c, i))
+            for i in range(c.num_layers)
         )
-        self.norm_f = RMSNorm(c.d_model, eps=c.norm_eps)
+        self.norm_f = RMSNorm(c.d_model, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight
@@ -182,5 +227,13 @@ class ModernDecoder(LanguageModel):
 
     def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
         """The token embedding alone: positions enter the blocks, as rotations of q and k (with a left-padded
-        batch, each token turned by its position among the real tokens of its row)."""
-        return self.tok_emb(idx)
+        batch, each token turned by its position among the real tokens of its row). Gemma scales it by √d_model,
+        the factor rounded to the embedding's dtype as Gemma's checkpoints were trained."""
+        x = self.tok_emb(idx)
+        if self.config.embed_scale:
+            x = x * torch.tensor(self.config.d_model ** 0.5, dtype=x.dtype)
+        return x
+
+    def logits(self, x: Tensor) -> Tensor:
+        """The final norm, the head, and Gemma 2's soft-cap ``cap · tanh(z / cap)`` of the logits if it has one."""
+        return softcap(super().logits(x), self.config.final_softcap)

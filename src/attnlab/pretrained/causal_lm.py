@@ -1,14 +1,15 @@
-"""``load_causal_lm``: a GPT-2, Llama, Qwen2 or Mistral checkpoint from a Hugging Face model directory, offline.
+"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text) or Phi-3 checkpoint from a
+Hugging Face model directory, offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
       or model.safetensors.index.json and its shards
     tokenizer.json       -> the model's own tokenizer (text_tokenizer)
 
-GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`; Llama, Qwen2 and Mistral become a
-:class:`~attnlab.models.ModernDecoder`. Both return ``.logits (B, T, V)`` and take a KV cache, so
-:func:`attnlab.generation.generate`, :func:`attnlab.inspect.capture` and the views work on them as on a model
-``attnlab train`` wrote.
+GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`; the others a :class:`~attnlab.models.ModernDecoder`, with
+the options each family needs (QK-norm, soft-capping, local and global layers, ...: docs/newest-attention.md).
+Both return ``.logits (B, T, V)`` and take a KV cache, so :func:`attnlab.generation.generate`,
+:func:`attnlab.inspect.capture` and the views work on them as on a model ``attnlab train`` wrote.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
-from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout
+from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout, phi3_layout
 from attnlab.pretrained.text_tokenizer import TextTokenizer
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
@@ -51,12 +52,14 @@ def _gpt2_prefix(model_dir: Path) -> str:
     return ""
 
 
-def _layout(model_dir: Path, model: nn.Module) -> dict[str, Expected]:
+def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expected]:
     c = model.config
     shapes = {name: t.shape for name, t in model.state_dict().items()}
     if isinstance(model, GPT):
         return gpt2_layout(shapes, c.num_layers, c.tie_weights, _gpt2_prefix(model_dir))
-    return llama_layout(shapes, c.num_layers, c.tie_weights)
+    if family == "phi3":
+        return phi3_layout(shapes, c.num_layers, c.tie_weights)
+    return llama_layout(shapes, c.num_layers, c.tie_weights, sandwich=c.sandwich_norm)
 
 
 def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Path) -> None:
@@ -83,8 +86,9 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     """A Hugging Face causal language model, as an attnlab model (eval mode) with its tokenizer.
 
     Args:
-        path: a directory with ``config.json`` (``architectures`` one of GPT2LMHeadModel, LlamaForCausalLM,
-            Qwen2ForCausalLM, MistralForCausalLM), ``model.safetensors`` (or ``model.safetensors.index.json``
+        path: a directory with ``config.json`` (``architectures`` one of :data:`SUPPORTED`: GPT2LMHeadModel,
+            LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
+            Gemma3ForCausalLM, Phi3ForCausalLM), ``model.safetensors`` (or ``model.safetensors.index.json``
             and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.
@@ -111,7 +115,7 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     tokenizer = TextTokenizer.from_dir(model_dir)
     with torch.device("meta"):  # shapes only; the real tensors come from the files
         model = GPT(config) if isinstance(config, GPTConfig) else ModernDecoder(config)
-    state = read_tensors(model_dir, _layout(model_dir, model), IGNORED, dtype)
+    state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]), IGNORED, dtype)
     _load_state(model, state, model_dir)
     model.name = f"{arch} ({model_dir.name})"
     return model.to(device).eval(), tokenizer

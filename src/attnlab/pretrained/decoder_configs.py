@@ -1,8 +1,9 @@
 """``config.json`` of a Hugging Face causal language model -> an attnlab config, refusing what it cannot honour.
 
 A field that would change what the model computes, and that attnlab's model does not implement (an unknown RoPE
-scaling, a partial rotary dimension, biases where the model has none, mixed full and sliding-window layers), is a
-ValueError naming the field and its value: never a model that loads and computes something else.
+scaling, a partial rotary dimension, bidirectional attention, a field attnlab does not know at all), is a
+ValueError naming the field and its value: never a model that loads and computes something else
+(:mod:`attnlab.pretrained.config_fields` lists the fields each family reads and those that change nothing).
 
 Both the field names of transformers 5 (``rope_parameters``) and of the checkpoints written before it
 (``rope_theta`` and ``rope_scaling`` at the top level) are read.
@@ -17,10 +18,12 @@ from typing import Any
 from attnlab.i18n import tr
 from attnlab.layers.rotary import SCALING_TYPES, RopeScaling
 from attnlab.models import GPTConfig, ModernDecoderConfig
+from attnlab.pretrained.config_fields import refuse_unknown_fields
 
 #: ``architectures`` entry -> the family its config is read as
 SUPPORTED = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-             "MistralForCausalLM": "mistral"}
+             "MistralForCausalLM": "mistral", "Qwen3ForCausalLM": "qwen3", "Gemma2ForCausalLM": "gemma2",
+             "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3"}
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
@@ -72,8 +75,7 @@ def gpt2_config(raw: dict[str, Any], path: Path) -> GPTConfig:
     if act not in _GPT2_ACTIVATIONS:
         raise _refuse(path, "activation_function", act, tr("supported: {gpt2_activations}",
                                                            gpt2_activations=sorted(_GPT2_ACTIVATIONS)))
-    for field, fine in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
-                        ("add_cross_attention", False)):
+    for field, fine in (("scale_attn_weights", True), ("add_cross_attention", False)):
         if raw.get(field, fine) != fine:
             raise _refuse(path, field, raw[field], tr("attnlab's GPT computes GPT-2's attention ({field}={fine})",
                                                       field=field, fine=fine))
@@ -83,7 +85,8 @@ def gpt2_config(raw: dict[str, Any], path: Path) -> GPTConfig:
                   num_layers=_need(raw, "n_layer", path), num_heads=_need(raw, "n_head", path),
                   d_ff=raw.get("n_inner") or 4 * d_model, qkv_bias=True, bias=True, activation=_GPT2_ACTIVATIONS[act],
                   layer_norm_eps=raw.get("layer_norm_epsilon", 1e-5),
-                  tie_weights=bool(raw.get("tie_word_embeddings", True)))
+                  tie_weights=bool(raw.get("tie_word_embeddings", True)),
+                  scale_attn_by_inverse_layer_idx=bool(raw.get("scale_attn_by_inverse_layer_idx", False)))
 
 
 def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | None]:
@@ -93,6 +96,7 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
         params = {"rope_theta": raw.get("rope_theta", 10000.0), **(raw.get("rope_scaling") or {})}
     params = dict(params)
     kind = params.pop("rope_type", None) or params.pop("type", None) or "default"
+    kind = "longrope" if kind == "su" else kind  # LongRoPE's first name, in Phi-3's early configs
     params.pop("type", None)
     base = params.pop("rope_theta", raw.get("rope_theta", 10000.0))
     partial = params.pop("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
@@ -103,6 +107,10 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     if kind not in SCALING_TYPES:
         raise _refuse(path, "rope type", kind, tr("supported: default, {scaling_types}",
                                                   scaling_types=', '.join(SCALING_TYPES)))
+    if kind == "longrope":  # Phi-3: L₀ at the top level, and the stretch s = max_position_embeddings / L₀
+        params.setdefault("original_max_position_embeddings", raw.get("original_max_position_embeddings")
+                          or raw.get("max_position_embeddings"))
+        params.setdefault("factor", raw.get("max_position_embeddings", 1) / params["original_max_position_embeddings"])
     original = params.get("original_max_position_embeddings", raw.get("max_position_embeddings"))
     if kind == "dynamic" and original != raw.get("max_position_embeddings"):  # here it stretches from the context
         raise _refuse(path, "original_max_position_embeddings", original,
@@ -115,42 +123,95 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     return base, scaling
 
 
-def sliding_window_of(family: str, raw: dict[str, Any], layers: int, path: Path) -> int | None:
-    """Mistral's window (every layer, or none); Qwen2's per-layer types, which must be all alike."""
-    if family == "mistral":
-        return raw.get("sliding_window")
-    if family != "qwen2":
-        return None
+def windows_of(family: str, raw: dict[str, Any], layers: int, path: Path) -> tuple[int | None, list[str] | None]:
+    """``(sliding_window, layer_types)``: Mistral's and Phi-3's window on every layer (or none); Qwen2's and Qwen3's
+    per-layer types (``max_window_layers`` full layers first, then sliding ones, unless listed)."""
+    if family in ("mistral", "phi3"):
+        return raw.get("sliding_window"), None
+    if family not in ("qwen2", "qwen3"):
+        return None, None
     window = raw.get("sliding_window") if raw.get("use_sliding_window") else None
     types = raw.get("layer_types") or [
         "sliding_attention" if window is not None and i >= raw.get("max_window_layers", layers) else "full_attention"
         for i in range(layers)]
     if set(types) == {"full_attention"}:
-        return None
-    if set(types) == {"sliding_attention"}:
-        return _need(raw, "sliding_window", path)
-    raise _refuse(path, "layer_types", types, tr("every layer attends alike here (all full, or all sliding_attention)"))
+        return None, None
+    window = _need(raw, "sliding_window", path)
+    return window, None if set(types) == {"sliding_attention"} else list(types)
+
+
+def _shapes(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The sizes every Llama-like config names the same way."""
+    heads = _need(raw, "num_attention_heads", path)
+    return dict(vocab_size=_need(raw, "vocab_size", path), context_length=_need(raw, "max_position_embeddings", path),
+                d_model=_need(raw, "hidden_size", path), num_layers=_need(raw, "num_hidden_layers", path),
+                num_heads=heads, num_kv_heads=raw.get("num_key_value_heads") or heads, head_dim=raw.get("head_dim"),
+                d_ff=_need(raw, "intermediate_size", path), norm_eps=raw.get("rms_norm_eps", 1e-6))
 
 
 def llama_family_config(family: str, raw: dict[str, Any], path: Path) -> ModernDecoderConfig:
-    """Llama, Qwen2 and Mistral share one layout; they differ in biases and windows."""
+    """Llama, Qwen2, Mistral, Qwen3 and Phi-3 share one layout; they differ in biases, windows and QK-norm."""
     act = raw.get("hidden_act", "silu")
     if act != "silu":
         raise _refuse(path, "hidden_act", act, tr("the SwiGLU feed-forward gates with SiLU"))
-    if raw.get("mlp_bias"):
-        raise _refuse(path, "mlp_bias", raw["mlp_bias"], tr("the SwiGLU feed-forward has no biases"))
-    attention_bias = bool(raw.get("attention_bias", False)) if family == "llama" else False
-    layers, heads, d_model = (_need(raw, k, path) for k in ("num_hidden_layers", "num_attention_heads",
-                                                            "hidden_size"))
+    attention_bias = bool(raw.get("attention_bias", False)) if family in ("llama", "qwen3") else False
+    shapes = _shapes(raw, path)
     base, scaling = rope_of(raw, path)
+    window, types = windows_of(family, raw, shapes["num_layers"], path)
     return _build(
-        ModernDecoderConfig, path, vocab_size=_need(raw, "vocab_size", path),
-        context_length=_need(raw, "max_position_embeddings", path), d_model=d_model, num_layers=layers,
-        num_heads=heads, num_kv_heads=raw.get("num_key_value_heads") or heads,
-        head_dim=raw.get("head_dim"), d_ff=_need(raw, "intermediate_size", path),
-        qkv_bias=family == "qwen2" or attention_bias, out_bias=attention_bias, rope_base=base,
-        rope_scaling=scaling, sliding_window=sliding_window_of(family, raw, layers, path),
-        norm_eps=raw.get("rms_norm_eps", 1e-6), tie_weights=bool(raw.get("tie_word_embeddings", False)),
+        ModernDecoderConfig, path, **shapes, qkv_bias=family == "qwen2" or attention_bias, out_bias=attention_bias,
+        rope_base=base, rope_scaling=scaling, sliding_window=window, layer_types=types,
+        tie_weights=bool(raw.get("tie_word_embeddings", False)), mlp_bias=bool(raw.get("mlp_bias", False)),
+        qk_norm="head" if family == "qwen3" else None,
+    )
+
+
+def _gemma_rope(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | None, float | None]:
+    """Gemma's RoPE: ``(base, scaling)`` of the global layers, and Gemma 3's base of the sliding ones (None: the
+    same). transformers 5 keeps one ``rope_parameters`` per layer type; older files ``rope_local_base_freq``."""
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and "full_attention" in params:
+        base, scaling = rope_of({**raw, "rope_parameters": params["full_attention"]}, path)
+        local = params.get("sliding_attention")
+        if local is None:
+            return base, scaling, None
+        local_base, local_scaling = rope_of({**raw, "rope_parameters": local}, path)
+        if local_scaling is not None:
+            raise _refuse(path, "rope_parameters['sliding_attention']", local,
+                          tr("the sliding layers' RoPE is unscaled here"))
+        return base, scaling, local_base
+    base, scaling = rope_of(raw, path)
+    return base, scaling, raw.get("rope_local_base_freq")
+
+
+def gemma_config(family: str, raw: dict[str, Any], path: Path) -> ModernDecoderConfig:
+    """Gemma 2 and Gemma 3 (text): (1 + w) sandwich RMSNorms, GeGLU, √d embeddings, query_pre_attn_scalar,
+    soft-capping, local and global layers (Gemma 3: QK-norm and a RoPE base per layer type)."""
+    act = raw.get("hidden_activation") or raw.get("hidden_act") or "gelu_pytorch_tanh"
+    if act != "gelu_pytorch_tanh":
+        raise _refuse(path, "hidden_activation", act, tr("Gemma's feed-forward gates with GELU's tanh form "
+                                                          "(gelu_pytorch_tanh)"))
+    if raw.get("use_bidirectional_attention"):
+        raise _refuse(path, "use_bidirectional_attention", raw["use_bidirectional_attention"],
+                      tr("the decoder attends causally"))
+    for field in ("attn_logit_softcapping", "final_logit_softcapping"):
+        cap = raw.get(field)
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0):
+            raise _refuse(path, field, cap, tr("a soft-cap cap · tanh(s / cap) needs cap > 0"))
+    shapes = _shapes(raw, path)
+    layers = shapes["num_layers"]
+    pattern = 2 if family == "gemma2" else raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern", 6)
+    types = raw.get("layer_types") or [
+        "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers)]
+    base, scaling, local_base = _gemma_rope(raw, path)
+    bias = bool(raw.get("attention_bias", False))
+    return _build(
+        ModernDecoderConfig, path, **shapes, qkv_bias=bias, out_bias=bias, rope_base=base, rope_scaling=scaling,
+        rope_local_base=local_base, sliding_window=raw.get("sliding_window"), layer_types=list(types),
+        tie_weights=bool(raw.get("tie_word_embeddings", True)), qk_norm="head" if family == "gemma3" else None,
+        attn_softcap=raw.get("attn_logit_softcapping"), final_softcap=raw.get("final_logit_softcapping"),
+        query_pre_attn_scalar=raw.get("query_pre_attn_scalar"), norm_unit_offset=True, sandwich_norm=True,
+        activation="gelu_tanh", embed_scale=True,
     )
 
 
@@ -160,4 +221,9 @@ def read_decoder_config(model_dir: Path) -> tuple[str, GPTConfig | ModernDecoder
     path = model_dir / "config.json"
     arch = architecture_of(raw, path)
     family = SUPPORTED[arch]
-    return arch, gpt2_config(raw, path) if family == "gpt2" else llama_family_config(family, raw, path)
+    refuse_unknown_fields(family, raw, path)
+    if family == "gpt2":
+        return arch, gpt2_config(raw, path)
+    if family in ("gemma2", "gemma3"):
+        return arch, gemma_config(family, raw, path)
+    return arch, llama_family_config(family, raw, path)

@@ -1,0 +1,81 @@
+"""The options of :class:`~attnlab.models.ModernDecoderConfig` that the newest open models added, checked here, and
+what each block of a :class:`~attnlab.models.ModernDecoder` receives from them.
+
+=================================  ==========================================  ===================================
+field                              what it does                                who
+=================================  ==========================================  ===================================
+``qk_norm``                        RMSNorm on q and k before RoPE              Qwen3, Gemma 3 (``"head"``),
+                                                                               OLMo 2 (``"projection"``)
+``attn_softcap``                   scores ``cap · tanh(s / cap)``              Gemma 2 (50)
+``final_softcap``                  logits ``cap · tanh(z / cap)``              Gemma 2 (30)
+``sinks``                          a learned logit per head in the softmax     gpt-oss
+``query_pre_attn_scalar``          scores scaled by ``1/√scalar``, not         Gemma 2 and 3 (256)
+                                   ``1/√head_dim``
+``layer_types``                    per layer ``"full_attention"`` or           Gemma 2 (1:1), Gemma 3 (5 local :
+                                   ``"sliding_attention"`` (the window)        1 global), Qwen2's
+                                                                               ``max_window_layers``
+``rope_local_base``                RoPE's base on the sliding layers           Gemma 3 (10,000; global: 10⁶)
+``norm_unit_offset``               (1 + w) RMSNorms                            Gemma
+``sandwich_norm``                  each sublayer's output normalised too       Gemma 2 and 3
+``activation``                     ``"silu"`` (SwiGLU), ``"gelu_tanh"``        Gemma
+                                   (GeGLU)
+``embed_scale``                    embeddings times √d_model                   Gemma
+``mlp_bias``                       biases in the feed-forward                  some Llama configs
+=================================  ==========================================  ===================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from attnlab.attention.grouped_query import QK_NORMS
+from attnlab.i18n import tr
+from attnlab.layers.swiglu import GATES
+
+#: a layer's kind in ``layer_types`` (transformers' names)
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _positive(owner: str, name: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not math.isfinite(value) or value <= 0):
+        raise ValueError(tr("{owner}: {name} must be None or a finite number > 0, got {value!r}", owner=owner,
+                            name=name, value=value))
+
+
+def check_layer_options(cfg: Any, owner: str) -> None:
+    """The newest options of a :class:`~attnlab.models.ModernDecoderConfig`, each named with its value if wrong."""
+    if cfg.qk_norm is not None and cfg.qk_norm not in QK_NORMS:
+        raise ValueError(tr("{owner}: qk_norm must be None, 'head' or 'projection', got {qk_norm!r}", owner=owner,
+                            qk_norm=cfg.qk_norm))
+    for name in ("attn_softcap", "final_softcap", "query_pre_attn_scalar", "rope_local_base"):
+        _positive(owner, name, getattr(cfg, name))
+    if cfg.activation not in GATES:
+        raise ValueError(tr("{owner}: activation must be one of {activations}, got {activation!r}", owner=owner,
+                            activations=tuple(GATES), activation=cfg.activation))
+    if cfg.layer_types is None:
+        return
+    types = cfg.layer_types
+    if not isinstance(types, list | tuple) or len(types) != cfg.num_layers or not set(types) <= set(LAYER_TYPES):
+        raise ValueError(tr("{owner}: layer_types must list num_layers={num_layers} entries, each one of {kinds}, got "
+                            "{layer_types!r}", owner=owner, num_layers=cfg.num_layers, kinds=LAYER_TYPES,
+                            layer_types=types))
+    if "sliding_attention" in types and cfg.sliding_window is None:
+        raise ValueError(tr("{owner}: layer_types has sliding_attention layers but sliding_window is None",
+                            owner=owner))
+
+
+def is_sliding(cfg: Any, layer: int) -> bool:
+    """Whether layer ``layer`` attends within the window: every layer without ``layer_types`` (Mistral)."""
+    if cfg.sliding_window is None:
+        return False
+    return cfg.layer_types is None or cfg.layer_types[layer] == "sliding_attention"
+
+
+def block_options(cfg: Any, layer: int) -> dict[str, Any]:
+    """The keyword arguments of layer ``layer``'s :class:`~attnlab.layers.ModernBlock` that these options set."""
+    scale = None if cfg.query_pre_attn_scalar is None else cfg.query_pre_attn_scalar ** -0.5
+    return dict(sliding_window=cfg.sliding_window if is_sliding(cfg, layer) else None, qk_norm=cfg.qk_norm,
+                softcap=cfg.attn_softcap, sinks=cfg.sinks, scale=scale, unit_offset=cfg.norm_unit_offset,
+                sandwich=cfg.sandwich_norm, activation=cfg.activation, mlp_bias=cfg.mlp_bias)
