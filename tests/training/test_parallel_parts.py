@@ -101,7 +101,7 @@ def test_the_mesh(mode, tp, world, shape):
     ("fsdp+tp", None, 4, ["--tp-size"]),
     ("tp", 2, 4, ["all 4 processes", "--tp-size 2", "fsdp+tp"]),
     ("fsdp", 2, 4, ["--parallel fsdp", "got 2"]),
-    ("pipeline", None, 4, ["parallel", "'pipeline'"]),
+    ("pipeline", None, 4, ["parallel", "'pipeline'", "'fsdp+tp'"]),
 ])
 def test_a_mesh_that_cannot_be_built_is_refused(mode, tp, world, words):
     with pytest.raises(ValueError) as err:

@@ -26,4 +26,4 @@ def command(checkpoint: str, out: str) -> None:
     from attnlab.training.distributed_checkpoint import export
 
     path = export(checkpoint, out)
-    click.echo(tr("wrote {path!r}", path=str(path)))
+    click.echo(tr("wrote {path}", path=str(path)))

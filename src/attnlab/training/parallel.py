@@ -41,6 +41,7 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.checkpoint import checkpoint
 
+from attnlab.arguments import expect_one_of
 from attnlab.attention.grouped_query import GroupedQueryAttention
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.i18n import tr
@@ -62,9 +63,7 @@ SPLITS: dict[type[nn.Module], tuple[tuple[str, ...], str]] = {
 def mesh_shape(mode: str, tp_size: int | None, world_size: int) -> tuple[int, int]:
     """``(dp, tp)``: the device mesh ``mode`` builds from ``world_size`` processes; a size that cannot be built is a
     ValueError naming both numbers."""
-    if mode not in PARALLEL_MODES:
-        raise ValueError(tr("parallel: expected one of {modes}, got {mode!r}", modes=", ".join(PARALLEL_MODES),
-                            mode=mode))
+    expect_one_of("parallel", mode, PARALLEL_MODES, tr)
     if mode in ("ddp", "fsdp"):
         if tp_size not in (None, 1):
             raise ValueError(tr("tp_size: --parallel {mode} splits no heads; give --tp-size with --parallel tp or "
