@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from parallel_runs import RUNS, config, held_after_backward, trainer
 from safetensors.torch import load_file
 
 from attnlab.training.distributed import teardown_distributed
@@ -18,8 +17,9 @@ from attnlab.training.distributed_checkpoint import export
 from attnlab.training.footprint import state_bytes
 from attnlab.training.parallel import split_parameters
 from corpora import TEXT
+from parallel_runs import RESHARDED, RUNS, config, held_after_backward, trainer
 
-WORKER = Path(__file__).with_name("parallel_runs.py")
+WORKER = Path(__file__).resolve().parents[1] / "parallel_runs.py"
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
@@ -47,7 +47,7 @@ def runs(tmp_path_factory):
         teardown_distributed()  # the group of one that --parallel fsdp made outside torchrun
         torch.set_num_threads(before)
     results = root / "results.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(SRC), str(WORKER.parent.parent)])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(SRC), str(WORKER.parent)])}
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                           str(WORKER), str(corpus), str(root / "two"), str(results), str(one)],
                          env=env, timeout=240, capture_output=True, text=True)
@@ -69,13 +69,19 @@ def test_losses_and_weights_equal_one_process(runs, name, tmp_path):
     arch = RUNS[name][0]
     ref, got = refs[arch], results[name]
     close(got["losses"], ref["losses"], 1e-5)  # every step, fp32, dropout 0
-    for (s1, t1, v1), (s2, t2, v2) in zip(got["evals"], ref["evals"], strict=True):
-        assert s1 == s2 and abs(t1 - t2) <= 1e-5 and abs(v1 - v2) <= 1e-5
+    theirs = {step: (t, v) for step, t, v in ref["evals"]}
+    assert got["evals"][-1][0] in theirs
+    for step, t, v in got["evals"]:  # the train and validation losses at the evaluations both made
+        if step in theirs:
+            assert abs(t - theirs[step][0]) <= 1e-5 and abs(v - theirs[step][1]) <= 1e-5
     mine = load_file(export(got["out"], tmp_path / "two.safetensors"))
-    theirs = load_file(export(ref["out"], tmp_path / "one.safetensors"))
-    assert mine.keys() == theirs.keys()
-    for key in theirs:
-        torch.testing.assert_close(mine[key], theirs[key], rtol=0, atol=1e-5, msg=key)
+    weights = load_file(export(ref["out"], tmp_path / "one.safetensors"))
+    assert mine.keys() == weights.keys()
+    for key in weights:
+        # a key's bias adds q·b to every score of a query: the softmax cancels it and its gradient is 0 but for
+        # rounding, which AdamW divides by its own root; so it drifts by rounding noise (< 1e-3 here), not by learning
+        atol = 1e-3 if key.endswith("W_key.bias") else 1e-5
+        torch.testing.assert_close(mine[key], weights[key], rtol=0, atol=atol, msg=key)
 
 
 @pytest.mark.slow
@@ -89,7 +95,7 @@ def test_saved_by_one_process_resumed_by_two(runs):
 @pytest.mark.timeout(300)
 def test_saved_by_two_processes_resumed_by_one(runs, tmp_path, one_thread):
     _, corpus, refs, results = runs
-    saved = Path(results["gpt-fsdp"]["out"]) / "checkpoints" / "step_0000010"
+    saved = Path(results[RESHARDED]["out"]) / "checkpoints" / "step_0000010"
     out = tmp_path / "resumed"
     shutil.copytree(saved, out / "checkpoints" / saved.name)
     (out / "checkpoint.json").write_text(json.dumps({"latest": f"checkpoints/{saved.name}"}))

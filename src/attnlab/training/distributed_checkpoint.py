@@ -22,7 +22,12 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import Tensor, nn
-from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
 
 from attnlab.data.tokenizer import Tokenizer
 from attnlab.i18n import tr
@@ -118,7 +123,7 @@ def export(checkpoint: str | Path, out: str | Path) -> Path:
         check_shapes(where, weights, "model")
         wanted = {"model": weights}
         dcp.load(wanted, checkpoint_id=where, no_dist=True)
-        model.load_state_dict(wanted["model"])
+        set_model_state_dict(model, wanted["model"])
     else:
         load_weights(path, model)
     return export_weights(model, state, read_tokenizer(path, state["model_config"]), out)

@@ -19,18 +19,20 @@ from attnlab.memory import check_fits
 
 
 def training_bytes(build: Callable[[Any], nn.Module], model_config: Any, batch_size: int,
-                   vocab_size: int) -> tuple[int, int]:
-    """``(bytes at the least, parameters)`` of training ``build(model_config)`` on batches of ``batch_size``."""
+                   vocab_size: int, shards: int = 1) -> tuple[int, int]:
+    """``(bytes at the least, parameters)`` of training ``build(model_config)`` on batches of ``batch_size``, the
+    weights, gradients and moments shared by ``shards`` processes (FSDP, TP: each holds at least its share)."""
     with torch.device("meta"):
         model = build(model_config)
     params = sum(p.numel() for p in model.parameters())
-    return 16 * params + 8 * batch_size * model_config.context_length * vocab_size, params
+    return 16 * params // shards + 8 * batch_size * model_config.context_length * vocab_size, params
 
 
 def check_training_fits(build: Callable[[Any], nn.Module], model_config: Any, batch_size: int, vocab_size: int,
-                        device: torch.device) -> None:
-    """Refuse a model and batch that cannot fit ``device``'s memory (see the module), naming what sets the sizes."""
-    need, params = training_bytes(build, model_config, batch_size, vocab_size)
+                        device: torch.device, shards: int = 1) -> None:
+    """Refuse a model and batch that cannot fit ``device``'s memory (see the module), naming what sets the sizes;
+    ``shards``: the processes that share the weights (1 unless they are sharded)."""
+    need, params = training_bytes(build, model_config, batch_size, vocab_size, shards)
     available, where = None, ""
     if device.type == "cuda":
         available = torch.cuda.get_device_properties(device).total_memory

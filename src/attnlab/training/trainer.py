@@ -185,7 +185,8 @@ class Trainer:
         if c.grad_accum % layout.dp_size:
             raise ValueError(tr("grad_accum: must be a multiple of the number of processes ({world_size}), got "
                                 "{grad_accum}", world_size=layout.dp_size, grad_accum=c.grad_accum))
-        check_training_fits(self._build_model, self.model_config, c.batch_size, self.tokenizer.vocab_size, d.device)
+        check_training_fits(self._build_model, self.model_config, c.batch_size, self.tokenizer.vocab_size, d.device,
+                            layout.world_size if layout.sharded else 1)
         torch.manual_seed(c.seed)  # the same initial weights on every process
         self.model = self._build_model(self.model_config).to(d.device)
         parallelize(self.model, layout, c.dtype, c.activation_checkpointing)

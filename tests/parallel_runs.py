@@ -1,7 +1,7 @@
 """Run under ``torchrun --nproc_per_node=2``: the parallel layouts train the tiny GPT and modern decoder, and a
 checkpoint written by one process is resumed by two. The first process writes what the tests compare as JSON.
 
-    torchrun --nproc_per_node=2 tests/training/parallel_runs.py CORPUS ROOT RESULTS.json [RESUME_DIR]
+    torchrun --nproc_per_node=2 tests/parallel_runs.py CORPUS ROOT RESULTS.json [RESUME_DIR]
 
 One pair of processes runs every layout (starting torch costs more than training a tiny model): the runs are the
 ones :data:`RUNS` names; each trains 20 steps from the same seed as the single-process reference in the tests.
@@ -25,10 +25,12 @@ RUNS = {f"{arch}-{mode}{'' if tp is None else f'-{tp}'}": (arch, mode, tp)
         for arch in ("gpt", "modern", "transformer") for mode, tp in LAYOUTS
         if arch != "transformer" or mode in ("fsdp", "tp")}
 #: the tiny runs' settings, shared with the tests (dropout 0: the layouts draw dropout masks differently)
-SETTINGS = dict(max_iters=20, batch_size=4, grad_accum=2, eval_interval=10, eval_iters=3, warmup_iters=2, seed=3,
+SETTINGS = dict(max_iters=20, batch_size=4, grad_accum=2, eval_interval=20, eval_iters=3, warmup_iters=2, seed=3,
                 keep_checkpoints=3)
+#: the run whose step-10 checkpoint one process resumes (the tests): it also saves at step 10
+RESHARDED = "gpt-fsdp"
 DECODER = dict(preset="tiny", model={"context_length": 16, "dropout": 0.0})
-TRANSLATION = dict(task="numbers", train_pairs=100, val_pairs=10, model={
+TRANSLATION = dict(task="numbers", train_pairs=100, val_pairs=10, max_iters=10, eval_interval=10, model={
     "d_model": 32, "num_heads": 2, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_ff": 64, "context_length": 24,
     "dropout": 0.0})
 
@@ -56,7 +58,8 @@ def main(corpus: str, root: str, results: str, resume: str | None = None) -> Non
     torch.set_num_threads(1)
     found = {}
     for name, (arch, mode, tp) in RUNS.items():  # the processes of a TP group see the same batches
-        run = trainer(config(corpus, Path(root) / name, arch, parallel=mode, tp_size=tp))
+        more = {"eval_interval": 10} if name == RESHARDED else {}
+        run = trainer(config(corpus, Path(root) / name, arch, parallel=mode, tp_size=tp, **more))
         result = run.train()
         held = [None] * run.dist.world_size
         dist.all_gather_object(held, held_after_backward(run))
