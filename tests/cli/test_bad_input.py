@@ -281,7 +281,9 @@ def test_the_docs_list_every_case():
 #: the least each command needs to reach its options (nothing runs: the float is refused while parsing)
 MINIMAL = {"train": TRAIN, "train-seq2seq": S2S_TRAIN, "sample": SAMPLE, "translate": [*TRANSLATE, "12"],
            "explain": ["explain", "a b"], "heatmap": ["heatmap", "a b"], "view": ["view", "a b"], "bench": ["bench"],
-           "demo": ["demo"], "pe-plot": ["pe-plot"], "heads rollout": ["heads", "rollout", "a b"],
+           "demo": ["demo"], "pe-plot": ["pe-plot"],
+           "export": ["export", "--checkpoint", "{dir}/run", "--out", "{dir}/x"],
+           "heads rollout": ["heads", "rollout", "a b"],
            "heads induction": ["heads", "induction", "--out", "{dir}/new"],
            "heads roles": ["heads", "roles", "--out", "{dir}/new"],
            "heads prune": ["heads", "prune", "--checkpoint", "{dir}/run", "--out", "{dir}/new"]}

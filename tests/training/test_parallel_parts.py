@@ -157,3 +157,36 @@ def test_the_docs_tables_are_the_formulas(page):
 
     text = (Path(__file__).resolve().parents[2] / "docs" / page).read_text(encoding="utf-8")
     assert states_table() in text and activations_table() in text
+
+
+def test_fsdp_outside_torchrun_runs_as_one_process_and_its_export_is_read(tmp_path, corpus, one_thread):
+    """``--parallel fsdp`` without torchrun says so and trains as one process; its sharded checkpoint, exported,
+    is what ``sample``, ``heatmap`` and ``view`` read, and it samples what the checkpoint's weights do."""
+    from click.testing import CliRunner
+
+    from attnlab.cli import main
+    from attnlab.training.distributed_checkpoint import load_sharded
+
+    out, file = tmp_path / "run", tmp_path / "model.safetensors"
+    run = CliRunner().invoke(main, ["train", "--data", str(corpus), "--out", str(out), "--preset", "tiny",
+                                    "--context-length", "16", "--batch-size", "2", "--max-iters", "2",
+                                    "--eval-interval", "2", "--eval-iters", "1", "--parallel", "fsdp"])
+    assert run.exit_code == 0, run.output
+    assert "--parallel fsdp outside torchrun: training as one process" in run.output
+    assert (out / "checkpoints" / "step_0000002" / "sharded" / ".metadata").is_file()
+    assert not (out / "checkpoints" / "step_0000002" / "model.safetensors").exists()
+    run = CliRunner().invoke(main, ["export", "--checkpoint", str(out), "--out", str(file)])
+    assert run.exit_code == 0 and str(file) in run.output, run.output
+    model, _ = load_trained(file)
+    plain = GPT(model.config)
+    optimizer = torch.optim.AdamW(plain.parameters())
+    load_sharded(out / "checkpoints" / "step_0000002", plain, optimizer)  # the shards, read whole by one process
+    for name, value in plain.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+    assert optimizer.state  # AdamW's moments came back too
+    for args in (["sample", "--checkpoint", str(file), "--max-new-tokens", "5", "--temperature", "0", "But"],
+                 ["heatmap", "But soft", "--model", str(file), "-o", str(tmp_path / "h.png")],
+                 ["view", "But soft", "--model", str(file), "-o", str(tmp_path / "v.html")]):
+        run = CliRunner().invoke(main, args)
+        assert run.exit_code == 0, (args[0], run.output)
+    assert (tmp_path / "h.png").stat().st_size > 0 and (tmp_path / "v.html").stat().st_size > 0

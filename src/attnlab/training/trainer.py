@@ -178,8 +178,6 @@ class Trainer:
         if layout.sharded and self.precision.scaler is not None:
             raise ValueError(tr("dtype: --parallel {mode} trains in bf16 or fp32 (FSDP2 keeps fp32 master weights "
                                 "under bf16, with no loss scaling), got fp16", mode=c.parallel))
-        if layout.sharded and not d.enabled and self.show:
-            self.console.print(tr("--parallel {mode} outside torchrun: training as one process", mode=c.parallel))
         self.tokenizer, self.train_data, self.val_data = self._prepare_data(ckpt)
         self.model_config = self._build_model_config()
         if c.grad_accum % layout.dp_size:
@@ -202,6 +200,8 @@ class Trainer:
         ddp = d.enabled and not layout.sharded
         self.train_model = DistributedDataParallel(
             fwd, device_ids=[d.device.index] if d.device.type == "cuda" else None) if ddp else fwd
+        if layout.sharded and not d.enabled and self.show:  # said once the run is sure to start
+            self.console.print(tr("--parallel {mode} outside torchrun: training as one process", mode=c.parallel))
 
     def _prepare_data(self, ckpt: Checkpoint | None):
         c, d = self.config, self.dist
