@@ -29,6 +29,8 @@ SETTINGS = dict(max_iters=20, batch_size=4, grad_accum=2, eval_interval=20, eval
                 keep_checkpoints=3)
 #: the run whose step-10 checkpoint one process resumes (the tests): it also saves at step 10
 RESHARDED = "gpt-fsdp"
+#: runs that recompute each block's activations in backward (under FSDP and TP at once)
+CHECKPOINTED = ("gpt-fsdp+tp-2", "modern-fsdp+tp-2")
 DECODER = dict(preset="tiny", model={"context_length": 16, "dropout": 0.0})
 TRANSLATION = dict(task="numbers", train_pairs=100, val_pairs=10, max_iters=10, eval_interval=10, model={
     "d_model": 32, "num_heads": 2, "num_encoder_layers": 1, "num_decoder_layers": 1, "d_ff": 64, "context_length": 24,
@@ -59,6 +61,7 @@ def main(corpus: str, root: str, results: str, resume: str | None = None) -> Non
     found = {}
     for name, (arch, mode, tp) in RUNS.items():  # the processes of a TP group see the same batches
         more = {"eval_interval": 10} if name == RESHARDED else {}
+        more |= {"activation_checkpointing": True} if name in CHECKPOINTED else {}
         run = trainer(config(corpus, Path(root) / name, arch, parallel=mode, tp_size=tp, **more))
         result = run.train()
         held = [None] * run.dist.world_size

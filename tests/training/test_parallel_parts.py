@@ -190,3 +190,28 @@ def test_fsdp_outside_torchrun_runs_as_one_process_and_its_export_is_read(tmp_pa
         run = CliRunner().invoke(main, args)
         assert run.exit_code == 0, (args[0], run.output)
     assert (tmp_path / "h.png").stat().st_size > 0 and (tmp_path / "v.html").stat().st_size > 0
+
+
+def test_fsdp_under_bf16_computes_in_bf16_and_keeps_fp32_weights(tmp_path, corpus, one_thread):
+    """FSDP2's mixed-precision policy: the maps run on bfloat16 weights, the sharded master weights and AdamW's
+    moments stay float32, and the losses follow the fp32 run's to bf16's precision."""
+    from attnlab.training.distributed import teardown_distributed
+    from attnlab.training.trainer import Trainer
+
+    def run(name: str, **more):
+        return Trainer(TrainConfig(data=str(corpus), out=str(tmp_path / name), preset="tiny", max_iters=4,
+                                   model={"context_length": 16, "dropout": 0.0}, batch_size=4, eval_interval=4,
+                                   eval_iters=1, warmup_iters=1, **more), quiet=True)
+
+    try:
+        trainer = run("bf16", parallel="fsdp", dtype="bf16")
+        seen = []
+        trainer.model.blocks[0].ff.linear1.register_forward_pre_hook(lambda m, args: seen.append(m.weight.dtype))
+        losses = [loss for _, loss in trainer.train().train_losses]
+    finally:
+        teardown_distributed()
+    assert seen and set(seen) == {torch.bfloat16}
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+    assert {v.dtype for s in trainer.optimizer.state.values() for k, v in s.items() if k != "step"} == {torch.float32}
+    want = [loss for _, loss in run("fp32").train().train_losses]
+    assert max(abs(a - b) for a, b in zip(losses, want, strict=True)) < 0.05
