@@ -219,11 +219,7 @@ def read_exported(path: Path) -> tuple[dict[str, Any], Tokenizer]:
                             checkpoint=str(path), found=state.get("format") if isinstance(state, dict) else state,
                             format=FORMAT))
     tokenizer = tokenizer_from_json(metadata["tokenizer"], str(path))
-    expected = state.get("model_config", {}).get("vocab_size")
-    if expected is not None and tokenizer.vocab_size != expected:
-        raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json holds {found} tokens but the model was trained "
-                            "on {expected}; the tokenizer does not belong to these weights", checkpoint=str(path),
-                            found=tokenizer.vocab_size, expected=expected))
+    check_vocabulary(tokenizer, state.get("model_config", {}), path)
     return state, tokenizer
 
 
@@ -233,12 +229,17 @@ def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",
                             checkpoint=str(checkpoint)))
     tokenizer = load_tokenizer(checkpoint / "tokenizer.json")
+    check_vocabulary(tokenizer, model_config, checkpoint)
+    return tokenizer
+
+
+def check_vocabulary(tokenizer: Tokenizer, model_config: dict[str, Any], checkpoint: Path) -> None:
+    """The tokenizer saved with the weights must be the one they were trained with: as many tokens."""
     expected = model_config.get("vocab_size")
     if expected is not None and tokenizer.vocab_size != expected:
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json holds {found} tokens but the model was trained "
                             "on {expected}; the tokenizer does not belong to these weights", checkpoint=str(checkpoint),
                             found=tokenizer.vocab_size, expected=expected))
-    return tokenizer
 
 
 @dataclass
