@@ -1,7 +1,7 @@
 """Run under ``torchrun --nproc_per_node=2``: the parallel layouts train the tiny GPT and modern decoder, and a
 checkpoint written by one process is resumed by two. The first process writes what the tests compare as JSON.
 
-    torchrun --nproc_per_node=2 tests/parallel_runs.py CORPUS ROOT RESULTS.json [RESUME_DIR]
+    torchrun --nproc_per_node=2 tests/parallel_runs.py CORPUS ROOT RESULTS.json [RESUME_DIR [DDP_RESUME_DIR]]
 
 One pair of processes runs every layout (starting torch costs more than training a tiny model): the runs are the
 ones :data:`RUNS` names; each trains 20 steps from the same seed as the single-process reference in the tests.
@@ -56,7 +56,7 @@ def held_after_backward(run: Trainer) -> dict[str, int]:
     return held_bytes(run.model, run.optimizer)
 
 
-def main(corpus: str, root: str, results: str, resume: str | None = None) -> None:
+def main(corpus: str, root: str, results: str, resume: str | None = None, whole: str | None = None) -> None:
     torch.set_num_threads(1)
     found = {}
     for name, (arch, mode, tp) in RUNS.items():  # the processes of a TP group see the same batches
@@ -71,6 +71,9 @@ def main(corpus: str, root: str, results: str, resume: str | None = None) -> Non
     if resume is not None:  # written by one process to step 10: two go on to 20
         run = trainer(config(corpus, Path(resume), "gpt", parallel="fsdp"), resume=True)
         found["resumed-by-2"] = {"losses": [loss for _, loss in run.train().train_losses]}
+    if whole is not None:  # written by one process under ddp (whole tensors) to step 10: two shard it and go on
+        run = trainer(config(corpus, Path(whole), "gpt", parallel="fsdp"), resume=True)
+        found["ddp-resumed-by-2-fsdp"] = {"losses": [loss for _, loss in run.train().train_losses]}
     if dist.get_rank() == 0:
         Path(results).write_text(json.dumps(found), encoding="utf-8")
     teardown_distributed()

@@ -31,8 +31,8 @@ def finished(run, **train) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """One process trains the references (``ddp``, alone) and writes step 10 of an ``fsdp`` run; then two processes
-    train every layout of :data:`RUNS` and resume that step-10 checkpoint."""
+    """One process trains the references (``ddp``, alone) and writes step 10 of an ``fsdp`` run and of a ``ddp`` one;
+    then two processes train every layout of :data:`RUNS` and resume both step-10 checkpoints under ``fsdp``."""
     root = tmp_path_factory.mktemp("parallel")
     corpus = root / "corpus.txt"
     corpus.write_text(TEXT, encoding="utf-8")
@@ -43,13 +43,15 @@ def runs(tmp_path_factory):
                 for arch in ("gpt", "modern", "transformer")}
         one = root / "one-fsdp"
         finished(trainer(config(str(corpus), one, "gpt", parallel="fsdp")), stop_at=10)
+        whole = root / "one-ddp"
+        finished(trainer(config(str(corpus), whole, "gpt")), stop_at=10)
     finally:
         teardown_distributed()  # the group of one that --parallel fsdp made outside torchrun
         torch.set_num_threads(before)
     results = root / "results.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(SRC), str(WORKER.parent)])}
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          str(WORKER), str(corpus), str(root / "two"), str(results), str(one)],
+                          str(WORKER), str(corpus), str(root / "two"), str(results), str(one), str(whole)],
                          env=env, timeout=240, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-4000:]
     return root, corpus, refs, json.loads(results.read_text(encoding="utf-8"))
@@ -89,6 +91,13 @@ def test_losses_and_weights_equal_one_process(runs, name, tmp_path):
 def test_saved_by_one_process_resumed_by_two(runs):
     _, _, refs, results = runs
     close(results["resumed-by-2"]["losses"][10:], refs["gpt"]["losses"][10:], 1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_saved_whole_by_ddp_resumed_sharded_by_two(runs):
+    _, _, refs, results = runs
+    close(results["ddp-resumed-by-2-fsdp"]["losses"][10:], refs["gpt"]["losses"][10:], 1e-5)
 
 
 @pytest.mark.slow

@@ -276,6 +276,16 @@ class Checkpoint:
     def load_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Restore the saved optimizer state into ``optimizer``, checked first against its parameters: torch
         would accept moments of the wrong shape and fail (or silently broadcast) at the next step."""
+        self.check_optimizer(optimizer)
+        try:
+            optimizer.load_state_dict(self.optimizer)
+        except (ValueError, KeyError, TypeError, RuntimeError) as err:
+            raise ValueError(tr("{where}: the optimizer state cannot be restored ({err}); the file is damaged",
+                                where=str(self.path / "optimizer.safetensors"), err=err)) from None
+
+    def check_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """The saved optimizer state fits ``optimizer``: as many parameters in each group, moments of each
+        parameter's (global) shape."""
         where = str(self.path / "optimizer.safetensors")
         params = [p for group in optimizer.param_groups for p in group["params"]]
         saved = [len(group.get("params", ())) for group in self.optimizer["param_groups"]]
@@ -293,11 +303,6 @@ class Checkpoint:
                                         "parameter has shape {expected}; the file is damaged or belongs to another "
                                         "model", where=where, name=name, idx=idx, shape=tuple(value.shape),
                                         expected=tuple(params[idx].shape)))
-        try:
-            optimizer.load_state_dict(self.optimizer)
-        except (ValueError, KeyError, TypeError, RuntimeError) as err:
-            raise ValueError(tr("{where}: the optimizer state cannot be restored ({err}); the file is damaged",
-                                where=where, err=err)) from None
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:

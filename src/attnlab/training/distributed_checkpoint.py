@@ -33,12 +33,14 @@ from attnlab.data.tokenizer import Tokenizer
 from attnlab.i18n import tr
 from attnlab.models.checkpoint import (
     SHARDED,
+    Checkpoint,
     checkpoint_name,
     export_weights,
     load_weights,
     model_of,
     publish_checkpoint,
     read_state,
+    read_tensors,
     read_tokenizer,
     resolve_checkpoint,
 )
@@ -109,6 +111,29 @@ def load_sharded(checkpoint: Path, model: nn.Module, optimizer: torch.optim.Opti
     wanted = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(wanted, checkpoint_id=where)
     set_state_dict(model, optimizer, model_state_dict=wanted["model"], optim_state_dict=wanted["optimizer"])
+
+
+def load_whole(checkpoint: Checkpoint, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """A checkpoint of whole tensors (written under ``ddp``) into a model in pieces: every process reads the whole
+    weights and AdamW's moments and keeps its own pieces (``set_state_dict`` with ``full_state_dict``)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    checkpoint.check_optimizer(optimizer)  # the moments' shapes against the parameters' (global) shapes
+    weights = read_tensors(checkpoint.path, "model.safetensors")
+    tied: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        tied.setdefault(id(param), []).append(name)
+    for names in tied.values():  # the file holds a tied matrix once, under one of its names
+        saved = [weights[n] for n in names if n in weights]
+        weights |= {n: saved[0] for n in names if saved and n not in weights}
+    name_of = {id(p): names[0] for p, names in ((p, tied[id(p)]) for p in model.parameters())}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved = checkpoint.optimizer
+    full = {"state": {name_of[id(params[i])]: slots for i, slots in saved["state"].items()},
+            "param_groups": [{**group, "params": [name_of[id(p)] for p in mine["params"]]}
+                             for group, mine in zip(saved["param_groups"], optimizer.param_groups, strict=True)]}
+    set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=full,
+                   options=StateDictOptions(full_state_dict=True))
 
 
 def export(checkpoint: str | Path, out: str | Path) -> Path:

@@ -51,7 +51,7 @@ from attnlab.training.distributed import (
     restore_rng_state,
     setup_distributed,
 )
-from attnlab.training.distributed_checkpoint import load_sharded, save_sharded
+from attnlab.training.distributed_checkpoint import load_sharded, load_whole, save_sharded
 from attnlab.training.footprint import check_training_fits
 from attnlab.training.mixed_precision import MixedPrecision
 from attnlab.training.optim import CosineSchedule, configure_optimizer
@@ -238,10 +238,9 @@ class Trainer:
             load_sharded(ckpt.path, self.model, self.optimizer,  # names the first tensor of another shape
                          shape_differences(ckpt.state["model_config"], self.model_config))
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
-        if not ckpt.sharded:
-            if self.layout.sharded:
-                raise ValueError(tr("resume: the checkpoint in {path!r} was written by --parallel ddp, whose files "
-                                    "only --parallel ddp reads; resume it with --parallel ddp", path=str(ckpt.path)))
+        if not ckpt.sharded and self.layout.sharded:  # whole tensors: each process keeps its pieces
+            load_whole(ckpt, self.model, self.optimizer)
+        elif not ckpt.sharded:
             ckpt.load_weights(self.model)
             ckpt.load_optimizer(self.optimizer)  # checked against the model's parameters first
         self.precision.load_state_dict(ckpt.state.get("grad_scaler"))
