@@ -10,7 +10,7 @@ from attnlab.i18n import N_, tr
 EXAMPLES = "\n".join([
     "\b", N_("Examples:"),
     "  attnlab export --checkpoint out/fsdp --out model.safetensors",
-    "  attnlab sample --checkpoint model.safetensors --prompt ROMEO:",
+    '  attnlab sample --checkpoint model.safetensors "ROMEO:"',
 ])
 
 
