@@ -15,6 +15,7 @@ leaves the pointer on the previous checkpoint, whole.
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,9 @@ def export(checkpoint: str | Path, out: str | Path) -> Path:
         weights = get_model_state_dict(model)
         check_shapes(where, weights, "model")
         wanted = {"model": weights}
-        dcp.load(wanted, checkpoint_id=where, no_dist=True)
+        with warnings.catch_warnings():  # one process reading every shard is what export means: no need to say so
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(wanted, checkpoint_id=where, no_dist=True)
         set_model_state_dict(model, wanted["model"])
     else:
         load_weights(path, model)
