@@ -103,6 +103,16 @@ def check_shapes(where: Path, wanted: dict[str, Any], prefix: str, fields: str =
                                 asked=tuple(value.shape), fields=f" ({fields})" if fields else ""))
 
 
+def read_shards(wanted: dict[str, Any], where: Path, alone: bool | None = None) -> None:
+    """``dcp.load`` of ``wanted`` from ``where``; ``alone`` (default: without a process group) this process reads
+    every shard by itself, which is what export and a run of one process mean: DCP's warning about it is left
+    unsaid."""
+    alone = not dist.is_initialized() if alone is None else alone
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load(wanted, checkpoint_id=where, no_dist=alone)
+
+
 def load_sharded(checkpoint: Path, model: nn.Module, optimizer: torch.optim.Optimizer, fields: str = "") -> None:
     """Read a sharded checkpoint's weights and optimizer state into ``model`` and ``optimizer``, whatever their
     layout (sharded over any number of processes, or whole in one); ``fields``: see :func:`check_shapes`."""
@@ -110,7 +120,7 @@ def load_sharded(checkpoint: Path, model: nn.Module, optimizer: torch.optim.Opti
     model_state, optimizer_state = get_state_dict(model, optimizer)
     check_shapes(where, model_state, "model", fields)
     wanted = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(wanted, checkpoint_id=where)
+    read_shards(wanted, where)
     set_state_dict(model, optimizer, model_state_dict=wanted["model"], optim_state_dict=wanted["optimizer"])
 
 
@@ -148,9 +158,7 @@ def export(checkpoint: str | Path, out: str | Path) -> Path:
         weights = get_model_state_dict(model)
         check_shapes(where, weights, "model")
         wanted = {"model": weights}
-        with warnings.catch_warnings():  # one process reading every shard is what export means: no need to say so
-            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-            dcp.load(wanted, checkpoint_id=where, no_dist=True)
+        read_shards(wanted, where, alone=True)
         set_model_state_dict(model, wanted["model"])
     else:
         load_weights(path, model)
