@@ -112,13 +112,16 @@ def make_bad_dir(d: Path) -> Path:
     for fifo in ("fifo.txt", "fifo.tsv", "fifo.toml"):
         os.mkfifo(d / fifo)
     for args in (["train-seq2seq", "--task", "numbers", "--out", str(d / "s2s"), *S2S_TINY],
-                 ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "run"), *TINY]):
+                 ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "run"), *TINY],
+                 ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "sharded"), *TINY, "--parallel", "fsdp"]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 0, result.output
     checkpoint = json.loads((d / "run" / "checkpoint.json").read_text())["latest"]
     for name, damage in DAMAGES.items():
         shutil.copytree(d / "run", d / name)
         damage(d / name / checkpoint)
+    shutil.copytree(d / "sharded", d / "sharded_half_written")  # a write cut short: DCP's metadata comes last
+    (d / "sharded_half_written" / checkpoint / "sharded" / ".metadata").unlink()
     return d
 
 

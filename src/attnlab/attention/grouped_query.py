@@ -168,9 +168,10 @@ class GroupedQueryAttention(nn.Module):
         return self.num_heads // self.num_kv_heads
 
     def split_heads(self, t: Tensor, heads: int) -> Tensor:
-        """``(B, T, heads · head_dim)`` -> ``(B, heads, T, head_dim)``."""
+        """``(B, T, heads · head_dim)`` -> ``(B, heads, T, head_dim)``; under tensor parallelism ``heads / tp`` of
+        them, this process' whole heads (counted from ``t``'s width)."""
         b, n, _ = t.shape
-        return t.view(b, n, heads, self.head_dim).transpose(1, 2)
+        return t.view(b, n, -1, self.head_dim).transpose(1, 2)
 
     def project(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries ``(B, num_heads, T, head_dim)``, keys and values ``(B, num_kv_heads, T, head_dim)`` of
@@ -249,7 +250,7 @@ class GroupedQueryAttention(nn.Module):
                                   return_weights=return_weights, softcap=self.softcap, sinks=self.sinks)
 
         # 3. merge the heads and mix them                                                   (B, T, d_out)
-        context = mask_heads(context, head_mask, owner).transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim)
+        context = mask_heads(context, head_mask, owner).transpose(1, 2).reshape(b, t, -1)
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)
 
     def extra_repr(self) -> str:

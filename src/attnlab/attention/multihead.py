@@ -171,13 +171,14 @@ class MultiHeadAttention(nn.Module):
                                   backend=self.backend, return_weights=return_weights)
         # 4. merge the heads back into d_out, then mix them
         context = mask_heads(context, head_mask, type(self).__name__)              # head h times head_mask[h]
-        context = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)       # (B, T, H, hd) -> (B, T, d_out)
+        context = context.transpose(1, 2).reshape(b, num_tokens, -1)               # (B, T, H, hd) -> (B, T, d_out)
         return unbatch(self.out_proj(context), weights, unbatched, return_weights)  # (B, T, d_out)
 
     def split_heads(self, t: Tensor) -> Tensor:
-        """``(B, T, d_out)`` -> ``(B, num_heads, T, head_dim)``."""
+        """``(B, T, d_out)`` -> ``(B, num_heads, T, head_dim)``. The heads are counted from ``t``'s width: under
+        tensor parallelism a process holds a whole group of them, ``d_out / tp`` wide."""
         b, n, _ = t.shape
-        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+        return t.view(b, n, -1, self.head_dim).transpose(1, 2)
 
     def project_qkv(self, x: Tensor, memory: Tensor | None = None,
                     memory_kv: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
@@ -206,7 +207,7 @@ class MultiHeadAttention(nn.Module):
         (nanoGPT's ``c_attn``): two kernel calls fewer each way, and x's gradient comes out of one matmul
         instead of three summed (about 2 % of a small GPT's training step on a CPU)."""
         stacked = F.linear(x, *stack_linears(self.W_query, self.W_key, self.W_value))  # (B, T, 3 · d_out)
-        return tuple(self.split_heads(t) for t in stacked.split(self.d_out, dim=-1))
+        return tuple(self.split_heads(t) for t in stacked.chunk(3, dim=-1))  # this process' heads: d_out / tp wide
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """The keys and values of ``memory (B, Tk, d_in)``, split into heads: ``(B, H, Tk, head_dim)`` each.

@@ -20,7 +20,8 @@ from attnlab.i18n import N_, tr
 
 MECHANISMS = ["simple", "scaled", "causal", "multihead"]
 SHOWN_TOKENS = 12  # the unspaced-text note lists this many tokens at most
-MODEL_CHOICES = "random, bert, or a checkpoint directory (attnlab train's, or a Hugging Face model directory)"
+MODEL_CHOICES = ("random, bert, a checkpoint directory (attnlab train's, or a Hugging Face model directory) or the "
+                 "safetensors file of attnlab export")
 
 
 def model_options(default_mechanism: str) -> Callable:
@@ -93,7 +94,7 @@ def load_model(model: str = "random", *, mechanism: str = "scaled", seed: int = 
         net = _bert()
         return net, net.tokenizer
     path = Path(model)
-    if path.is_dir():
+    if path.is_dir() or (path.is_file() and path.suffix == ".safetensors"):  # a run, or the file of attnlab export
         return load_directory(path)
     raise ValueError(tr("--model must be {model_choices}; got {model!r} (no such directory)",
                         model_choices=MODEL_CHOICES, model=model))

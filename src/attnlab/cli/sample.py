@@ -14,8 +14,9 @@ from attnlab.models.config import DTYPES
 
 @click.command(name="sample", cls=Command,
                help=N_("Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."))
-@click.option("--checkpoint", "checkpoint", type=click.Path(exists=True, file_okay=False),
-              help=N_("An output directory of `attnlab train` (or one checkpoint directory in it)."))
+@click.option("--checkpoint", "checkpoint", type=click.Path(exists=True),
+              help=N_("An output directory of `attnlab train` (or one checkpoint directory in it), or the file of "
+                      "`attnlab export`."))
 @click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False),
               help=N_("A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2 and 3, Phi-3: "
                       "config.json, model.safetensors, tokenizer.json), or an output directory of `attnlab train`."))

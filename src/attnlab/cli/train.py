@@ -15,7 +15,7 @@ from attnlab.data.tokenizer import TOKENIZERS
 from attnlab.i18n import N_, _, tr
 from attnlab.models.config import DTYPES
 from attnlab.models.registry import ARCHITECTURES
-from attnlab.training.config import TrainConfig
+from attnlab.training.config import PARALLEL_MODES, TrainConfig
 
 # shown after the options, line by line as written (click's \b); only the heading is translated
 EXAMPLES = "\n".join([
@@ -25,6 +25,8 @@ EXAMPLES = "\n".join([
     "  attnlab train --out out/baby --resume --max-iters 4000",
     "  attnlab train --preset gpt2-small --data corpus.txt --tokenizer bpe --dtype bf16",
     "  torchrun --nproc_per_node=2 --no-python attnlab train --preset tiny --grad-accum 2",
+    "  torchrun --nproc_per_node=8 --no-python attnlab train --arch modern --preset llama-3.2-1b --parallel fsdp+tp "
+    "--tp-size 2 --dtype bf16 --activation-checkpointing",
 ])
 
 
@@ -92,6 +94,24 @@ def _architectures() -> dict[str, str]:
 option = functools.partial(click.option, cls=FieldOption, config=TrainConfig)  # [default: the TrainConfig field's]
 
 
+def parallel_options(option: Any) -> Any:
+    """``--parallel``, ``--tp-size`` and ``--activation-checkpointing``, as options of ``option``'s config."""
+    def decorate(command: Any) -> Any:
+        for add in reversed((
+            option("--parallel", type=click.Choice(PARALLEL_MODES),
+                   help=N_("Under torchrun: ddp (every process holds the whole model), fsdp (weights, gradients and "
+                           "AdamW's state sharded), tp (the heads split across the processes) or fsdp+tp (a 2-D "
+                           "mesh).")),
+            option("--tp-size", type=int,
+                   help=N_("Processes that split each block's heads (tp: all of them; fsdp+tp: give it).")),
+            option("--activation-checkpointing/--no-activation-checkpointing", "activation_checkpointing",
+                   default=None, help=N_("Recompute each block's activations in backward instead of keeping them.")),
+        )):
+            command = add(command)
+        return command
+    return decorate
+
+
 @click.command(name="train", cls=Command,
                help=N_("Train a GPT (or a Llama-style decoder) to predict the next token of a corpus."),
                epilog=EXAMPLES)
@@ -130,6 +150,7 @@ option = functools.partial(click.option, cls=FieldOption, config=TrainConfig)  #
 @option("--device", help=N_("auto, cpu, cuda, cuda:N."))
 @option("--dtype", type=click.Choice(list(DTYPES)),
         help=N_("Mixed precision: autocast's dtype; weights and checkpoints stay fp32 (fp16: CUDA only)."))
+@parallel_options(option)
 @option("--config", "config_file", type=click.Path(dir_okay=False), help=N_("A TOML file of these settings."))
 @option("--resume", is_flag=True, help=N_("Continue from the checkpoint in --out."))
 @option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))

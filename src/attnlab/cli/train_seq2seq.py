@@ -10,7 +10,7 @@ import click
 from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
 from attnlab.cli.params import SEED, check_resume_or_overwrite
-from attnlab.cli.train import draw_loss_curve, resumed_config, with_flags
+from attnlab.cli.train import draw_loss_curve, parallel_options, resumed_config, with_flags
 from attnlab.data.tasks import TASKS
 from attnlab.i18n import N_, tr
 from attnlab.layers.block import Norm
@@ -91,6 +91,7 @@ option = functools.partial(click.option, cls=FieldOption, config=Seq2SeqTrainCon
 @option("--device", help=N_("auto, cpu, cuda, cuda:N."))
 @option("--dtype", type=click.Choice(list(DTYPES)),
         help=N_("Mixed precision: autocast's dtype; weights stay fp32 (fp16: CUDA only)."))
+@parallel_options(option)
 @option("--resume", is_flag=True, help=N_("Continue from the checkpoint in --out."))
 @option("--overwrite", is_flag=True, help=N_("Start afresh even if --out holds a checkpoint (deleting it)."))
 @option("-q", "--quiet", is_flag=True, help=N_("No progress bar or log lines."))

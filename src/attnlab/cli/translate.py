@@ -33,8 +33,9 @@ EXAMPLES = "\n".join([
 @click.command(name="translate", cls=Command,
                help=N_("Translate each TEXT with a trained encoder-decoder; print one translation per line."),
                epilog=EXAMPLES)
-@click.option("--checkpoint", required=True, type=click.Path(exists=True, file_okay=False),
-              help=N_("An output directory of `attnlab train-seq2seq` (or one checkpoint directory in it)."))
+@click.option("--checkpoint", required=True, type=click.Path(exists=True),
+              help=N_("An output directory of `attnlab train-seq2seq` (or one checkpoint directory in it), or the file "
+                      "of `attnlab export`."))
 @click.argument("texts", nargs=-1, required=True)
 @click.option("--beam", default=1, show_default=True, type=int, help=N_("Beam width; 1 = greedy decoding."))
 @click.option("--alpha", default=0.6, show_default=True, type=float,

@@ -28,17 +28,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor, nn
 
-from attnlab.data.tokenizer import Tokenizer, load_tokenizer
-from attnlab.files import atomic_write_text, current_umask, json_field, read_json
+from attnlab.data.tokenizer import Tokenizer, load_tokenizer, tokenizer_from_json
+from attnlab.files import atomic_write, atomic_write_text, current_umask, json_field, read_json
 from attnlab.i18n import tr
 from attnlab.models.registry import Kind, architecture, build_model
 
 POINTER = "checkpoint.json"
 FORMAT = 3
+#: the directory, inside a checkpoint, of the weights and optimizer state written in pieces by every process
+#: (``torch.distributed.checkpoint``, under ``--parallel fsdp`` or ``tp``); its ``state.json`` says ``"sharded"``
+SHARDED = "sharded"
 #: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
 _RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
 
@@ -109,17 +112,23 @@ def read_tensors(checkpoint: Path, name: str) -> dict[str, torch.Tensor]:
 
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
     """Copy the saved weights into ``model``; a shape mismatch is a ValueError naming the tensors."""
-    saved = read_tensors(checkpoint, "model.safetensors")
+    load_weights_file(checkpoint / "model.safetensors", model, str(checkpoint))
+
+
+def load_weights_file(path: Path, model: nn.Module, where: str) -> None:
+    """Copy the weights of the safetensors file ``path`` into ``model``; a shape mismatch is a ValueError naming the
+    tensors and ``where`` (the checkpoint)."""
+    saved = read_tensors(path.parent, path.name)
     own = model.state_dict()
     bad = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(own[k].shape)}"
            for k, v in saved.items() if k in own and own[k].shape != v.shape]
     if bad:
         raise ValueError(tr("checkpoint {checkpoint!r} holds a model of a different shape: {differences}",
-                            checkpoint=str(checkpoint), differences="; ".join(bad[:5])))
-    missing, unexpected = load_model(model, checkpoint / "model.safetensors", strict=False)
+                            checkpoint=where, differences="; ".join(bad[:5])))
+    missing, unexpected = load_model(model, path, strict=False)
     if missing or unexpected:
         raise ValueError(tr("checkpoint {checkpoint!r} does not match the model: missing {missing}, unexpected "
-                            "{unexpected}", checkpoint=str(checkpoint), missing=sorted(missing)[:5],
+                            "{unexpected}", checkpoint=where, missing=sorted(missing)[:5],
                             unexpected=sorted(unexpected)[:5]))
 
 
@@ -131,16 +140,34 @@ def checkpoint_kind(path: str | Path) -> Kind:
 
 def load_trained(path: str | Path, device: str | torch.device = "cpu",
                  kind: Kind | None = None) -> tuple[nn.Module, Tokenizer]:
-    """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory); the
-    architecture is the one ``state.json`` records (GPT for checkpoints from before it was recorded).
+    """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory, or the one
+    safetensors file of ``attnlab export``); the architecture is the one ``state.json`` records (GPT for checkpoints
+    from before it was recorded).
 
     ``kind`` (``"decoder"`` or ``"seq2seq"``, see :mod:`attnlab.models.registry`): the kind of model the caller can
     use; a checkpoint of the other kind is a ValueError that says which command reads it.
     """
     if kind not in (None, "decoder", "seq2seq"):
         raise ValueError(tr("kind: expected 'decoder', 'seq2seq' or None, got {kind!r}", kind=kind))
+    if Path(path).is_file():
+        state, tokenizer = read_exported(Path(path))
+        model = model_of(state, path, kind, str(path))
+        load_weights_file(Path(path), model, str(path))
+        return model.to(device).eval(), tokenizer
     checkpoint = resolve_checkpoint(path)
     state = read_state(checkpoint)
+    if state.get("sharded"):
+        raise ValueError(tr("checkpoint {checkpoint!r} is sharded (written by {n} processes); make it one file first: "
+                            "attnlab export --checkpoint {checkpoint} --out model.safetensors",
+                            checkpoint=str(checkpoint), n=state.get("world_size", "?")))
+    model = model_of(state, path, kind, str(checkpoint / "state.json"))
+    load_weights(checkpoint, model)
+    return model.to(device).eval(), read_tokenizer(checkpoint, state["model_config"])
+
+
+def model_of(state: dict[str, Any], path: str | Path, kind: Kind | None, where: str) -> nn.Module:
+    """A fresh model of the architecture and ``model_config`` that ``state`` records (read from ``where``), which
+    must be of ``kind`` (see :func:`load_trained`)."""
     name = state.get("architecture", "gpt")
     found = architecture(name).kind
     if kind == "decoder" and found == "seq2seq":
@@ -151,14 +178,49 @@ def load_trained(path: str | Path, device: str | torch.device = "cpu",
                             "encoder-decoder translation model; sample from it with attnlab sample --checkpoint "
                             "{path}, or train a translation model with attnlab train-seq2seq",
                             path=str(path), architecture=name))
-    json_field(state, "model_config", dict, str(checkpoint / "state.json"))
+    json_field(state, "model_config", dict, where)
     try:
-        model = build_model(name, state["model_config"])
+        return build_model(name, state["model_config"])
     except (ValueError, TypeError) as err:  # the file was edited or damaged: say which file
         raise ValueError(tr("checkpoint {checkpoint!r}: the model_config in state.json does not make a model ({err})",
-                            checkpoint=str(checkpoint), err=err)) from None
-    load_weights(checkpoint, model)
-    return model.to(device).eval(), read_tokenizer(checkpoint, state["model_config"])
+                            checkpoint=where, err=err)) from None
+
+
+#: the metadata keys of an exported file: what state.json and tokenizer.json say in a checkpoint directory
+EXPORTED = ("attnlab", "tokenizer")
+
+
+def export_weights(model: nn.Module, state: dict[str, Any], tokenizer: Tokenizer, out: str | Path) -> Path:
+    """``model``'s weights as one safetensors file at ``out`` (written atomically), with what loading it needs in
+    the file's metadata: the format, the architecture and the model config, and the tokenizer."""
+    meta = {"format": FORMAT, "architecture": state.get("architecture", "gpt"), "model_config": state["model_config"]}
+    metadata = dict(zip(EXPORTED, (json.dumps(meta), tokenizer.to_json()), strict=True))
+    return atomic_write(out, lambda tmp: save_model(model, str(tmp), metadata=metadata))
+
+
+def read_exported(path: Path) -> tuple[dict[str, Any], Tokenizer]:
+    """``(state, tokenizer)`` from the metadata of a file of :func:`export_weights`; anything else is a ValueError
+    naming the file."""
+    try:
+        with safe_open(str(path), "pt") as f:
+            metadata = f.metadata() or {}
+    except (SafetensorError, OSError) as err:
+        raise ValueError(tr("checkpoint {path!r}: not a safetensors file ({err})", path=str(path), err=err)) from None
+    if any(key not in metadata for key in EXPORTED):
+        raise ValueError(tr("checkpoint {path!r}: a safetensors file without attnlab's metadata (architecture, model "
+                            "config, tokenizer); write one with attnlab export", path=str(path)))
+    try:
+        state = json.loads(metadata["attnlab"])
+    except json.JSONDecodeError as err:
+        raise ValueError(tr("checkpoint {path!r}: its attnlab metadata is not JSON ({err})", path=str(path),
+                            err=err)) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
+                            checkpoint=str(path), found=state.get("format") if isinstance(state, dict) else state,
+                            format=FORMAT))
+    tokenizer = tokenizer_from_json(metadata["tokenizer"], str(path))
+    check_vocabulary(tokenizer, state.get("model_config", {}), path)
+    return state, tokenizer
 
 
 def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
@@ -167,12 +229,17 @@ def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json is missing; the checkpoint is incomplete",
                             checkpoint=str(checkpoint)))
     tokenizer = load_tokenizer(checkpoint / "tokenizer.json")
+    check_vocabulary(tokenizer, model_config, checkpoint)
+    return tokenizer
+
+
+def check_vocabulary(tokenizer: Tokenizer, model_config: dict[str, Any], checkpoint: Path) -> None:
+    """The tokenizer saved with the weights must be the one they were trained with: as many tokens."""
     expected = model_config.get("vocab_size")
     if expected is not None and tokenizer.vocab_size != expected:
         raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json holds {found} tokens but the model was trained "
                             "on {expected}; the tokenizer does not belong to these weights", checkpoint=str(checkpoint),
                             found=tokenizer.vocab_size, expected=expected))
-    return tokenizer
 
 
 @dataclass
@@ -189,6 +256,11 @@ class Checkpoint:
     def step(self) -> int:
         return self.state["step"]
 
+    @property
+    def sharded(self) -> bool:
+        """Written in pieces by every process (see :data:`SHARDED`)."""
+        return bool(self.state.get("sharded"))
+
     def check_trainer_state(self) -> None:
         """What a trainer saves beside the weights (its config, the model's, the loss history) is all there."""
         where = str(self.path / "state.json")
@@ -204,6 +276,16 @@ class Checkpoint:
     def load_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         """Restore the saved optimizer state into ``optimizer``, checked first against its parameters: torch
         would accept moments of the wrong shape and fail (or silently broadcast) at the next step."""
+        self.check_optimizer(optimizer)
+        try:
+            optimizer.load_state_dict(self.optimizer)
+        except (ValueError, KeyError, TypeError, RuntimeError) as err:
+            raise ValueError(tr("{where}: the optimizer state cannot be restored ({err}); the file is damaged",
+                                where=str(self.path / "optimizer.safetensors"), err=err)) from None
+
+    def check_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """The saved optimizer state fits ``optimizer``: as many parameters in each group, moments of each
+        parameter's (global) shape."""
         where = str(self.path / "optimizer.safetensors")
         params = [p for group in optimizer.param_groups for p in group["params"]]
         saved = [len(group.get("params", ())) for group in self.optimizer["param_groups"]]
@@ -221,11 +303,6 @@ class Checkpoint:
                                         "parameter has shape {expected}; the file is damaged or belongs to another "
                                         "model", where=where, name=name, idx=idx, shape=tuple(value.shape),
                                         expected=tuple(params[idx].shape)))
-        try:
-            optimizer.load_state_dict(self.optimizer)
-        except (ValueError, KeyError, TypeError, RuntimeError) as err:
-            raise ValueError(tr("{where}: the optimizer state cannot be restored ({err}); the file is damaged",
-                                where=where, err=err)) from None
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:
@@ -260,28 +337,44 @@ def optimizer_from_tensors(tensors: dict[str, Tensor], meta: dict[str, Any],
 def save_checkpoint(out_dir: str | Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
                     state: dict[str, Any], tokenizer: Tokenizer, rng: dict[str, Tensor], keep: int = 2) -> Path:
     """Write a checkpoint for ``step`` into ``out_dir`` and point ``checkpoint.json`` at it."""
-    out_dir = Path(out_dir)
-    root = out_dir / "checkpoints"
+    root = Path(out_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
-    name = f"step_{step:07d}"
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{checkpoint_name(step)}."))
     try:
         save_model(model, str(tmp / "model.safetensors"))
         opt_tensors, opt_meta = optimizer_to_tensors(optimizer)
         save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return publish_checkpoint(out_dir, tmp, step, {**state, "optimizer": opt_meta}, tokenizer, rng, keep)
+
+
+def checkpoint_name(step: int) -> str:
+    """The directory of the checkpoint of ``step`` under ``OUT/checkpoints``."""
+    return f"step_{step:07d}"
+
+
+def publish_checkpoint(out_dir: str | Path, tmp: Path, step: int, state: dict[str, Any], tokenizer: Tokenizer,
+                       rng: dict[str, Tensor], keep: int = 2) -> Path:
+    """Complete the checkpoint whose weights are written in ``tmp`` (a hidden directory under ``OUT/checkpoints``):
+    the RNG states, the tokenizer and ``state.json``; then rename it into place, point ``checkpoint.json`` at it
+    and prune the older ones. Until the rename, the pointer stays on the previous checkpoint."""
+    root = Path(out_dir) / "checkpoints"
+    final = root / checkpoint_name(step)
+    try:
         save_file({k: v.contiguous() for k, v in rng.items()}, str(tmp / "rng.safetensors"))
         (tmp / "tokenizer.json").write_text(tokenizer.to_json(), encoding="utf-8")
-        full = {"format": FORMAT, "step": step, **state, "optimizer": opt_meta}
+        full = {"format": FORMAT, "step": step, **state}
         (tmp / "state.json").write_text(json.dumps(full, indent=1), encoding="utf-8")
         os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700
-        final = root / name
         if final.exists():  # the same step saved twice (e.g. Ctrl-C right after a save): keep the newest
             shutil.rmtree(final)
         os.replace(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    atomic_write_text(out_dir / POINTER, json.dumps({"latest": f"checkpoints/{name}"}))
+    atomic_write_text(Path(out_dir) / POINTER, json.dumps({"latest": f"checkpoints/{final.name}"}))
     _prune(root, keep, final)
     return final
 
@@ -301,8 +394,12 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     state = read_state(ckpt)
     where = str(ckpt / "state.json")
     json_field(state, "step", int, where)
-    json_field(state, "optimizer", dict, where)
-    optimizer = optimizer_from_tensors(read_tensors(ckpt, "optimizer.safetensors"), state.pop("optimizer"), where)
+    if state.get("sharded"):  # the weights and the optimizer state are in SHARDED: read by attnlab.training
+        optimizer = {}
+    else:
+        json_field(state, "optimizer", dict, where)
+        optimizer = optimizer_from_tensors(read_tensors(ckpt, "optimizer.safetensors"), state.pop("optimizer"),
+                                           where)
     rng = read_tensors(ckpt, "rng.safetensors")
     for key, value in rng.items():
         if value.dtype != torch.uint8 or value.dim() != 1:

@@ -36,6 +36,9 @@ from attnlab.i18n import tr
 from attnlab.models.config import check_dtype_name
 from attnlab.models.registry import ARCHITECTURES, names_of
 
+#: how the processes of a torchrun share the work (see attnlab.training.parallel)
+PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")
+
 
 @dataclass
 class TrainConfig:
@@ -68,6 +71,9 @@ class TrainConfig:
     device: str = "auto"                 # "auto", "cpu", "cuda", "cuda:1", ...
     val_fraction: float = 0.1            # the last part of the corpus is the validation split
     keep_checkpoints: int = 2            # older checkpoints are deleted
+    parallel: str = "ddp"                # under torchrun: one of PARALLEL_MODES (attnlab.training.parallel)
+    tp_size: int | None = None           # processes splitting each block's heads (tp: all; fsdp+tp: give it)
+    activation_checkpointing: bool = False  # recompute each block's activations in backward
 
     #: the architectures this config trains: the registry's of its kind (a subclass for another kind names its own)
     ARCHS = names_of("decoder")
@@ -111,6 +117,10 @@ class TrainConfig:
             raise ValueError(tr("seed: expected an integer from 0 to 2**64 - 1 (it must fit 64 bits), got {seed!r}",
                                 seed=self.seed))
         check_dtype_name(self.dtype)
+        expect_one_of("parallel", self.parallel, PARALLEL_MODES, tr)
+        if self.tp_size is not None and (isinstance(self.tp_size, bool) or not isinstance(self.tp_size, int)
+                                         or self.tp_size < 1):
+            raise ValueError(tr("tp_size: expected a positive integer, got {value!r}", value=self.tp_size))
         if not isinstance(self.model, dict):
             raise TypeError(tr("model: expected a table of model config fields, got {model_type}",
                                model_type=type(self.model).__name__))

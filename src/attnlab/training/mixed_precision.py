@@ -18,6 +18,7 @@ the loss) in float32. The gradients reach the float32 weights in float32.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -67,15 +68,17 @@ class MixedPrecision:
         """``loss.backward()``, the loss scaled first under fp16."""
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 
-    def step(self, optimizer: torch.optim.Optimizer, parameters: Any, grad_clip: float) -> None:
-        """Clip the true (unscaled) gradients to ``grad_clip`` (0: no clipping), then step the optimizer.
+    def step(self, optimizer: torch.optim.Optimizer, parameters: Any, grad_clip: float,
+             clip: Callable[[Any, float], Any] | None = None) -> None:
+        """Clip the true (unscaled) gradients to ``grad_clip`` (0: no clipping) with ``clip`` (default
+        ``torch.nn.utils.clip_grad_norm_``; weights in pieces bring their own), then step the optimizer.
 
         Under fp16 the scaler skips a step whose gradients hold inf or NaN, and adjusts its scale.
         """
         if self.scaler is not None and grad_clip > 0:
             self.scaler.unscale_(optimizer)
         if grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
+            (clip or torch.nn.utils.clip_grad_norm_)(parameters, grad_clip)
         if self.scaler is None:
             optimizer.step()
             return

@@ -51,9 +51,11 @@ from attnlab.training.distributed import (
     restore_rng_state,
     setup_distributed,
 )
+from attnlab.training.distributed_checkpoint import load_sharded, load_whole, save_sharded
 from attnlab.training.footprint import check_training_fits
 from attnlab.training.mixed_precision import MixedPrecision
 from attnlab.training.optim import CosineSchedule, configure_optimizer
+from attnlab.training.parallel import build_layout, clip_grad_norm, gradient_sync, parallelize
 from attnlab.training.progress import progress_bar
 
 
@@ -114,12 +116,18 @@ def build_model_config(config: TrainConfig, vocab_size: int, **decided: Any) -> 
     return row.config.from_preset(config.preset, **{**config.model, **decided})
 
 
-def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
-    """Resuming needs the very model that was saved: name every field that differs."""
+def shape_differences(saved: dict, current: GPTConfig) -> str:
+    """The fields of the model config that differ from the saved one (dropout aside), as ``"name: checkpoint a,
+    asked b, ..."``; empty when none does."""
     now = dataclasses.asdict(current)
     diff = {k: (saved.get(k), now[k]) for k in now if k != "dropout" and saved.get(k) != now[k]}
-    if diff:
-        shown = ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in diff.items())
+    return ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in diff.items())
+
+
+def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
+    """Resuming needs the very model that was saved: name every field that differs."""
+    shown = shape_differences(saved, current)
+    if shown:
         raise ValueError(tr("resume: the checkpoint in {path!r} is a model of a different shape ({shown})",
                             path=str(path), shown=shown))
 
@@ -166,25 +174,34 @@ class Trainer:
                 check_fresh(self.out, overwrite)
         barrier(d)
         ckpt = load_checkpoint(self.out) if resume else None
+        self.layout = layout = build_layout(c.parallel, c.tp_size, d)  # the mesh: data-parallel rank and size
+        if layout.sharded and self.precision.scaler is not None:
+            raise ValueError(tr("dtype: --parallel {mode} trains in bf16 or fp32 (FSDP2 keeps fp32 master weights "
+                                "under bf16, with no loss scaling), got fp16", mode=c.parallel))
         self.tokenizer, self.train_data, self.val_data = self._prepare_data(ckpt)
         self.model_config = self._build_model_config()
-        if c.grad_accum % d.world_size:
+        if c.grad_accum % layout.dp_size:
             raise ValueError(tr("grad_accum: must be a multiple of the number of processes ({world_size}), got "
-                                "{grad_accum}", world_size=d.world_size, grad_accum=c.grad_accum))
-        check_training_fits(self._build_model, self.model_config, c.batch_size, self.tokenizer.vocab_size, d.device)
+                                "{grad_accum}", world_size=layout.dp_size, grad_accum=c.grad_accum))
+        check_training_fits(self._build_model, self.model_config, c.batch_size, self.tokenizer.vocab_size, d.device,
+                            layout.world_size if layout.sharded else 1)
         torch.manual_seed(c.seed)  # the same initial weights on every process
         self.model = self._build_model(self.model_config).to(d.device)
+        parallelize(self.model, layout, c.dtype, c.activation_checkpointing)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
         self.step, self.train_losses, self.evals, self.saved_step = 0, [], [], -1
         self.schedule = CosineSchedule(c.learning_rate, c.min_lr, c.warmup_iters, c.decay_iters)
         if ckpt is not None:
             self._restore(ckpt)
         else:
-            torch.manual_seed(c.seed + d.rank)  # dropout differs per process
+            torch.manual_seed(c.seed + layout.dp_rank)  # dropout differs per data-parallel process
         fwd = torch.compile(self.model) if c.compile else self.model
         self.eval_model = fwd
+        ddp = d.enabled and not layout.sharded
         self.train_model = DistributedDataParallel(
-            fwd, device_ids=[d.device.index] if d.device.type == "cuda" else None) if d.enabled else fwd
+            fwd, device_ids=[d.device.index] if d.device.type == "cuda" else None) if ddp else fwd
+        if layout.sharded and not d.enabled and self.show:  # said once the run is sure to start
+            self.console.print(tr("--parallel {mode} outside torchrun: training as one process", mode=c.parallel))
 
     def _prepare_data(self, ckpt: Checkpoint | None):
         c, d = self.config, self.dist
@@ -217,9 +234,15 @@ class Trainer:
         return architecture(self.config.arch).model(model_config)
 
     def _restore(self, ckpt: Checkpoint) -> None:
+        if ckpt.sharded:  # any layout reads a sharded checkpoint, whatever the number of processes that wrote it
+            load_sharded(ckpt.path, self.model, self.optimizer,  # names the first tensor of another shape
+                         shape_differences(ckpt.state["model_config"], self.model_config))
         check_same_shape(ckpt.state["model_config"], self.model_config, ckpt.path)
-        ckpt.load_weights(self.model)
-        ckpt.load_optimizer(self.optimizer)  # checked against the model's parameters first
+        if not ckpt.sharded and self.layout.sharded:  # whole tensors: each process keeps its pieces
+            load_whole(ckpt, self.model, self.optimizer)
+        elif not ckpt.sharded:
+            ckpt.load_weights(self.model)
+            ckpt.load_optimizer(self.optimizer)  # checked against the model's parameters first
         self.precision.load_state_dict(ckpt.state.get("grad_scaler"))
         self.step = self.saved_step = ckpt.step
         self.train_losses = [tuple(x) for x in ckpt.state["history"]["train"]]
@@ -228,7 +251,7 @@ class Trainer:
         if self.config.time_budget is not None and saved is not None:  # a budget goes on with the rest of the cosine
             self.schedule = dataclasses.replace(self.schedule, **{k: saved[k] for k in SCHEDULE_STATE})
         if not restore_rng_state(self.dist, ckpt.rng):
-            torch.manual_seed(self.config.seed + self.dist.rank + ckpt.step)
+            torch.manual_seed(self.config.seed + self.layout.dp_rank + ckpt.step)
 
     # ---- the loop -----------------------------------------------------------------------------
     @property
@@ -253,23 +276,24 @@ class Trainer:
 
     def train_step(self) -> float:
         """One optimizer step; returns this process' mean micro-batch loss."""
-        c, d = self.config, self.dist
-        local = c.grad_accum // d.world_size
+        c, d, layout = self.config, self.dist, self.layout
+        local = c.grad_accum // layout.dp_size
         lr = self.learning_rate_at(self.step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.train_model.train()
         total = torch.zeros((), device=d.device)
         for micro in range(local):
-            slot = d.rank * local + micro  # micro-batch slot within the global step: its own data stream
+            slot = layout.dp_rank * local + micro  # micro-batch slot within the global step: its own data stream
             batch = self.draw_batch("train", stream_generator(c.seed, "train", self.step, slot))
-            sync = micro == local - 1 or not d.enabled  # DDP: all-reduce the gradients once, at the last one
-            with contextlib.nullcontext() if sync else self.train_model.no_sync():
+            # the gradients are summed across the data-parallel processes once, at the last micro-batch
+            with gradient_sync(self.train_model, micro == local - 1):
                 with self.precision.autocast():
                     loss = self.compute_loss(self.train_model, batch)
                 self.precision.backward(loss / local)
             total += loss.detach()
-        self.precision.step(self.optimizer, self.model.parameters(), c.grad_clip)
+        clip = (lambda params, most: clip_grad_norm(params, most, d.world_size)) if layout.sharded else None
+        self.precision.step(self.optimizer, self.model.parameters(), c.grad_clip, clip)
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return total.item() / local
@@ -277,32 +301,45 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float]:
         """Mean loss on ``eval_iters`` fixed batches of each split (the same batches at every eval)."""
-        c, d = self.config, self.dist
+        c, d, layout = self.config, self.dist, self.layout
         self.eval_model.eval()
         sums = []
+        # sharded weights are gathered inside every forward, so every process runs as many: the last round's
+        # batches past eval_iters are run and left out
+        rounds = -(-c.eval_iters // layout.dp_size) if layout.sharded else None
         for split in ("train", "val"):
             total = 0.0
-            for i in range(d.rank, c.eval_iters, d.world_size):
-                batch = self.draw_batch(split, stream_generator(c.seed, "eval", split, i))
+            for i in range(layout.dp_rank, c.eval_iters if rounds is None else rounds * layout.dp_size,
+                           layout.dp_size):
+                batch = self.draw_batch(split, stream_generator(c.seed, "eval", split, min(i, c.eval_iters - 1)))
                 with self.precision.autocast():
-                    total += self.compute_loss(self.eval_model, batch).item()
+                    loss = self.compute_loss(self.eval_model, batch).item()
+                total += loss if i < c.eval_iters else 0.0
             sums.append(total)
-        train_sum, val_sum = all_reduce_sum(d, sums)
-        return train_sum / c.eval_iters, val_sum / c.eval_iters
+        train_sum, val_sum = all_reduce_sum(d, sums)  # a TP group's processes add the same sums: divide by tp
+        return train_sum / c.eval_iters / layout.tp_size, val_sum / c.eval_iters / layout.tp_size
 
     def save(self) -> Path | None:
         """Write a checkpoint (first process only; every process must call it), then call ``on_save``."""
         rng = gather_rng_states(self.dist)
         self.saved_step = self.step
-        if not self.dist.is_main:
+        layout, is_main = self.layout, self.dist.is_main
+        if not is_main and not layout.sharded:
             return None
         state = {"train_config": self.config.to_dict(), "architecture": self.config.arch,
                  "model_config": dataclasses.asdict(self.model_config),
                  "history": {"train": self.train_losses, "eval": self.evals}, "world_size": self.dist.world_size,
+                 "parallel": {"mode": layout.mode, "dp": layout.dp_size, "tp": layout.tp_size},
                  "grad_scaler": self.precision.state_dict(),
                  "schedule": {k: v for k, v in self.schedule.state_dict().items() if k in SCHEDULE_STATE}}
-        path = save_checkpoint(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,
-                               keep=self.config.keep_checkpoints)
+        if layout.sharded:
+            path = save_sharded(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,
+                                self.config.keep_checkpoints, is_main)
+        else:
+            path = save_checkpoint(self.out, self.step, self.model, self.optimizer, state, self.tokenizer, rng,
+                                   keep=self.config.keep_checkpoints)
+        if not is_main:
+            return None
         if self.on_save is not None:
             self.on_save(self)
         return path
