@@ -65,13 +65,14 @@ def order_one_weights(model: torch.nn.Module, seed: int) -> None:
                 p.copy_(0.1 * noise)
 
 
-def write_checkpoint(arch: str, directory: Path, seed: int = 0):
-    """Write a tiny ``arch`` checkpoint into ``directory``; returns the transformers model (eval, float32)."""
+def write_checkpoint(arch: str, directory: Path, seed: int = 0, config=None):
+    """Write a tiny ``arch`` checkpoint (``config``: a transformers config instead of :func:`hf_config`'s) into
+    ``directory``; returns the transformers model (eval, float32)."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(seed)
     cls = {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
            "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM}[arch]
-    model = cls(hf_config(arch)).eval()
+    model = cls(config or hf_config(arch)).eval()
     order_one_weights(model, seed)
     shard = {"max_shard_size": "20KB"} if arch == "qwen2" else {}
     model.save_pretrained(directory, **shard)
