@@ -35,7 +35,7 @@ def encode_prompts(prompts: Sequence[Any], tokenizer: Any | None) -> list[list[i
             if tokenizer is None:
                 raise ValueError(tr("prompts[{i}]: a string needs a tokenizer (generate(..., tokenizer=...)), got "
                                     "{prompt!r}", i=i, prompt=prompt[:40]))
-            ids = tokenizer.encode(prompt) if prompt else []
+            ids = [int(t) for t in tokenizer.encode(prompt)] if prompt else []
         elif isinstance(prompt, Tensor) and prompt.dim() == 1:
             ids = prompt.tolist()
         elif isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
