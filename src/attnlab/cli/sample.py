@@ -80,7 +80,7 @@ def noted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         result = fn(*args, **kwargs)
     for w in caught:
         if issubclass(w.category, PositionTableWarning):
-            click.echo(tr("note: {message}", message=w.message), err=True)
+            click.echo(tr("note: {text}", text=w.message), err=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return result
