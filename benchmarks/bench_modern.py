@@ -134,10 +134,10 @@ def rolling_memory(s: dict) -> list[dict]:
             model(token, kv_cache=cache)
         if length in (w // 2, w, 2 * w, 4 * w, 8 * w):
             full_capacity = caches["full"][0].keys.shape[2]
-            assert caches["rolling"].nbytes == per_position * min(length, w), caches["rolling"].nbytes
+            assert caches["rolling"].nbytes == per_position * w, caches["rolling"].nbytes  # allocated once
             assert caches["full"].nbytes == per_position * full_capacity and full_capacity >= length
             rows.append({"length": length, "rolling": caches["rolling"].nbytes, "full": caches["full"].nbytes,
-                         "rolling_formula": per_position * min(length, w), "filled": per_position * length})
+                         "rolling_formula": per_position * w, "filled": per_position * length})
     return rows
 
 
@@ -233,7 +233,7 @@ def section_c(memory: list[dict], hf: dict | None, ragged: dict, s: dict) -> lis
         f"ModernDecoder d_model {s['d_model']}, {s['num_layers']} layers, {s['num_heads']} query heads over "
         f"{s['num_kv_heads']} key/value heads, SwiGLU {s['d_ff']}, float32, batch 1 unless said.", "",
         f"### KV cache of a sliding-window model (window {s['window']}) decoding {8 * s['window']:,} positions", "",
-        "| positions | rolling cache MiB | formula: 2 · layers · kv heads · min(positions, window) · head_dim · 4 | "
+        "| positions | rolling cache MiB | formula: 2 · layers · kv heads · window · head_dim · 4 | "
         "full cache MiB (allocated) | full, filled part |", "|---|---|---|---|---|",
         *(f"| {r['length']:,} | {r['rolling'] / mib:.3f} | {r['rolling_formula'] / mib:.3f} | {r['full'] / mib:.3f} "
           f"| {r['filled'] / mib:.3f} |" for r in memory),
