@@ -36,8 +36,7 @@ from attnlab.models.config import DTYPES
 @click.option("--compile", "compile_", is_flag=True,
               help=N_("Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens."))
 def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, ...], max_new_tokens: int,
-            temperature: float,
-            top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
+            temperature: float, top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
             compile_: bool) -> None:
     from attnlab.cli.model_options import load_directory
     from attnlab.generation import generate_texts, stream_text
