@@ -180,7 +180,8 @@ def against_transformers(s: dict, tmp: Path) -> dict | None:
     hf.generation_config.pad_token_id, hf.generation_config.eos_token_id = 0, None
     _write_byte_tokenizer(tmp / "llama" / "tokenizer.json")
     ours, _ = load_causal_lm(tmp / "llama")
-    prompt = torch.randint(0, s["vocab_size"], (1, s["prompt"]), generator=torch.Generator().manual_seed(0))
+    # ids from 1: transformers' generate takes every id equal to pad_token_id (0) in a prompt for padding
+    prompt = torch.randint(1, s["vocab_size"], (1, s["prompt"]), generator=torch.Generator().manual_seed(0))
     runs = {"attnlab": lambda: generate(ours, prompt, s["new_tokens"], temperature=0),
             "transformers": lambda: hf.generate(prompt, max_new_tokens=s["new_tokens"], do_sample=False)}
     with torch.no_grad():
