@@ -31,6 +31,7 @@ asserted equal); (3) a ragged batch of 8 prompts of different lengths in one cal
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -365,7 +366,9 @@ def main() -> None:
     args = parser.parse_args()
     title = " (--quick: a smoke test, not a measurement)" if args.quick else ""
     if "c" in args.parts:
-        lines = [f"# Modern decoder past its context window{title}", "", machine_facts().summary(), "",
+        load = os.getloadavg()  # the other processes on the machine: timings under load are noisy
+        lines = [f"# Modern decoder past its context window{title}", "", machine_facts().summary(),
+                 f"Load average at the start (1, 5, 15 min): {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}.", "",
                  *part_c(LONG_QUICK if args.quick else LONG)]
         args.out_long.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out_long, "\n".join(lines))
