@@ -84,3 +84,19 @@ def test_padding_and_unpadding():
 def test_bad_prompts(prompts, kwargs, match):
     with pytest.raises(ValueError, match=match):
         generate(models()["modern"], prompts, 3, **kwargs)
+
+
+def test_a_caller_that_expects_the_crop_can_silence_its_warning():
+    import warnings
+
+    from attnlab.generation import cropping_expected
+
+    gpt = models()["gpt"]
+    with pytest.warns(PositionTableWarning, match=r"GPT: 10 prompt \+ 8 new tokens pass its learned position table "
+                                                  r"of 16 positions"):
+        generate(gpt, torch.ones(1, 10, dtype=torch.long), 8, temperature=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with cropping_expected():
+            generate(gpt, torch.ones(1, 10, dtype=torch.long), 8, temperature=0)
+        generate(gpt, torch.ones(1, 10, dtype=torch.long), 7, temperature=0)  # 10 + 6 fed: the table suffices

@@ -13,6 +13,8 @@ forward (:func:`~attnlab.generation.generate` warns when that will happen).
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,6 +35,15 @@ def masked(mask: Tensor | None, length: int) -> dict[str, Tensor]:
 
 class PositionTableWarning(UserWarning):
     """Decoding will pass a learned position table: from there on it crops and recomputes."""
+
+
+@contextlib.contextmanager
+def cropping_expected() -> Iterator[None]:
+    """Decode without the :class:`PositionTableWarning`: for a caller that knows its model crops and says so in its
+    own words (the demo's sample of a GPT)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PositionTableWarning)
+        yield
 
 
 def position_limit(model: Any) -> int | None:
