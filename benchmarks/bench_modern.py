@@ -1,7 +1,9 @@
-"""Today's decoder against GPT-2's: the KV cache and decoding speed of grouped-query attention, and training.
+"""Today's decoder against GPT-2's: the KV cache and decoding speed of grouped-query attention, and training; and
+decoding past the context window.
 
     .venv/bin/python benchmarks/bench_modern.py            # full: A ≈ 3 min; B 2 × 2,000 iterations + 2 × 5 min
     .venv/bin/python benchmarks/bench_modern.py --quick    # a smoke test (under a minute): small shapes, 30 iterations
+    .venv/bin/python benchmarks/bench_modern.py --parts c  # part C alone (≈ 3 min; --quick: seconds)
 
 Part A, decoding at context 2048: one ModernDecoder shape (d_model 512, 4 layers, 8 query heads of 64, SwiGLU 1376,
 batch 8) with 8 key/value heads (MHA), 2 (GQA) and 1 (MQA). For each: the KV cache's size (allocated, and the
@@ -17,11 +19,19 @@ and schedule (nanoGPT's CPU baseline: batch 12, block 64, AdamW 1e-3, warm-up 10
 comparisons: (1) equal iterations, 2,000 each, run in interleaved chunks; (2) equal wall time, a 5-minute budget
 each, ``max_iters`` calibrated per model from a short probe so that each cosine ends with its budget. Both models
 are scored on the same validation batches.
+
+Part C, past the context window (results/modern-long.md): (1) the KV cache of a sliding-window model decoding 8 times
+its window, the rolling cache (``window`` positions per layer) against a full one (every position), both asserted
+against their formulas; (2) greedy decoding tokens/s past ``max_position_embeddings`` against transformers'
+``generate`` on the same random Llama (written with ``save_pretrained``, loaded with ``load_causal_lm``; the tokens
+asserted equal); (3) a ragged batch of 8 prompts of different lengths in one call against 8 separate calls
+(tokens/s; the rows asserted equal to the separate calls). Repeats are interleaved, medians reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -33,6 +43,11 @@ from attnlab.bench.machine import machine_facts
 from attnlab.files import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "modern.md"
+RESULTS_LONG = Path(__file__).resolve().parent / "results" / "modern-long.md"
+LONG = dict(d_model=256, num_layers=4, num_heads=8, num_kv_heads=2, d_ff=688, vocab_size=512, window=256,
+            context=512, prompt=384, new_tokens=256, ragged_new=64, repeats=3)
+LONG_QUICK = dict(d_model=64, num_layers=2, num_heads=4, num_kv_heads=2, d_ff=176, vocab_size=300, window=16,
+                  context=32, prompt=24, new_tokens=24, ragged_new=8, repeats=1)
 DECODE = dict(d_model=512, num_layers=4, num_heads=8, head_dim=64, d_ff=1376, vocab_size=256, batch=8,
               context=2048, new_tokens=64, repeats=5)
 DECODE_QUICK = dict(d_model=128, num_layers=2, num_heads=8, head_dim=16, d_ff=344, vocab_size=256, batch=2,
@@ -92,6 +107,162 @@ def part_a(s: dict) -> list[dict]:
         r["speedup"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
         r["cache_ratio"] = rows[0]["cache_mib"] / r["cache_mib"]
     return rows
+
+
+# ---------------------------------------------------------------- C. past the context window
+def long_config(s: dict, **overrides):
+    from attnlab.models import ModernDecoderConfig
+
+    return ModernDecoderConfig(vocab_size=s["vocab_size"], context_length=s["context"], d_model=s["d_model"],
+                               num_layers=s["num_layers"], num_heads=s["num_heads"], num_kv_heads=s["num_kv_heads"],
+                               d_ff=s["d_ff"], **overrides)
+
+
+@torch.no_grad()
+def rolling_memory(s: dict) -> list[dict]:
+    """Cache bytes of a window-``w`` model decoding to 8·w positions: its rolling cache against a full one."""
+    from attnlab.models import KVCache, ModernDecoder
+
+    torch.manual_seed(0)
+    model = ModernDecoder(long_config(s, sliding_window=s["window"])).eval()
+    c, w = model.config, s["window"]
+    caches = {"rolling": model.new_cache(1),
+              "full": KVCache(c.num_layers, 1, c.num_kv_heads, None, c.head_dim)}  # every position kept
+    rows, token = [], torch.zeros(1, 1, dtype=torch.long)
+    per_position = 2 * c.num_layers * c.num_kv_heads * c.head_dim * 4  # keys and values, float32, batch 1
+    for length in range(1, 8 * w + 1):
+        for cache in caches.values():
+            model(token, kv_cache=cache)
+        if length in (w // 2, w, 2 * w, 4 * w, 8 * w):
+            full_capacity = caches["full"][0].keys.shape[2]
+            assert caches["rolling"].nbytes == per_position * w, caches["rolling"].nbytes  # allocated once
+            assert caches["full"].nbytes == per_position * full_capacity and full_capacity >= length
+            rows.append({"length": length, "rolling": caches["rolling"].nbytes, "full": caches["full"].nbytes,
+                         "rolling_formula": per_position * w, "filled": per_position * length})
+    return rows
+
+
+@torch.no_grad()
+def order_one(model):
+    """Weights of order 1 (matrices N(0, 1/d), gains 1 + N(0, 0.2²)): greedy choices far from ties, so that two
+    computations of the same tokens cannot part on a rounding."""
+    for p in model.parameters():
+        p.copy_(torch.randn_like(p) / p.shape[-1] ** 0.5 if p.dim() > 1 else 1 + 0.2 * torch.randn_like(p))
+    return model
+
+
+def timed(fn, repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def against_transformers(s: dict, tmp: Path) -> dict | None:
+    """Greedy decoding of ``new_tokens`` after ``prompt`` tokens (past ``context``), attnlab against transformers on
+    one random Llama; None without transformers."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    from attnlab.generation import generate
+    from attnlab.pretrained import load_causal_lm
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=s["vocab_size"], hidden_size=s["d_model"],
+                                      intermediate_size=s["d_ff"], num_hidden_layers=s["num_layers"],
+                                      num_attention_heads=s["num_heads"], num_key_value_heads=s["num_kv_heads"],
+                                      max_position_embeddings=s["context"], bos_token_id=None, eos_token_id=None,
+                                      pad_token_id=None)
+    hf = order_one(transformers.LlamaForCausalLM(config).eval())
+    hf.save_pretrained(tmp / "llama")
+    hf.generation_config.pad_token_id, hf.generation_config.eos_token_id = 0, None
+    _write_byte_tokenizer(tmp / "llama" / "tokenizer.json")
+    ours, _ = load_causal_lm(tmp / "llama")
+    # ids from 1: transformers' generate takes every id equal to pad_token_id (0) in a prompt for padding
+    prompt = torch.randint(1, s["vocab_size"], (1, s["prompt"]), generator=torch.Generator().manual_seed(0))
+    runs = {"attnlab": lambda: generate(ours, prompt, s["new_tokens"], temperature=0),
+            "transformers": lambda: hf.generate(prompt, max_new_tokens=s["new_tokens"], do_sample=False)}
+    with torch.no_grad():
+        assert torch.equal(runs["attnlab"](), runs["transformers"]()), "greedy tokens differ from transformers'"
+        times = {name: [] for name in runs}
+        for _ in range(s["repeats"]):
+            for name, run in runs.items():  # interleaved
+                times[name] += timed(run, 1)
+    return {name: s["new_tokens"] / statistics.median(t) for name, t in times.items()}
+
+
+def _write_byte_tokenizer(path: Path) -> None:
+    """A byte-level BPE of 256 bytes and a few merges: ``load_causal_lm`` reads a directory's tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    tok.train_from_iterator(["to be or not to be"], trainers.BpeTrainer(
+        vocab_size=260, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tok.save(str(path))
+
+
+@torch.no_grad()
+def ragged_batch(s: dict) -> dict:
+    """8 prompts of lengths spread over [prompt / 8, prompt]: one ragged call against 8 calls, tokens/s."""
+    from attnlab.generation import generate
+    from attnlab.models import ModernDecoder
+
+    torch.manual_seed(0)
+    model = order_one(ModernDecoder(long_config(s)).eval())
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, s["vocab_size"], (n,), generator=g).tolist()
+               for n in torch.linspace(s["prompt"] // 8, s["prompt"], 8).long().tolist()]
+    n = s["ragged_new"]
+    runs = {"one ragged call": lambda: generate(model, prompts, n, temperature=0),
+            "8 separate calls": lambda: [generate(model, torch.tensor([p]), n, temperature=0)[0].tolist()
+                                         for p in prompts]}
+    assert runs["one ragged call"]() == runs["8 separate calls"](), "a ragged row differs from its prompt alone"
+    times = {name: [] for name in runs}
+    for _ in range(s["repeats"]):
+        for name, run in runs.items():
+            times[name] += timed(run, 1)
+    return {name: 8 * n / statistics.median(t) for name, t in times.items()}
+
+
+def section_c(memory: list[dict], hf: dict | None, ragged: dict, s: dict) -> list[str]:
+    mib = 2**20
+    lines = [
+        "## C. Past the context window", "",
+        f"ModernDecoder d_model {s['d_model']}, {s['num_layers']} layers, {s['num_heads']} query heads over "
+        f"{s['num_kv_heads']} key/value heads, SwiGLU {s['d_ff']}, float32, batch 1 unless said.", "",
+        f"### KV cache of a sliding-window model (window {s['window']}) decoding {8 * s['window']:,} positions", "",
+        "| positions | rolling cache MiB | formula: 2 · layers · kv heads · window · head_dim · 4 | "
+        "full cache MiB (allocated) | full, filled part |", "|---|---|---|---|---|",
+        *(f"| {r['length']:,} | {r['rolling'] / mib:.3f} | {r['rolling_formula'] / mib:.3f} | {r['full'] / mib:.3f} "
+          f"| {r['filled'] / mib:.3f} |" for r in memory),
+        "", "Both asserted: the rolling cache equals its formula (bounded by the window), the full one holds every "
+        "position (its buffers grow by powers of two).", "",
+    ]
+    if hf is not None:
+        lines += [f"### Greedy decoding past max_position_embeddings ({s['context']}): prompt {s['prompt']}, "
+                  f"{s['new_tokens']} new tokens, a random Llama", "",
+                  "| | tokens/s |", "|---|---|", *(f"| {k} | {v:,.1f} |" for k, v in hf.items()),
+                  f"| attnlab / transformers | {hf['attnlab'] / hf['transformers']:.2f}× |", "",
+                  "The two produce the same tokens (asserted).", ""]
+    lines += [f"### A ragged batch of 8 prompts ({s['prompt'] // 8}–{s['prompt']} tokens), {s['ragged_new']} new "
+              "tokens each", "", "| | tokens/s |", "|---|---|", *(f"| {k} | {v:,.1f} |" for k, v in ragged.items()),
+              f"| batch / separate | {ragged['one ragged call'] / ragged['8 separate calls']:.2f}× |", "",
+              "Every row equals its prompt generated alone (asserted).", ""]
+    return lines
+
+
+def part_c(s: dict) -> list[str]:
+    memory = rolling_memory(s)
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = against_transformers(s, Path(tmp))
+    ragged = ragged_batch(s)
+    print(f"C: rolling cache {memory[-1]['rolling']:,} B vs full {memory[-1]['full']:,} B at {memory[-1]['length']}; "
+          f"transformers {hf}; ragged {ragged}")
+    return section_c(memory, hf, ragged, s)
 
 
 # ---------------------------------------------------------------- B. training, GPT against the modern decoder
@@ -188,16 +359,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke test: small shapes, 30 iterations, 10 s")
     parser.add_argument("--budget", type=float, default=BUDGET_MIN, help="minutes per model for the equal-time run")
-    parser.add_argument("--skip-b", action="store_true", help="part A only")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
+    parser.add_argument("--skip-b", action="store_true", help="part A only (of A and B)")
+    parser.add_argument("--parts", default="abc", help="which parts to run: any of a, b, c (default abc)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file of parts A and B")
+    parser.add_argument("--out-long", type=Path, default=RESULTS_LONG, help="the results file of part C")
     args = parser.parse_args()
+    title = " (--quick: a smoke test, not a measurement)" if args.quick else ""
+    if "c" in args.parts:
+        load = os.getloadavg()  # the other processes on the machine: timings under load are noisy
+        lines = [f"# Modern decoder past its context window{title}", "", machine_facts().summary(),
+                 f"Load average at the start (1, 5, 15 min): {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}.", "",
+                 *part_c(LONG_QUICK if args.quick else LONG)]
+        args.out_long.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.out_long, "\n".join(lines))
+        print(f"wrote {args.out_long}")
+    if "a" not in args.parts:
+        return
     shapes = DECODE_QUICK if args.quick else DECODE
     rows = part_a(shapes)
     for r in rows:
         print(f"A: {r['num_kv_heads']} kv heads: cache {r['cache_mib']:.1f} MiB, {r['tokens_per_s']:,.0f} tok/s")
     title = "# Modern decoder benchmark" + (" (--quick: a smoke test, not a measurement)" if args.quick else "")
     lines = [title, "", machine_facts().summary(), "", *section_a(rows, shapes)]
-    if not args.skip_b:
+    if not args.skip_b and "b" in args.parts:
         budget = 10 / 60 if args.quick else args.budget
         with tempfile.TemporaryDirectory() as tmp:
             iters = equal_iterations(Path(tmp), args.quick)

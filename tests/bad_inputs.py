@@ -85,6 +85,7 @@ CONFIGS = {
     "model_key_at_top.toml": "dropout = 0.1\n",
     "string_for_model_flag.toml": '[model]\nbias = "no"\n',
     "float_for_model_int.toml": "[model]\ncontext_length = 16.0\n",
+    "window_wider_than_context.toml": 'arch = "modern"\npreset = "tiny"\n[model]\nsliding_window = 40\n',  # of 32
     "huge_seed.toml": f"seed = {2**64}\n",
     "not_utf8.toml": b"max_iters = 1 # \xff\n",
 }

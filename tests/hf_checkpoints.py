@@ -122,13 +122,14 @@ def model_class(arch: str):
             "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM}[family]
 
 
-def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain"):
-    """Write a tiny ``arch`` checkpoint into ``directory``; returns the transformers model (eval, float32).
+def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None):
+    """Write a tiny ``arch`` checkpoint (``config``: a transformers config instead of :func:`hf_config`'s) into
+    ``directory``; returns the transformers model (eval, float32).
 
     ``storage``: ``"plain"`` (one float32 file; Qwen2 sharded, as before), ``"sharded"`` (float32 in 20 KB shards)
     or ``"bf16"`` (one bfloat16 file: the model returned holds the same rounded weights, in float32)."""
     torch.manual_seed(seed)
-    model = model_class(arch)(hf_config(arch)).eval()
+    model = model_class(arch)(config or hf_config(arch)).eval()
     order_one_weights(model, seed)
     shard = {"max_shard_size": "20KB"} if arch == "qwen2" or storage == "sharded" else {}
     if storage == "bf16":  # the reference reads the file back (a cast of the model itself would round its RoPE table)

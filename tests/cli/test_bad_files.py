@@ -85,6 +85,8 @@ CASES = [
      ["[model]", "bias = 'no'", "true or false"], ["new"]),
     ("train-config-float-for-model-int", config("float_for_model_int.toml"), 1,
      ["[model]", "context_length = 16.0", "an integer"], ["new"]),
+    ("train-config-window-wider-than-context", config("window_wider_than_context.toml"), 1,
+     ["sliding_window=40", "wider than context_length=32"], ["new"]),
     ("train-config-not-utf8", config("not_utf8.toml"), 1, ["config:", "not_utf8.toml", "not UTF-8", "0xff"], ["new"]),
     # damaged checkpoints: the file named, and what is wrong with it
     ("sample-truncated-tokenizer", sample("truncated_tokenizer"), 1,

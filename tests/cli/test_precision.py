@@ -33,8 +33,8 @@ def test_a_bf16_checkpoint_samples_in_every_cpu_dtype_and_compiled(bf16_run, mon
     for extra in ([], ["--dtype", "fp32"], ["--dtype", "bf16"], ["--compile"]):
         r = run(*greedy, *extra)
         assert r.exit_code == 0, r.output
-        assert r.output.startswith("ROMEO") and len(r.output) == len("ROMEO") + 20 + 1
-        outputs[" ".join(extra)] = r.output
+        assert r.stdout.startswith("ROMEO") and len(r.stdout) == len("ROMEO") + 20 + 1  # stderr: a note, cropping
+        outputs[" ".join(extra)] = r.stdout
     assert outputs["--compile"] == outputs[""] == outputs["--dtype fp32"]  # compiled: the eager tokens
 
 

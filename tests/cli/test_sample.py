@@ -4,7 +4,9 @@ directories (GPT-2 and Llama checkpoints written by transformers)."""
 import json
 
 import pytest
+from click.testing import CliRunner
 
+from attnlab.cli import main
 from hf_checkpoints import NEWER, write_checkpoint
 from tiny_runs import TEXT, TINY, run
 
@@ -76,3 +78,22 @@ def test_a_config_field_attnlab_does_not_implement_is_one_line(hf_dirs, tmp_path
     assert "cannot honour quantization_config={'bits': 4}" in r.output and len(r.output.strip().splitlines()) == 1
     r = run("heatmap", "hello there", "--model", d, "-o", tmp_path / "h.png")
     assert r.exit_code == 2 and "cannot honour quantization_config" in r.output and not (tmp_path / "h.png").exists()
+
+
+def test_several_prompts_are_decoded_as_a_batch_each_as_alone(hf_dirs):
+    prompts = ["To be, or not", "Whether", "我爱学习"]
+    r = run("sample", "--model", hf_dirs / "llama", *prompts, "--max-new-tokens", 70, "--temperature", 0)
+    assert r.exit_code == 0, r.output
+    alone = [run("sample", "--model", hf_dirs / "llama", p, "--max-new-tokens", 70, "--temperature", 0).output
+             for p in prompts]
+    assert r.output == "".join(alone)  # each past the Llama's 64 positions (RoPE: no note, nothing cropped)
+
+
+def test_a_learned_position_table_says_it_crops(hf_dirs):
+    """GPT-2's 64 positions, 80 new tokens: one note on stderr, then the text."""
+    r = CliRunner().invoke(main, ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "80",
+                                  "--temperature", "0"], catch_exceptions=False)
+    assert r.exit_code == 0 and r.stdout.startswith("To be")
+    assert r.stderr.strip().splitlines() == [
+        "note: GPT: 2 prompt + 80 new tokens pass its learned position table of 64 positions; from there on each "
+        "token is computed from the last 64 tokens alone (crop and recompute)"]

@@ -29,10 +29,10 @@ def test_train_then_sample(corpus, tmp_path):
     greedy = [run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--temperature", 0, "--seed", s)
               for s in (1, 2)]
     assert greedy[0].exit_code == 0 and greedy[0].output == greedy[1].output
-    assert greedy[0].output.startswith("ROMEO") and len(greedy[0].output) == len("ROMEO") + 30 + 1
+    assert greedy[0].stdout.startswith("ROMEO") and len(greedy[0].stdout) == len("ROMEO") + 30 + 1  # stderr: a note
     sampled = run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--top-k", 5, "--top-p", 0.9,
                   "--seed", 3)
-    assert sampled.exit_code == 0 and sampled.output.startswith("ROMEO")
+    assert sampled.exit_code == 0 and sampled.stdout.startswith("ROMEO")
 
 
 def test_resume_continues_and_the_config_comes_back(corpus, tmp_path):

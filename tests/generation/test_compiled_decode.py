@@ -84,3 +84,24 @@ def test_bad_options_are_named(kwargs, message):
 def test_prompt_ids_are_checked_before_decoding():
     with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=61\), got min 0, max 99"):
         generate(model(), torch.tensor([[0, 99]]), 3, compile=True)
+
+
+def test_rotary_positions_decode_past_the_context_in_a_static_cache_of_the_whole_sequence():
+    """A ModernDecoder trained for 24 positions, 5 + 40: the static cache is allocated for 64 (the sequence,
+    rounded up to a power of two), nothing cropped, the eager loop's tokens."""
+    from attnlab.models import ModernDecoder, ModernDecoderConfig
+
+    torch.manual_seed(0)
+    m = ModernDecoder(ModernDecoderConfig(vocab_size=61, context_length=24, d_model=32, num_layers=2, num_heads=4,
+                                          num_kv_heads=2, d_ff=40))
+    with torch.no_grad():  # weights of order 1: no greedy choice hangs on a rounding
+        for p in m.parameters():
+            p.copy_(torch.randn_like(p) / 32**0.5 if p.dim() > 1 else 1 + 0.2 * torch.randn_like(p))
+    prompt = torch.randint(0, 61, (2, 5))
+    out = generate(m, prompt, 40, temperature=0, compile=True)
+    assert torch.equal(out, generate(m, prompt, 40, temperature=0))
+    assert compiled_decode._CACHES[m][1].context_length == 64
+    dynamic = ModernDecoder(ModernDecoderConfig(vocab_size=61, context_length=24, d_model=32, num_layers=2,
+                                                num_heads=4, rope_scaling={"type": "dynamic", "factor": 2.0}))
+    with pytest.raises(ValueError, match=r"compile=True: dynamic NTK scaling picks its frequencies from the length"):
+        generate(dynamic, prompt, 3, compile=True)

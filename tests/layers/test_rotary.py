@@ -16,6 +16,9 @@ SCALINGS = {
     "none": (None, {"rope_type": "default"}, 10000.0),
     "linear": ({"type": "linear", "factor": 3.0}, {"rope_type": "linear", "factor": 3.0}, 10000.0),
     "dynamic": ({"type": "dynamic", "factor": 2.0}, {"rope_type": "dynamic", "factor": 2.0}, 10000.0),
+    # YaRN stretching 8 trained positions 4 times: head_dim 16's ramp runs over pairs 0-2 (fast, kept) to 8
+    "yarn": ({"type": "yarn", "factor": 4.0, "original_context_length": 8},
+             {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}, 10000.0),
     "llama3": (
         {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
          "original_context_length": 64},
@@ -58,7 +61,7 @@ def test_equals_transformers_llama(name, positions):
     torch.testing.assert_close(k_rot, k_ref, atol=1e-6, rtol=0)
     # the scaling must change something wherever it applies (else this test could pass with it ignored)
     plain_cos, _ = RotaryEmbedding(HEAD_DIM, CONTEXT, base=base).cos_sin(positions)
-    changed = name == "linear" or name == "llama3" or (name == "dynamic" and int(positions.max()) >= CONTEXT)
+    changed = name in ("linear", "yarn", "llama3") or (name == "dynamic" and int(positions.max()) >= CONTEXT)
     assert changed == (not torch.allclose(cos, plain_cos, atol=1e-3))
 
 
@@ -84,6 +87,32 @@ def test_dynamic_formula_by_hand():
     expected = (10000.0 * 2.0 ** (16 / 14)) ** (-2 / 16)
     assert rope.inv_freq(seq_len=48)[1].item() == pytest.approx(expected, rel=1e-6)
     assert torch.equal(rope.inv_freq(seq_len=CONTEXT), RotaryEmbedding(HEAD_DIM, CONTEXT).inv_freq())
+
+
+@pytest.mark.parametrize("name", ["dynamic", "yarn"])
+def test_frequencies_are_transformers_to_the_last_bit(name):
+    """Dynamic NTK at every length past the context (transformers computes the stretched base in float32 when its
+    length grows), and YaRN's bands: equal, not merely close."""
+    scaling, rope_parameters, base = SCALINGS[name]
+    hf_embedding, _ = hf_rope(rope_parameters, base)
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    rope = RotaryEmbedding(HEAD_DIM, CONTEXT, base=base, scaling=scaling)
+    for length in (CONTEXT + 1, 47, 100, 1000) if name == "dynamic" else (None,):
+        want, factor = ROPE_INIT_FUNCTIONS[name](hf_embedding.config, None,
+                                                 seq_len=None if length is None else torch.tensor(length))
+        assert torch.equal(rope.inv_freq(length), want) and rope.attention_factor == factor
+
+
+def test_yarn_formula_by_hand():
+    # original 8, factor 4, base 10⁴, d 16: pair i turns r_i = 8 · 10⁴^(−i/8) / 2π times over the trained length;
+    # the ramp runs from floor(d·ln(8/(2π·32))/(2 ln 10⁴)) = floor(−2.80) -> 0 to ceil(d·ln(8/2π)/(2 ln 10⁴)) = 1
+    s = RopeScaling("yarn", factor=4.0, original_context_length=8)
+    rope = RotaryEmbedding(HEAD_DIM, CONTEXT, scaling=s)
+    plain = RotaryEmbedding(HEAD_DIM, CONTEXT).inv_freq()
+    torch.testing.assert_close(rope.inv_freq()[0], plain[0], atol=0, rtol=1e-6)  # pair 0: kept
+    torch.testing.assert_close(rope.inv_freq()[1:], plain[1:] / 4, atol=0, rtol=1e-6)  # the rest: divided
+    assert rope.attention_factor == pytest.approx(0.1 * math.log(4.0) + 1)
 
 
 def test_hand_worked_rotation():
@@ -162,8 +191,8 @@ def test_scaling_from_transformers_dict():
     ({"head_dim": 0}, "head_dim must be a positive int, got 0"),
     ({"context_length": 0}, "context_length must be a positive int, got 0"),
     ({"base": -1.0}, "base must be a finite number > 0, got -1.0"),
-    ({"scaling": {"type": "yarn", "factor": 4.0}},
-     "type must be one of 'linear', 'dynamic', 'llama3', 'longrope', got 'yarn'"),
+    ({"scaling": {"type": "proportional", "factor": 4.0}},
+     "type must be one of 'linear', 'dynamic', 'yarn', 'llama3', 'longrope', got 'proportional'"),
     ({"scaling": {"type": "linear", "factor": 0}}, "factor must be a finite number > 0, got 0"),
     ({"scaling": {"type": "linear", "factor": 2.0, "beta": 1}}, "unknown keys \\['beta'\\]"),
     ({"scaling": {"factor": 2.0}}, "needs 'type' and 'factor'"),

@@ -99,10 +99,38 @@ def test_sliding_window_limits_what_a_token_sees():
 def test_cache_holds_key_value_heads_and_generation_equals_recomputation(window):
     model = small(sliding_window=window)
     cache = model.new_cache(2)
-    assert cache[0].keys.shape[:2] == (2, 2) and cache.context_length == 24
+    assert cache[0].keys.shape[:2] == (2, 2) and cache.context_length is None  # RoPE: no table to run out of
     idx = torch.randint(0, 50, (2, 6))
     assert torch.equal(generate(model, idx, 30, temperature=0), generate(model, idx, 30, temperature=0,
                                                                          use_cache=False))
+
+
+def test_rotary_positions_run_past_context_length():
+    """No position table: 40 tokens through a model trained for 24, cached = one pass; generation goes on without
+    cropping, the cache growing, = recomputing the whole sequence at every step."""
+    model = small()
+    idx = torch.randint(0, 50, (2, 40))
+    with torch.no_grad():
+        full = model(idx).logits
+        cache = model.new_cache(2)
+        steps = [model(idx[:, :20], kv_cache=cache).logits] + [model(idx[:, t : t + 1], kv_cache=cache).logits
+                                                                for t in range(20, 40)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+    assert cache.length == 40 and model.position_limit is None
+    out = generate(model, idx[:, :6], 34, temperature=0)
+    assert torch.equal(out, generate(model, idx[:, :6], 34, temperature=0, use_cache=False))
+    with torch.no_grad():  # the last token is the argmax of the whole sequence's forward: nothing was cropped
+        assert torch.equal(out[:, -1], model(out[:, :-1]).logits[:, -1].argmax(-1))
+
+
+def test_a_static_cache_allocated_for_the_whole_sequence_decodes_past_the_context():
+    model = small()
+    idx = torch.randint(0, 50, (1, 36))
+    cache = model.new_cache(1, 40, static=True)
+    with torch.no_grad():
+        last = [model.decode_step(idx[:, :10], cache)] + [model.decode_step(idx[:, t : t + 1], cache)
+                                                          for t in range(10, 36)]
+        torch.testing.assert_close(torch.stack(last, 1), model(idx).logits[:, 9:], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("cls", ["gpt", "modern"])
@@ -126,7 +154,9 @@ def test_left_padded_rows_compute_what_they_compute_alone(cls):
     (dict(head_dim=7), r"head_dim must be even \(RoPE rotates pairs of features\), got 7"),
     (dict(d_model=30), r"d_model=30 must be divisible by num_heads=4"),
     (dict(sliding_window=0), r"sliding_window .* must be a positive int, got 0"),
-    (dict(rope_scaling={"type": "yarn", "factor": 2.0}), r"type must be one of 'linear', 'dynamic', 'llama3'"),
+    (dict(rope_scaling={"type": "proportional", "factor": 2.0}),
+     r"type must be one of 'linear', 'dynamic', 'yarn', 'llama3', 'longrope'"),
+    (dict(sliding_window=17), r"sliding_window=17 is wider than context_length=16"),
     (dict(rope_base=0), r"rope_base must be a number > 0"),
     (dict(dropout=1.0), r"dropout must be a float in \[0, 1\)"),
 ])
@@ -138,7 +168,6 @@ def test_config_errors(kwargs, match):
 
 @pytest.mark.parametrize(("call", "err", "match"), [
     (lambda m: m(torch.tensor([[1, 50]])), ValueError, r"token ids must be in \[0, vocab_size=50\)"),
-    (lambda m: m(torch.zeros(1, 25, dtype=torch.long)), ValueError, "exceed context_length=24"),
     (lambda m: m(torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 4)), TypeError,
      "attention_mask must be bool or integer"),
     (lambda m: m(torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 4, dtype=torch.long)),

@@ -189,8 +189,8 @@ def test_a_tied_head_that_differs_from_the_embedding(checkpoints, tmp_path):
 
 
 @pytest.mark.parametrize(("config", "match"), [
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}},
-     r"cannot honour rope type='yarn': supported: default, linear, dynamic, llama3"),
+    ({"rope_parameters": {"rope_type": "proportional", "rope_theta": 1e4, "factor": 4.0}},
+     r"cannot honour rope type='proportional': supported: default, linear, dynamic, yarn, llama3, longrope"),
     ({"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0, "beta": 3}},
      r"cannot honour rope scaling=.*unknown keys \['beta'\]"),
     ({"partial_rotary_factor": 0.5}, r"cannot honour partial_rotary_factor=0.5"),

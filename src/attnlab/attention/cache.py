@@ -6,7 +6,9 @@ change, so a cache keeps them. ``attnlab.models.caches`` has two kinds, both :cl
 * dynamic (:class:`~attnlab.models.KVCache`): the position is counted on the host; ``update`` returns the filled
   part of the buffers;
 * static (:class:`~attnlab.models.StaticKVCache`): the position is a tensor on the device; ``update`` returns the
-  whole buffers and ``attn_mask`` hides the slots not yet filled, so a compiled step has one shape for every token.
+  whole buffers and ``attn_mask`` hides the slots not yet filled, so a compiled step has one shape for every token;
+* rolling (a sliding-window layer's, in a :class:`~attnlab.models.KVCache`): the last ``window`` positions in a
+  ring buffer; ``update`` returns the kept keys and ``select_keys`` picks their entries of the padding mask.
 
 A module never needs to know which: it calls ``update``, attends with ``attn_mask``, and rotates by
 ``positions``. The same block modules run a whole sequence (no cache) and one token (a cache).
@@ -42,6 +44,11 @@ class LayerCache(Protocol):
 
     def positions(self, t_new: int) -> Tensor:
         """``(t_new,)`` the positions of the tokens about to be added (RoPE rotates by them)."""
+        ...
+
+    def select_keys(self, key_mask: Tensor | None) -> Tensor | None:
+        """A model's key padding mask over every position so far, broadcastable to ``(B, 1, 1, positions)``, ->
+        over the ``L`` keys ``update`` returned (a rolling cache returns only the ones it kept)."""
         ...
 
 

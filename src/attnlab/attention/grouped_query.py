@@ -240,6 +240,7 @@ class GroupedQueryAttention(nn.Module):
             mask, is_causal = self.mask_for(mask, t, x.device)
         else:  # decoding: the cache keeps the num_kv_heads heads (never a copy per query head) and says which of
             keys, values = kv_cache.update(keys, values)  # them each new query sees: causal, within the window
+            mask = kv_cache.select_keys(mask)  # the padding of the keys it returned (a rolling cache keeps a few)
             mask, is_causal = and_masks(mask, kv_cache.attn_mask(t, self.is_causal, self.sliding_window)), False
         check_length(keys.shape[-2], self.context_length, owner)
 

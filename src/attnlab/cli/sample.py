@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,14 +16,15 @@ from attnlab.models.config import DTYPES
 
 
 @click.command(name="sample", cls=Command,
-               help=N_("Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on."))
+               help=N_("Continue PROMPT (default: a newline) with a trained or pretrained model; KV cache on. "
+                       "Several PROMPTs are decoded together as one batch, each as it would be alone."))
 @click.option("--checkpoint", "checkpoint", type=click.Path(exists=True),
               help=N_("An output directory of `attnlab train` (or one checkpoint directory in it), or the file of "
                       "`attnlab export`."))
 @click.option("--model", "model_dir", type=click.Path(exists=True, file_okay=False),
               help=N_("A Hugging Face model directory (GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2 and 3, Phi-3: "
                       "config.json, model.safetensors, tokenizer.json), or an output directory of `attnlab train`."))
-@click.argument("prompt", default="\n", required=False)
+@click.argument("prompts", nargs=-1)
 @click.option("--max-new-tokens", default=500, show_default=True, type=click.IntRange(min=0))
 @click.option("--temperature", default=0.8, show_default=True, type=float, help=N_("0 = greedy (argmax)."))
 @click.option("--top-k", type=int, default=None, help=N_("Sample only from the k most likely tokens."))
@@ -32,11 +36,11 @@ from attnlab.models.config import DTYPES
               help=N_("Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only)."))
 @click.option("--compile", "compile_", is_flag=True,
               help=N_("Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens."))
-def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_tokens: int, temperature: float,
-            top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
+def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, ...], max_new_tokens: int,
+            temperature: float, top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
             compile_: bool) -> None:
     from attnlab.cli.model_options import load_directory
-    from attnlab.generation import stream_text
+    from attnlab.generation import generate_texts, stream_text
 
     if (checkpoint is None) == (model_dir is None):
         raise click.UsageError(tr("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
@@ -48,11 +52,35 @@ def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_
                                 "CPUs, many times slower), got --device {device}; on the CPU use bf16 or fp32",
                                 device=device))
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
-        pieces = stream_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed,
-                             compile=compile_)  # checks
+        if len(prompts) > 1:
+            if compile_:
+                raise ValueError(tr("--compile decodes one prompt; several prompts (a padded batch) need no "
+                                    "--compile"))
+            for text in noted(generate_texts, model, tokenizer, list(prompts), max_new_tokens, temperature, top_k,
+                              top_p, seed):
+                click.echo(text)
+            return
+        prompt = prompts[0] if prompts else "\n"
+        pieces = noted(stream_text, model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed,
+                       compile=compile_)  # checks
         click.echo(prompt, nl=False)
         for piece in pieces:
             click.echo(piece, nl=False)
         click.echo()
     except (ValueError, TypeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
+
+
+def noted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, each PositionTableWarning it raises told on stderr as one line."""
+    from attnlab.generation import PositionTableWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PositionTableWarning)
+        result = fn(*args, **kwargs)
+    for w in caught:
+        if issubclass(w.category, PositionTableWarning):
+            click.echo(tr("note: {text}", text=w.message), err=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result

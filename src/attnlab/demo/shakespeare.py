@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from attnlab.demo.context import Demo
-from attnlab.generation import stream_text
+from attnlab.generation import cropping_expected, stream_text
 from attnlab.i18n import tr
 from attnlab.models import load_trained
 from attnlab.models.checkpoint import read_state, resolve_checkpoint
@@ -63,7 +63,9 @@ def shakespeare_step(demo: Demo) -> None:
                      tokens_per_s=result.tokens_per_s, curve=curve))
     model, tokenizer = load_trained(out)
     console.print(tr("[bold]A sample[/bold] (temperature 0.8, top-k 40, seed 1337), streamed:"))
-    for piece in stream_text(model, tokenizer, "\n", SAMPLE_TOKENS, temperature=0.8, top_k=40, seed=1337):
+    with cropping_expected():  # a GPT of 64 positions writes more: it crops, as the guide below explains
+        pieces = stream_text(model, tokenizer, "\n", SAMPLE_TOKENS, temperature=0.8, top_k=40, seed=1337)
+    for piece in pieces:
         console.out(piece, end="", highlight=False)
     console.out("")
     console.print(sample_guide(model, tokenizer, read_state(resolve_checkpoint(out))), highlight=False)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.generation.loop import decode_loop
+from attnlab.generation.loop import decode_loop, position_limit
 from attnlab.models.caches import compute_dtype
 from attnlab.models.checks import check_token_ids
 
@@ -45,18 +45,26 @@ def compiled_step(model: Any, device: torch.device) -> Callable[[Any, Tensor, An
     return _STEPS[key]
 
 
-def _take_cache(model: Any, batch: int) -> tuple[tuple, Any]:
+def static_length(model: Any, needed: int) -> int:
+    """The positions a static cache is allocated for: a learned position table's size, or, for rotary positions,
+    which decode past ``context_length``, at least ``needed`` (rounded up to a power of two, so that a few sizes
+    serve every call: each size is a new graph)."""
+    limit = position_limit(model)
+    return limit if limit is not None else max(model.config.context_length, 1 << (needed - 1).bit_length())
+
+
+def _take_cache(model: Any, batch: int, length: int) -> tuple[tuple, Any]:
     """The model's idle static cache if it fits (the same buffers: CUDA graphs need no new capture), else a new one.
 
     Taken, not shared: two streams decoding with one model at once each get their own.
     """
     weight = next(model.parameters())
-    key = (batch, compute_dtype(weight), weight.device)
+    key = (batch, length, compute_dtype(weight), weight.device)
     held = _CACHES.pop(model, None)
     if held is not None and held[0] == key:
         held[1].reset()
         return held
-    return key, model.new_cache(batch, static=True)
+    return key, model.new_cache(batch, length, static=True)
 
 
 def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
@@ -66,7 +74,8 @@ def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     the eager loop (:func:`~attnlab.generation.loop.decode_loop`) with a static cache and the compiled step.
 
     The model needs ``new_cache(batch, static=True)`` and ``decode_step(idx, cache)`` (as
-    :class:`~attnlab.models.GPT` has). Past ``context_length``, like the eager loop: crop and recompute.
+    :class:`~attnlab.models.GPT` has). Past ``context_length``, like the eager loop: a rotary model's static cache
+    is allocated for the whole sequence; a learned position table crops and recomputes.
     """
     compiled = compiled_step(model, idx.device)
 
@@ -78,7 +87,7 @@ def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
         torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are used up: reuse their memory
         return compiled(model, token, cache)
 
-    key, cache = _take_cache(model, idx.shape[0])
+    key, cache = _take_cache(model, idx.shape[0], static_length(model, idx.shape[1] + max_new_tokens))
     try:
         yield from decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id,
                                None, cache, prefill, step)

@@ -6,23 +6,27 @@ length 1 that attends to the cached keys and values: O(T) work per token instead
 With ``compile=True`` the steps run as one compiled graph each (:mod:`attnlab.generation.compiled_decode`);
 eager or compiled, the tokens come from one loop (:mod:`attnlab.generation.loop`).
 
-Beyond the context: a model with learned absolute positions cannot slide its window, because
-every cached key was computed at its old position. Once ``context_length`` positions are used,
-each further token is computed exactly like the no-cache loop: a full forward pass over the last
-``context_length`` tokens (crop and recompute). Results equal recomputation throughout.
+Beyond the context (:mod:`attnlab.generation.loop`): a model with rotary positions decodes on, its cache growing
+(a sliding-window layer's rolling cache stays at its window), as transformers' ``generate`` does. A model with a
+learned position table cannot place a token past it, nor slide its window in the cache (every cached key was
+computed at its old position): once the table is full, each further token is computed exactly like the no-cache
+loop, by a full forward pass over the last ``position_limit`` tokens (crop and recompute), and ``generate`` warns
+before it starts.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from attnlab.generation.compiled_decode import decode_compiled
-from attnlab.generation.loop import decode_loop, last_logits
+from attnlab.generation.loop import PositionTableWarning, decode_loop, last_logits, position_limit
+from attnlab.generation.ragged import encode_prompts, left_pad, unpad
 from attnlab.generation.sampling import check_sampling
 from attnlab.i18n import tr
 
@@ -67,6 +71,12 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     if compile and not all(hasattr(model, name) for name in ("decode_step", "new_cache")):
         raise ValueError(tr("compile=True needs a model with a static KV cache and a decode_step (GPT has them), got "
                             "{model_type}; decode it with compile=False", model_type=type(model).__name__))
+    scaling = getattr(getattr(model, "rotary", None), "scaling", None)
+    if compile and scaling is not None and scaling.type == "dynamic":
+        raise ValueError(tr("compile=True: dynamic NTK scaling picks its frequencies from the length, read back from "
+                            "the device at every step, which one compiled graph cannot do; decode it with "
+                            "compile=False"))
+    warn_if_cropped(model, idx.shape[1], max_new_tokens)
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     step = functools.partial(last_logits, model)
@@ -74,17 +84,35 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
                        model.new_cache(idx.shape[0]) if use_cache else None, prefill=step, step=step)
 
 
-def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-             top_p: float | None = None, generator: torch.Generator | None = None,
+def warn_if_cropped(model: Any, t: int, max_new_tokens: int) -> None:
+    """A :class:`~attnlab.generation.loop.PositionTableWarning` when a model with a learned position table will
+    have to crop: its prompt of ``t`` tokens and the ``max_new_tokens - 1`` it feeds back pass the table."""
+    limit = position_limit(model)
+    fed = t + max_new_tokens - 1
+    if limit is not None and max_new_tokens and max(t, fed) > limit:
+        warnings.warn(tr("{model}: {t} prompt + {n} new tokens pass its learned position table of {limit} "
+                         "positions; from there on each token is computed from the last {limit} tokens alone (crop "
+                         "and recompute)", model=type(model).__name__, t=t, n=max_new_tokens, limit=limit),
+                      PositionTableWarning, stacklevel=3)
+
+
+def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
              use_cache: bool = True, eos_token_id: int | None = None, attention_mask: Tensor | None = None,
-             compile: bool = False) -> Tensor:
-    """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``.
+             compile: bool = False, tokenizer: Any = None) -> Tensor | list[list[int]] | list[str]:
+    """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``; or, for a list of prompts
+    of any lengths, each prompt followed by its new tokens.
 
     Args:
-        model: a :class:`attnlab.models.GPT` (anything with its ``config.context_length``, ``new_cache``
-            and ``forward(idx, kv_cache=...)`` returning ``.logits``). It runs in eval mode (no dropout) and
-            is put back afterwards.
-        idx: the prompt, ``(B, T)`` token ids.
+        model: a :class:`attnlab.models.GPT` or :class:`~attnlab.models.ModernDecoder` (anything with its
+            ``config.context_length``, ``new_cache`` and ``forward(idx, kv_cache=...)`` returning ``.logits``).
+            It runs in eval mode (no dropout) and is put back afterwards. A model with rotary positions decodes
+            past ``context_length``; one with a learned position table crops to it and says so (a
+            :class:`~attnlab.generation.PositionTableWarning`).
+        idx: the prompt, ``(B, T)`` token ids; or a ragged batch, a list of prompts (token id lists, or strings
+            with ``tokenizer``): left-padded into one batch with its ``attention_mask``
+            (:mod:`attnlab.generation.ragged`), each row computed as it would be alone, and returned as a list
+            (of id lists, or of strings) without the padding.
         max_new_tokens: how many tokens to add at most.
         temperature: 0 is greedy decoding (argmax); see :mod:`attnlab.generation.sampling`.
         top_k, top_p: keep only the k most likely tokens / the smallest set holding probability p.
@@ -98,13 +126,27 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
             captured in a CUDA graph (see :mod:`attnlab.generation.compiled_decode`); the same tokens as the eager
             loop. The first call compiles (seconds); later calls reuse the step. Needs the model's
             ``new_cache(batch, static=True)`` and ``decode_step``.
+        tokenizer: encodes string prompts and decodes the results (anything with ``encode`` and ``decode``).
 
     Example:
         >>> from attnlab.models import GPT, GPTConfig
         >>> model = GPT(GPTConfig.from_preset("tiny"))
         >>> generate(model, torch.zeros(1, 3, dtype=torch.long), 5, temperature=0).shape
         torch.Size([1, 8])
+        >>> [len(row) for row in generate(model, [[1, 2, 3], [4]], 5, temperature=0)]
+        [8, 6]
     """
+    if not isinstance(idx, Tensor):
+        if attention_mask is not None:
+            raise ValueError(tr("attention_mask: a list of prompts is padded here; give no attention_mask with it"))
+        rows = encode_prompts(idx, tokenizer)
+        padded, mask = left_pad(rows, next(model.parameters()).device)
+        mask = None if bool(mask.all()) else mask  # prompts of one length: nothing to mask
+        out = generate(model, padded, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id,
+                       mask, compile)
+        result = unpad(out, rows, eos_token_id)
+        texts = tokenizer is not None and all(isinstance(p, str) for p in idx)
+        return [tokenizer.decode(r) for r in result] if texts else result
     new = list(generate_stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache,
                                eos_token_id, attention_mask, compile))
     return torch.cat([idx, *(t[:, None].to(idx.dtype) for t in new)], dim=1)

@@ -2,13 +2,19 @@
 
 What differs between the two is passed in: the cache (a :class:`~attnlab.models.KVCache`, a static one, or none)
 and the two functions that run the model, ``prefill`` for the prompt and ``step`` for each new token (the
-model's forward, or a compiled ``decode_step``). Past ``context_length`` both crop and recompute, with the
-model's forward: a model with learned absolute positions cannot slide its window, because every cached key was
-computed at its old position.
+model's forward, or a compiled ``decode_step``).
+
+Past ``context_length``: a model with rotary positions (``position_limit`` None) goes on, its cache growing (a
+rolling one stays at its window), exactly as transformers' ``generate`` does. A model with a learned position
+table cannot place a token beyond it, nor slide its window in the cache (every cached key was computed at its old
+position): past the table both loops crop to its last ``position_limit`` tokens and recompute, with the model's
+forward (:func:`~attnlab.generation.generate` warns when that will happen).
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +33,30 @@ def masked(mask: Tensor | None, length: int) -> dict[str, Tensor]:
     return {} if mask is None else {"attention_mask": mask[:, -length:]}
 
 
+class PositionTableWarning(UserWarning):
+    """Decoding will pass a learned position table: from there on it crops and recomputes."""
+
+
+@contextlib.contextmanager
+def cropping_expected() -> Iterator[None]:
+    """Decode without the :class:`PositionTableWarning`: for a caller that knows its model crops and says so in its
+    own words (the demo's sample of a GPT)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PositionTableWarning)
+        yield
+
+
+def position_limit(model: Any) -> int | None:
+    """The most positions ``model`` can place (its ``position_limit``; a model without one: its
+    ``config.context_length``); None: no limit."""
+    return getattr(model, "position_limit", model.config.context_length)
+
+
+def crop(seq: Tensor, limit: int | None) -> Tensor:
+    """``seq (B, T)``'s last ``limit`` tokens (all of them without a limit)."""
+    return seq if limit is None else seq[:, -limit:]
+
+
 def last_logits(model: Any, tokens: Tensor, cache: Any = None, **mask: Tensor) -> Tensor:
     """The model's forward over ``tokens (B, T)`` (after what ``cache`` holds): logits of the last position."""
     return model(tokens, kv_cache=cache, **mask).logits[:, -1]
@@ -38,19 +68,19 @@ def decode_loop(model: Any, idx: Tensor, max_new_tokens: int, temperature: float
                 mask: Tensor | None, cache: Any, prefill: Step, step: Step) -> Iterator[Tensor]:
     """The new tokens ``(B,)`` one by one, for the prompt ``idx (B, T)`` (its padding ``mask (B, T)`` or None).
 
-    ``prefill(prompt, cache, **mask)`` runs the prompt's last ``context_length`` tokens, filling ``cache``;
+    ``prefill(prompt, cache, **mask)`` runs the prompt (its last ``position_limit`` tokens), filling ``cache``;
     ``step(token (B, 1), cache, **mask)`` runs one new token after the cached ones. Both return the last
     position's logits ``(B, vocab_size)``. Without a cache (None) every token recomputes the window. The model
     runs in eval mode and is put back afterwards. Arguments are those of :func:`~attnlab.generation.generate`,
     checked there.
     """
-    ctx = model.config.context_length
+    limit = position_limit(model)
     was_training = model.training
     model.eval()
     try:
-        seq = idx
-        logits = prefill(seq[:, -ctx:], cache, **masked(mask, ctx))
-        filled = min(seq.shape[1], ctx) if cache is not None else ctx  # positions the cache holds
+        seq = window = crop(idx, limit)
+        logits = prefill(window, cache, **masked(mask, window.shape[1]))
+        filled = window.shape[1]  # positions the cache holds
         done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
         for i in range(max_new_tokens):
             nxt = sample(logits, temperature, top_k, top_p, generator)
@@ -63,10 +93,11 @@ def decode_loop(model: Any, idx: Tensor, max_new_tokens: int, temperature: float
                 mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
             if i == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
                 break
-            if filled < ctx:
+            if cache is not None and (limit is None or filled < limit):
                 logits = step(nxt[:, None].to(seq.dtype), cache, **masked(mask, filled + 1))
                 filled += 1
-            else:  # no cache, or the window is full: crop and recompute
-                logits = last_logits(model, seq[:, -ctx:], **masked(mask, ctx))
+            else:  # no cache, or the position table is full: recompute (cropped to the table)
+                window = crop(seq, limit)
+                logits = last_logits(model, window, **masked(mask, window.shape[1]))
     finally:
         model.train(was_training)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from attnlab.generation.decode import generate_stream
+from attnlab.generation.decode import generate, generate_stream
 from attnlab.i18n import tr
 
 
@@ -36,6 +36,16 @@ def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, te
     tokens = generate_stream(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                              generator=generator, compile=compile)
     return _pieces(tokens, tokenizer)
+
+
+def generate_texts(model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
+                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None) -> list[str]:
+    """Each prompt followed by its generated text, the prompts decoded together as one ragged batch (KV cache
+    on; :mod:`attnlab.generation.ragged`): with ``temperature=0`` each the text it gets alone."""
+    device = next(model.parameters()).device
+    generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+    return generate(model, prompts, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                    generator=generator, tokenizer=tokenizer)
 
 
 def _pieces(tokens: Iterator[torch.Tensor], tokenizer: Any) -> Iterator[str]:

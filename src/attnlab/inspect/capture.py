@@ -177,7 +177,10 @@ def _token_text(tokenizer: Any, i: int) -> str:
 
 
 def max_length(model: nn.Module) -> int | None:
-    """The longest sequence ``model`` accepts, read from its config (None if it does not say)."""
+    """The longest sequence ``model`` accepts: a language model's ``position_limit`` (None for rotary positions),
+    else its config's ``context_length`` (None if it does not say)."""
+    if hasattr(model, "position_limit"):
+        return model.position_limit
     value = getattr(getattr(model, "config", None), "context_length", None)
     return value if isinstance(value, int) else None
 

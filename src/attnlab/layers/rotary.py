@@ -21,7 +21,10 @@ Scalings stretch a model trained on ``context_length`` positions to longer input
   from the length L actually seen, L = max(positions) + 1, exactly as transformers' ``"dynamic"`` rope type does:
   ``s = factor · max(L, context_length) / context_length − (factor − 1)``, so s = 1 (plain RoPE) up to
   ``context_length`` and grows linearly beyond it. Keys already in a KV cache keep the angles they were rotated
-  with, as in transformers.
+  with, as in transformers' cached generation (docs/modern.md, "Past the context window"). The stretched base is
+  computed in float32, as transformers computes it when the length grows, so the two agree to the last bit.
+* ``yarn`` (Peng et al., arXiv:2309.00071; :mod:`attnlab.layers.yarn`): fast pairs kept, slow ones divided by
+  ``factor``, a ramp between, and cos and sin multiplied by an attention factor (``0.1 · ln(factor) + 1``).
 * ``llama3`` (Meta's Llama 3.1 / 3.2 checkpoints; ``apply_scaling`` in meta-llama/llama-models): with wavelength
   λ_i = 2π / θ_i and L₀ = ``original_context_length``, frequencies whose wavelength is shorter than
   L₀ / ``high_freq_factor`` stay, those longer than L₀ / ``low_freq_factor`` are divided by ``factor``, and those
@@ -45,8 +48,9 @@ from torch import Tensor
 
 from attnlab.arguments import check_positive_int
 from attnlab.layers.longrope import longrope_attention_factor, longrope_inv_freq
+from attnlab.layers.yarn import yarn_attention_factor, yarn_inv_freq
 
-SCALING_TYPES = ("linear", "dynamic", "llama3", "longrope")
+SCALING_TYPES = ("linear", "dynamic", "yarn", "llama3", "longrope")
 # transformers' names for two of the fields, so that a checkpoint's ``rope_scaling`` dict can be passed as it is
 _HF_ALIASES = {"rope_type": "type", "original_max_position_embeddings": "original_context_length"}
 
@@ -61,13 +65,15 @@ class RopeScaling:
     """How to stretch RoPE beyond the trained length (see the module docstring for each formula).
 
     Args:
-        type: ``"linear"``, ``"dynamic"`` or ``"llama3"``.
+        type: ``"linear"``, ``"dynamic"``, ``"yarn"`` or ``"llama3"``.
         factor: how many times longer the context becomes (Llama 3.1: 8).
         low_freq_factor, high_freq_factor: ``llama3`` only (Llama 3.1: 1 and 4).
-        original_context_length: ``llama3`` and ``longrope``, the length the model was first trained on (Llama 3.1:
-            8192; Phi-3: 4096).
+        original_context_length: ``llama3``, ``yarn`` and ``longrope``, the length the model was first trained on
+            (Llama 3.1: 8192; Phi-3: 4096).
         short_factor, long_factor: ``longrope`` only, one stretch per frequency (head_dim / 2 each).
-        attention_factor: ``longrope`` only, cos and sin's factor (None: √(1 + ln factor / ln L₀)).
+        attention_factor: ``yarn`` and ``longrope``, cos and sin's factor (None: each one's default).
+        beta_fast, beta_slow, mscale, mscale_all_dim, truncate: ``yarn`` only (transformers' names and defaults;
+            :mod:`attnlab.layers.yarn`).
     """
 
     type: str
@@ -78,6 +84,11 @@ class RopeScaling:
     short_factor: tuple[float, ...] | None = None
     long_factor: tuple[float, ...] | None = None
     attention_factor: float | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool = True
 
     def __post_init__(self) -> None:
         if self.type not in SCALING_TYPES:
@@ -88,6 +99,10 @@ class RopeScaling:
         _positive_float("RopeScaling", "low_freq_factor", self.low_freq_factor)
         _positive_float("RopeScaling", "high_freq_factor", self.high_freq_factor)
         check_positive_int("RopeScaling", "original_context_length", self.original_context_length)
+        _positive_float("RopeScaling", "beta_fast", self.beta_fast)
+        _positive_float("RopeScaling", "beta_slow", self.beta_slow)
+        if self.attention_factor is not None:
+            _positive_float("RopeScaling", "attention_factor", self.attention_factor)
         if self.type == "llama3" and not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(
                 "RopeScaling: llama3 needs high_freq_factor > low_freq_factor (the blend divides by their "
@@ -160,6 +175,15 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + rotate_half(x) * sin
 
 
+def _attention_factor(s: RopeScaling | None) -> float:
+    """What cos and sin are multiplied by under scaling ``s``: YaRN's and LongRoPE's factor, else 1."""
+    if s is not None and s.type == "yarn":
+        return yarn_attention_factor(s)
+    if s is not None and s.type == "longrope":
+        return longrope_attention_factor(s.factor, s.original_context_length, s.attention_factor)
+    return 1.0
+
+
 class RotaryEmbedding:
     """RoPE for heads of width ``head_dim``: rotates queries and keys ``(B, H, T, D)`` by their positions.
 
@@ -197,6 +221,8 @@ class RotaryEmbedding:
                 if len(getattr(self.scaling, name)) != head_dim // 2:
                     raise ValueError(f"RotaryEmbedding: longrope's {name} needs head_dim/2 = {head_dim // 2} numbers "
                                      f"(one per frequency), got {len(getattr(self.scaling, name))}")
+        #: cos and sin are multiplied by it (YaRN's and LongRoPE's; 1 for the other scalings)
+        self.attention_factor = _attention_factor(self.scaling)
 
     def inv_freq(self, seq_len: int | None = None, device: torch.device | str | None = None) -> Tensor:
         """The D/2 angular frequencies θ_i, float32, scaling applied; ``seq_len`` matters for ``dynamic`` only."""
@@ -204,8 +230,12 @@ class RotaryEmbedding:
         if s is not None and s.type == "longrope":
             long = seq_len is not None and seq_len > s.original_context_length
             return longrope_inv_freq(base, d, s.long_factor if long else s.short_factor, device)
+        if s is not None and s.type == "yarn":
+            return yarn_inv_freq(base, d, s, device)
         if s is not None and s.type == "dynamic" and seq_len is not None and seq_len > self.context_length:
-            stretch = s.factor * seq_len / self.context_length - (s.factor - 1)
+            # in float32 tensors, as transformers computes it (its length is a tensor there)
+            length = torch.tensor(seq_len, dtype=torch.int64, device=device)
+            stretch = s.factor * length / self.context_length - (s.factor - 1)
             base = base * stretch ** (d / (d - 2))  # NTK-aware: a larger base slows the low frequencies
         inv_freq = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float32, device=device) / d)
         if s is None or s.type == "dynamic":
@@ -233,9 +263,8 @@ class RotaryEmbedding:
         angles = positions.to(device=device, dtype=torch.float32)[..., None] * self.inv_freq(seq_len, device)
         angles = torch.cat((angles, angles), dim=-1)  # pair (i, i + D/2) turns by the same angle
         cos, sin = angles.cos(), angles.sin()
-        if s is not None and s.type == "longrope":
-            m = longrope_attention_factor(s.factor, s.original_context_length, s.attention_factor)
-            cos, sin = cos * m, sin * m
+        if self.attention_factor != 1.0:  # YaRN, LongRoPE: scores sharpened by its square
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
         return cos.to(dtype), sin.to(dtype)
 
     def apply(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:

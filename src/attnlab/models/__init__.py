@@ -4,6 +4,7 @@ configured by dataclasses, and loading a model that ``attnlab train`` wrote."""
 from attnlab.models.caches import (
     KVCache,
     LayerKVCache,
+    RollingLayerKVCache,
     StaticKVCache,
     StaticLayerKVCache,
     compute_dtype,
@@ -39,6 +40,7 @@ __all__ = [
     "LayerKVCache",
     "ModernDecoder",
     "ModernDecoderConfig",
+    "RollingLayerKVCache",
     "Seq2SeqOutput",
     "StaticKVCache",
     "StaticLayerKVCache",

@@ -68,8 +68,11 @@ def check_attention_mask_dtype(owner: str, attention_mask: Tensor | None) -> Non
 
 
 def check_decoder_inputs(owner: str, idx: Tensor, targets: Tensor | None, attention_mask: Tensor | None,
-                         vocab_size: int, context_length: int, offset: int = 0) -> tuple[Tensor | None, Tensor | None]:
+                         vocab_size: int, context_length: int | None,
+                         offset: int = 0) -> tuple[Tensor | None, Tensor | None]:
     """The door of a decoder (GPT, ModernDecoder): ids, targets and padding mask, all read with one host sync.
+
+    ``context_length``: the most positions a learned position table holds (None: no table, no limit).
 
     ``attention_mask`` covers every key: ``(B, offset + T)`` with ``offset`` positions already in a KV cache
     (Hugging Face's convention). Returns the key mask ``(B, 1, 1, offset + T)`` and each new token's position
@@ -78,10 +81,10 @@ def check_decoder_inputs(owner: str, idx: Tensor, targets: Tensor | None, attent
     """
     check_ids_tensor(idx, owner)
     b, t = idx.shape
-    if offset + t > context_length:
-        raise ValueError(tr("{owner}: {offset} cached + {t} new tokens exceed context_length={context_length}; crop "
-                            "idx to its last {context_length} tokens", owner=owner, offset=offset, t=t,
-                            context_length=context_length))
+    if context_length is not None and offset + t > context_length:
+        raise ValueError(tr("{owner}: {offset} cached + {t} new tokens exceed context_length={context_length}, the "
+                            "size of its learned position table; crop idx to its last {context_length} tokens",
+                            owner=owner, offset=offset, t=t, context_length=context_length))
     facts = [idx.min(), idx.max()]
     if targets is not None:
         check_ids_tensor(targets, owner, "targets")

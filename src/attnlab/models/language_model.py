@@ -74,17 +74,30 @@ class LanguageModel(nn.Module):
         """Trainable parameters (a tied head counted once)."""
         return sum(p.numel() for p in self.parameters())
 
+    @property
+    def position_limit(self) -> int | None:
+        """The most positions the model can place: a learned position table's size (GPT's ``context_length``);
+        None for rotary positions, which have no table to run out of (they run and decode past
+        ``context_length``, the length they were trained on)."""
+        return None if self.ROTARY else self.config.context_length
+
     def new_cache(self, batch: int, context_length: int | None = None, *,
                   static: bool = False) -> KVCache | StaticKVCache:
-        """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions, of
-        ``num_kv_heads`` heads per layer where the attention shares them, in the dtype the model computes in here
-        (autocast's, under autocast): a :class:`~attnlab.models.KVCache` for :meth:`forward`, or with ``static`` a
-        :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`."""
+        """An empty cache for ``batch`` sequences, of ``num_kv_heads`` heads per layer where the attention shares
+        them, in the dtype the model computes in here (autocast's, under autocast).
+
+        A :class:`~attnlab.models.KVCache` for :meth:`forward` holds up to ``context_length`` positions (default:
+        :attr:`position_limit`; None grows without limit); a layer with a sliding window keeps only its last
+        ``sliding_window`` positions (a rolling cache). With ``static``, a :class:`~attnlab.models.StaticKVCache`
+        for :meth:`decode_step`, allocated for ``context_length`` positions (default: the model's)."""
         c, w = self.config, self.tok_emb.weight
         heads = getattr(c, "num_kv_heads", None) or c.num_heads
-        cls = StaticKVCache if static else KVCache
-        return cls(c.num_layers, batch, heads, context_length or c.context_length, c.head_dim, compute_dtype(w),
-                   w.device)
+        if static:
+            return StaticKVCache(c.num_layers, batch, heads, context_length or c.context_length, c.head_dim,
+                                 compute_dtype(w), w.device)
+        windows = [getattr(block.attn, "sliding_window", None) for block in self.blocks]
+        return KVCache(c.num_layers, batch, heads, context_length or self.position_limit, c.head_dim,
+                       compute_dtype(w), w.device, windows=windows)
 
     def run_blocks(self, x: Tensor, attn_mask: Tensor | None, positions: Tensor | None,
                    kv_cache: KVCache | StaticKVCache | None, return_weights: bool = False,
@@ -113,7 +126,8 @@ class LanguageModel(nn.Module):
         """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
 
         Args:
-            idx: integer ids in ``[0, vocab_size)``; ``T`` (plus what the cache holds) at most ``context_length``.
+            idx: integer ids in ``[0, vocab_size)``; ``T`` (plus what the cache holds) at most
+                :attr:`position_limit` (a learned position table's size; RoPE has none).
             targets: ``(B, T)`` the next token at each position (ids, or -100 to leave a position out);
                 the output's ``loss`` is then the mean cross-entropy.
             attention_mask: ``(B, T)`` 1 = real token, 0 = padding, for a left-padded batch (``(B, cached + T)``
@@ -129,7 +143,7 @@ class LanguageModel(nn.Module):
         c = self.config
         offset = 0 if kv_cache is None else kv_cache.length
         mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
-                                               c.context_length, offset)
+                                               self.position_limit, offset)
         if head_mask is not None:
             check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
         x = self.drop(self.embed(idx, positions, offset))
@@ -144,8 +158,8 @@ class LanguageModel(nn.Module):
     def decode_step(self, idx: Tensor, kv_cache: StaticKVCache) -> Tensor:
         """Logits of the last position ``(B, vocab_size)`` for ``idx (B, T)`` placed after what ``kv_cache`` holds.
 
-        A decoding loop's step, in eval mode: unchecked (the loop checks its prompt once, and stops before
-        ``context_length``) and capturable: positions are tensors read from the cache, shapes depend only on T,
+        A decoding loop's step, in eval mode: unchecked (the loop checks its prompt once, and stops before the
+        static cache's end) and capturable: positions are tensors read from the cache, shapes depend only on T,
         nothing is read back to the host. So ``torch.compile(fullgraph=True)`` traces it once for T = 1 and
         CUDA graphs replay it. The same blocks as :meth:`forward`; equal to it with a :class:`KVCache` (tested).
         """

@@ -49,7 +49,8 @@ class ModernDecoderConfig(Presets):
 
     Args:
         vocab_size: number of token ids.
-        context_length: the longest sequence (RoPE has no table; this is the length trained for).
+        context_length: the length trained for. RoPE has no table: the model runs and decodes past it (with
+            ``rope_scaling`` stretching the frequencies as the checkpoint's config says).
         d_model: width of every token vector.
         num_layers: number of pre-RMSNorm blocks.
         num_heads: query heads per block.
@@ -62,7 +63,8 @@ class ModernDecoderConfig(Presets):
         out_bias: a bias on the attention's output projection.
         rope_base: the θ of RoPE's frequencies (Llama 2 and Mistral: 10,000; Llama 3: 500,000; Qwen2.5: 10⁶).
         rope_scaling: None or a dict of :class:`attnlab.layers.RopeScaling` fields (Llama 3.1/3.2: ``llama3``).
-        sliding_window: keys each query sees, its own included (Mistral 7B v0.1: 4096); None: all before it.
+        sliding_window: keys each query sees, its own included (Mistral 7B v0.1: 4096), at most
+            ``context_length``; None: all before it. Its KV cache keeps only that many positions (a rolling cache).
         norm_eps: RMSNorm epsilon.
         tie_weights: the output head shares the token embedding's matrix (Llama-3.2-1B and Qwen2.5-0.5B do).
         backend: attention backend for the blocks.
@@ -163,6 +165,11 @@ class ModernDecoderConfig(Presets):
         check_positive_int(owner, "d_ff", self.d_ff, tr)
         if self.sliding_window is not None:
             check_positive_int(owner, "sliding_window (keys seen, own included)", self.sliding_window, tr)
+            if self.sliding_window > self.context_length:
+                raise ValueError(tr("{owner}: sliding_window={sliding_window} is wider than context_length="
+                                    "{context_length}; a window at most context_length wide, or None for full "
+                                    "attention", owner=owner, sliding_window=self.sliding_window,
+                                    context_length=self.context_length))
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not 0.0 <= self.dropout < 1:
             raise ValueError(tr("{owner}: dropout must be a float in [0, 1), got {dropout!r}", owner=owner,
                                 dropout=self.dropout))

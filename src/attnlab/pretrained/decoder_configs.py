@@ -115,6 +115,10 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     if kind == "dynamic" and original != raw.get("max_position_embeddings"):  # here it stretches from the context
         raise _refuse(path, "original_max_position_embeddings", original,
                       tr("dynamic scaling here starts at max_position_embeddings"))
+    if kind == "yarn":  # transformers' defaults: the pre-training length, and the factor that stretches it
+        params = {k: v for k, v in params.items() if v is not None}
+        params.setdefault("original_max_position_embeddings", original)
+        params.setdefault("factor", raw.get("max_position_embeddings") / original)
     try:
         scaling = {"type": kind, **params}
         RopeScaling.from_dict(scaling)

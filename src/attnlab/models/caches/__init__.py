@@ -3,6 +3,8 @@ values of the earlier ones instead of recomputing them.
 
 * :class:`KVCache` (``dynamic.py``): counts positions on the host and hands the attention the filled part of its
   buffers; an encoder-decoder's also keeps each layer's keys and values of the memory, and follows beams.
+* :class:`RollingLayerKVCache` (``rolling.py``): a sliding-window layer's share of a :class:`KVCache`, the last
+  ``window`` positions in a ring buffer (Mistral's rolling cache): bounded memory at any length.
 * :class:`StaticKVCache` (``static.py``): keeps the position on the device and hands over whole buffers with a
   mask, so that a compiled step is one graph for every token.
 
@@ -19,9 +21,10 @@ import torch
 from torch import Tensor
 
 from attnlab.models.caches.dynamic import KVCache, LayerKVCache
+from attnlab.models.caches.rolling import RollingLayerKVCache
 from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
 
-__all__ = ["KVCache", "LayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
+__all__ = ["KVCache", "LayerKVCache", "RollingLayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
 
 
 def compute_dtype(weight: Tensor) -> torch.dtype:

@@ -16,12 +16,15 @@ search keeps ``beam_size`` hypotheses per source as rows of one batch; :meth:`KV
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
 from attnlab.attention.cache import cached_causal_mask
 from attnlab.functional import sliding_window_mask
 from attnlab.i18n import tr
+from attnlab.models.caches.rolling import RollingLayerKVCache
 
 
 class LayerKVCache:
@@ -30,10 +33,10 @@ class LayerKVCache:
     #: the capacity of a new cache (it doubles as needed)
     FIRST_CAPACITY = 16
 
-    def __init__(self, batch: int, num_heads: int, context_length: int, head_dim: int,
+    def __init__(self, batch: int, num_heads: int, context_length: int | None, head_dim: int,
                  dtype: torch.dtype, device: torch.device | str | None) -> None:
-        self.max_length = context_length
-        capacity = min(context_length, self.FIRST_CAPACITY)
+        self.max_length = context_length  # None: no limit (RoPE has no table to run out of)
+        capacity = min(context_length or self.FIRST_CAPACITY, self.FIRST_CAPACITY)
         self.keys = torch.empty(batch, num_heads, capacity, head_dim, dtype=dtype, device=device)
         self.values = torch.empty_like(self.keys)
         self.length = 0
@@ -41,8 +44,8 @@ class LayerKVCache:
         self.spare: tuple[Tensor, Tensor] | None = None  # where a beam search's reorder writes; then the two swap
 
     @property
-    def context_length(self) -> int:
-        """The most positions the cache holds."""
+    def context_length(self) -> int | None:
+        """The most positions the cache holds (None: no limit)."""
         return self.max_length
 
     def reserve(self, length: int) -> None:
@@ -51,7 +54,8 @@ class LayerKVCache:
         capacity = self.keys.shape[2]
         if length <= capacity:
             return
-        capacity = min(1 << (max(length, 2 * capacity) - 1).bit_length(), self.max_length)  # a power of two
+        capacity = 1 << (max(length, 2 * capacity) - 1).bit_length()  # a power of two
+        capacity = capacity if self.max_length is None else min(capacity, self.max_length)
         keys = self.keys.new_empty(*self.keys.shape[:2], capacity, self.keys.shape[3])
         values = torch.empty_like(keys)
         keys[:, :, : self.length] = self.keys[:, :, : self.length]
@@ -67,7 +71,7 @@ class LayerKVCache:
                    "got {shape_4} and {shape_5}", shape=self.keys.shape[0], shape_2=self.keys.shape[1],
                    shape_3=self.keys.shape[3], shape_4=tuple(key.shape), shape_5=tuple(value.shape))
             )
-        if self.length + t > self.context_length:
+        if self.context_length is not None and self.length + t > self.context_length:
             raise ValueError(tr("LayerKVCache: {length} + {t} positions exceed context_length={context_length}",
                                 length=self.length, t=t, context_length=self.context_length))
         if key.dtype != self.keys.dtype:
@@ -106,19 +110,25 @@ class LayerKVCache:
         """``(t_new,)`` the positions of the next tokens: ``length, length + 1, ...`` (ask before ``update``)."""
         return torch.arange(self.length, self.length + t_new, device=self.keys.device)
 
+    def select_keys(self, key_mask: Tensor | None) -> Tensor | None:
+        """The key padding mask over every position: ``update`` returned them all."""
+        return key_mask
+
 
 class KVCache:
-    """One :class:`LayerKVCache` per layer; ``cache[i]`` goes to block ``i``.
+    """One :class:`LayerKVCache` per layer, or a :class:`~attnlab.models.caches.rolling.RollingLayerKVCache` for a
+    layer with a sliding window (``windows[i]``); ``cache[i]`` goes to block ``i``.
 
     ``length`` is the number of positions already cached, i.e. the position of the next token. An
     encoder-decoder's cache also holds the memory's key mask ``memory_mask (B, 1, 1, S)`` (None: no padding).
     """
 
-    def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int, head_dim: int,
+    def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int | None, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
-                 memory_mask: Tensor | None = None) -> None:
-        self.layers = [LayerKVCache(batch, num_heads, context_length, head_dim, dtype, device)
-                       for _ in range(num_layers)]
+                 memory_mask: Tensor | None = None, windows: Sequence[int | None] | None = None) -> None:
+        windows = windows or [None] * num_layers  # a layer with a window keeps only that many positions
+        self.layers = [LayerKVCache(batch, num_heads, context_length, head_dim, dtype, device) if w is None
+                       else RollingLayerKVCache(batch, num_heads, w, head_dim, dtype, device) for w in windows]
         self.memory_mask = memory_mask
 
     def __getitem__(self, i: int) -> LayerKVCache:
@@ -132,8 +142,14 @@ class KVCache:
         return self.layers[0].length
 
     @property
-    def context_length(self) -> int:
+    def context_length(self) -> int | None:
+        """The most positions the cache holds (None: no limit)."""
         return self.layers[0].context_length
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its key and value buffers take."""
+        return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.layers)
 
     def reset(self) -> None:
         """Start a new sequence in the same buffers (an encoder-decoder's memory keys and values stay)."""

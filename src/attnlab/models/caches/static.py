@@ -70,6 +70,10 @@ class StaticLayerKVCache:
         """``(t_new,)`` the positions of the next tokens, on the device."""
         return self.position + self.slots[:t_new]
 
+    def select_keys(self, key_mask: Tensor | None) -> Tensor | None:
+        """The key padding mask, unchanged: ``update`` returned every slot."""
+        return key_mask
+
 
 class StaticKVCache:
     """One :class:`StaticLayerKVCache` per layer (``cache[i]`` goes to block ``i``) and the position they share.
