@@ -29,11 +29,13 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
+from attnlab.attention.fused import fused_weights
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
 
 
@@ -130,9 +132,14 @@ class GroupedQueryAttention(nn.Module):
     def project(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries ``(B, num_heads, T, head_dim)``, keys and values ``(B, num_kv_heads, T, head_dim)`` of
         ``x (B, T, d_in)``, the queries and keys rotated to ``positions`` ``(T,)`` or ``(B, T)`` if RoPE is on."""
-        queries = self.split_heads(self.W_query(x), self.num_heads)
-        keys = self.split_heads(self.W_key(x), self.num_kv_heads)
-        values = self.split_heads(self.W_value(x), self.num_kv_heads)
+        fused = fused_weights(self, self.W_query, self.W_key, self.W_value)  # inference: one matmul, weights kept
+        if fused is None:
+            q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        else:
+            q_width, kv_width = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+            q, k, v = F.linear(x, *fused).split((q_width, kv_width, kv_width), dim=-1)
+        queries = self.split_heads(q, self.num_heads)
+        keys, values = self.split_heads(k, self.num_kv_heads), self.split_heads(v, self.num_kv_heads)
         if self.rotary is not None:
             queries, keys = self.rotary.apply(queries, keys, positions)
         return queries, keys, values

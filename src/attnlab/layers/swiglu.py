@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
+from attnlab.attention.fused import fused_weights
 
 
 class SwiGLU(nn.Module):
@@ -40,4 +41,9 @@ class SwiGLU(nn.Module):
             raise ValueError(
                 f"SwiGLU: x must have last dim {self.gate_proj.in_features} (d_model), got shape {tuple(x.shape)}"
             )
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        fused = fused_weights(self, self.gate_proj, self.up_proj)  # inference: one matmul, the weights kept stacked
+        if fused is None:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        else:
+            gate, up = F.linear(x, *fused).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)

@@ -2,6 +2,7 @@
 configured by dataclasses, and loading a model that ``attnlab train`` wrote."""
 
 from attnlab.models.caches import (
+    Int8KVCache,
     KVCache,
     LayerKVCache,
     StaticKVCache,
@@ -21,6 +22,7 @@ from attnlab.models.encoder import (
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.language_model import CausalLMOutput, LanguageModel
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.quantize import SCHEMES, is_quantized, quantize
 from attnlab.models.registry import ARCHITECTURES, Architecture
 from attnlab.models.transformer import Seq2SeqOutput, Transformer, TransformerConfig
 
@@ -28,12 +30,14 @@ __all__ = [
     "ARCHITECTURES",
     "DTYPES",
     "GPT",
+    "SCHEMES",
     "Architecture",
     "CausalLMOutput",
     "EncoderConfig",
     "EncoderEmbeddings",
     "EncoderOutput",
     "GPTConfig",
+    "Int8KVCache",
     "KVCache",
     "LanguageModel",
     "LayerKVCache",
@@ -46,7 +50,9 @@ __all__ = [
     "TransformerConfig",
     "TransformerEncoder",
     "compute_dtype",
+    "is_quantized",
     "load_trained",
     "mean_pooling",
+    "quantize",
     "sentence_embedding",
 ]

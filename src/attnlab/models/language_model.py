@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.checks import check_head_mask
-from attnlab.models.caches import KVCache, StaticKVCache, compute_dtype
+from attnlab.i18n import tr
+from attnlab.models.caches import Int8KVCache, KVCache, StaticKVCache, compute_dtype
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.initialisation import STD, init_weights
 
@@ -75,14 +76,18 @@ class LanguageModel(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def new_cache(self, batch: int, context_length: int | None = None, *,
-                  static: bool = False) -> KVCache | StaticKVCache:
+                  static: bool = False, int8: bool = False) -> KVCache | StaticKVCache:
         """An empty cache for ``batch`` sequences of up to ``context_length`` (default: the model's) positions, of
         ``num_kv_heads`` heads per layer where the attention shares them, in the dtype the model computes in here
-        (autocast's, under autocast): a :class:`~attnlab.models.KVCache` for :meth:`forward`, or with ``static`` a
+        (autocast's, under autocast): a :class:`~attnlab.models.KVCache` for :meth:`forward`, with ``int8`` its
+        int8 twin :class:`~attnlab.models.Int8KVCache` (long contexts), or with ``static`` a
         :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`."""
+        if static and int8:
+            raise ValueError(tr("new_cache: the int8 cache is a dynamic one; static=True and int8=True exclude "
+                                "each other"))
         c, w = self.config, self.tok_emb.weight
         heads = getattr(c, "num_kv_heads", None) or c.num_heads
-        cls = StaticKVCache if static else KVCache
+        cls = StaticKVCache if static else Int8KVCache if int8 else KVCache
         return cls(c.num_layers, batch, heads, context_length or c.context_length, c.head_dim, compute_dtype(w),
                    w.device)
 
