@@ -34,7 +34,7 @@ from attnlab.models.quantize import SCHEMES, quantize
               help=N_("Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens."))
 @click.option("--quantize", "scheme", type=click.Choice(list(SCHEMES)), default=None,
               help=N_("Weight-only quantization of the linear maps: fewer bytes to read per token "
-                      "(docs/quantization.md)."))
+                      "(docs/decoding.md)."))
 @click.option("--int8-cache", is_flag=True,
               help=N_("Keep the KV cache in int8: about half the memory of bf16, for long contexts."))
 def command(checkpoint: str | None, model_dir: str | None, prompt: str, max_new_tokens: int, temperature: float,

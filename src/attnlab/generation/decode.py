@@ -105,7 +105,7 @@ def generate(model: Any, idx: Tensor, max_new_tokens: int, temperature: float = 
             loop. The first call compiles (seconds); later calls reuse the step. Needs the model's
             ``new_cache(batch, static=True)`` and ``decode_step``.
         int8_cache: keep the KV cache's keys and values in int8 (:class:`~attnlab.models.Int8KVCache`): about half
-            the memory of a bf16 cache, for long contexts; the logits move a little (docs/quantization.md).
+            the memory of a bf16 cache, for long contexts; the logits move a little (docs/decoding.md).
 
     Example:
         >>> from attnlab.models import GPT, GPTConfig

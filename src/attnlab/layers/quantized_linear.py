@@ -10,7 +10,7 @@ scale (int8: one per row; int4: one scale and one offset per group of ``group_si
 The products run in torch's own kernels (``aten._weight_int8pack_mm``, ``aten._weight_int4pack_mm_for_cpu``),
 which read the small weights and scale inside the kernel; where a kernel is missing (another device, another
 dtype), the weight is dequantized to the input's dtype and multiplied (the same numbers, slower). Why not
-torchao: see docs/quantization.md.
+torchao: see docs/decoding.md.
 
 These maps hold no trainable parameters: they are for inference. ``train(True)`` is refused.
 """

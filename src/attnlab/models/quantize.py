@@ -3,7 +3,7 @@
 Every linear map (the attention's projections, the feed-forward's, the output head) is swapped, in place, for one
 that keeps its weight in 8 or 4 bits (:mod:`attnlab.layers.quantized_linear`); embeddings and norms stay as they
 are (an embedding reads one row per token, a norm a vector). A decoding step then streams a quarter (int8) or an
-eighth (int4) of the bytes of fp32. What it costs in quality is measured, not assumed: docs/quantization.md and
+eighth (int4) of the bytes of fp32. What it costs in quality is measured, not assumed: docs/decoding.md and
 ``benchmarks/bench_decode.py``.
 
 A quantized model is for inference: quantizing one in training mode is refused, and so is training it afterwards.

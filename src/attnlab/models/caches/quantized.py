@@ -5,7 +5,7 @@ head_dim`` numbers. Kept in int8, each position of each head stores ``head_dim``
 (symmetric: ``x ≈ code · scale``, ``scale = max |x| / 127`` over the head's vector), about half the bytes of bf16
 and a quarter of fp32's (:meth:`Int8KVCache.nbytes`). The attention sees the keys and values dequantized to the
 model's dtype, so its arithmetic is unchanged; the error this adds to the logits is measured in the tests and in
-docs/quantization.md.
+docs/decoding.md.
 """
 
 from __future__ import annotations
