@@ -3,8 +3,8 @@
 Decoding a token multiplies one vector by each weight matrix. Three products over ``W_query``, ``W_key`` and
 ``W_value`` read the same bytes as one over the three stacked, but cost three kernel calls and three small thread
 hand-offs instead of one. Stacking at every call would copy the weights (as much work as the product itself), so
-the stacked copy is made once and kept beside the module, rebuilt only when a weight changes (its version counter
-or storage moves): training, ``load_state_dict`` or ``.to()`` are seen, nothing can go stale.
+the stacked copy is made once and kept beside the module, rebuilt when a weight changes (another tensor, or its
+version counter moved): training, ``load_state_dict`` or ``.to()`` are seen, nothing can go stale.
 
 Only at inference (eval mode, no autograd), only when calling each map would run ``nn.Linear.forward`` and nothing
 else (:func:`calls_only_forward`: a quantized or hooked map is called as it is), and
@@ -13,6 +13,8 @@ memory of one more copy of the fused weights.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 from torch import Tensor, nn
@@ -47,21 +49,30 @@ def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
     return type(module) is cls and "forward" not in vars(module) and not any(hooks)
 
 
-def _key(linears: tuple[nn.Linear, ...]) -> tuple:
-    return tuple((t.data_ptr(), t._version, t.dtype, t.device) for m in linears
-                 for t in (m.weight, m.bias) if t is not None)
+def _tensors(linears: tuple[nn.Linear, ...]) -> list[Tensor]:
+    return [t for m in linears for t in (m.weight, m.bias) if t is not None]
+
+
+def _still(held: tuple, tensors: list[Tensor]) -> bool:
+    """Whether the stacked copy ``held`` was made from these very tensors, unchanged since (weak references: a new
+    tensor at a freed one's address is not taken for it)."""
+    refs, versions = held[0]
+    return len(refs) == len(tensors) and all(r() is t and v == t._version
+                                             for r, v, t in zip(refs, versions, tensors, strict=True))
 
 
 def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor | None] | None:
     """The weight and bias of ``linears`` stacked as one map (``F.linear(x, w, b)`` is the concatenation of their
-    outputs), kept on ``owner``; None where the maps must be called one by one (training, autograd, compiling, or
-    a map that is not a plain ``nn.Linear``)."""
+    outputs), kept on ``owner``; None where the maps must be called one by one (training, autograd, compiling, a
+    map that is not a plain ``nn.Linear``, weights made under ``inference_mode``)."""
     if owner.training or torch.is_grad_enabled() or torch.compiler.is_compiling() \
             or not all(calls_only_forward(m, nn.Linear) for m in linears):
         return None
-    key = _key(linears)
+    tensors = _tensors(linears)
+    if any(t.is_inference() for t in tensors):  # made under inference_mode: no version counter to follow
+        return None
     held = owner.__dict__.get(_ATTRIBUTE)
-    if held is None or held[0] != key:
-        held = (key, stack_linears(*linears))
+    if held is None or not _still(held, tensors):
+        held = (([weakref.ref(t) for t in tensors], [t._version for t in tensors]), stack_linears(*linears))
         owner.__dict__[_ATTRIBUTE] = held
     return held[1]
