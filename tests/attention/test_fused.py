@@ -30,7 +30,7 @@ def test_the_fused_inference_path_equals_the_separate_maps(name):
         separate = module(x)  # training mode: the maps called one by one (stacked, for MHA, with autograd off)
         module.eval()
         fused = module(x)
-    assert fused_weights(module, *maps(module)) is not None  # it did run fused
+        assert fused_weights(module, *maps(module)) is not None  # it did run fused
     torch.testing.assert_close(fused, separate, rtol=1e-5, atol=1e-6)
 
 

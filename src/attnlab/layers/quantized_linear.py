@@ -12,7 +12,8 @@ which read the small weights and scale inside the kernel; where a kernel is miss
 dtype), the weight is dequantized to the input's dtype and multiplied (the same numbers, slower). Why not
 torchao: see docs/decoding.md.
 
-These maps hold no trainable parameters: they are for inference. ``train(True)`` is refused.
+These maps hold no trainable parameters: they are for inference. A forward pass in training mode with autograd on
+(a training step) is refused.
 """
 
 from __future__ import annotations
@@ -39,11 +40,6 @@ class QuantizedLinear(nn.Module):
         self.register_buffer("bias", None if bias is None else bias.detach().clone())
         self.training = False
 
-    def train(self, mode: bool = True) -> QuantizedLinear:
-        if mode:
-            raise ValueError(plain(TRAINING_MESSAGE, owner=type(self).__name__))
-        return super().train(False)
-
     def dequantized(self) -> Tensor:
         """The weight ``(N, K)`` in fp32 as the kernel sees it (what the tests compare against)."""
         raise NotImplementedError
@@ -53,6 +49,8 @@ class QuantizedLinear(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.training and torch.is_grad_enabled():  # a training step: there is nothing here to train
+            raise ValueError(plain(TRAINING_MESSAGE, owner=type(self).__name__))
         if x.shape[-1] != self.in_features:
             raise ValueError(f"{type(self).__name__}: x must have last dim {self.in_features}, got shape "
                              f"{tuple(x.shape)}")

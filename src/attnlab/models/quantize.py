@@ -52,10 +52,14 @@ Target = tuple[str, nn.Module, str, nn.Linear]  # (qualified name, parent, attri
 
 
 def linears(model: nn.Module) -> list[Target]:
-    """Every ``nn.Linear`` inside ``model``: ``(qualified name, parent, attribute name, the map)``."""
-    return [(f"{prefix}.{name}" if prefix else name, parent, name, child)
-            for prefix, parent in model.named_modules() for name, child in parent.named_children()
-            if isinstance(child, nn.Linear)]
+    """Every ``nn.Linear`` inside ``model``, in the order of the model's modules: ``(qualified name, parent,
+    attribute name, the map)``."""
+    found = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            parent, _, attribute = name.rpartition(".")
+            found.append((name, model.get_submodule(parent), attribute, module))
+    return found
 
 
 def is_quantized(model: nn.Module) -> bool:
@@ -71,12 +75,12 @@ def check_quantizable(model: nn.Module, scheme: str, group_size: int) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(tr("quantize: model must be a torch nn.Module, got {model_type}",
                            model_type=type(model).__name__))
+    if is_quantized(model):
+        raise ValueError(tr("quantize: {model_type} is quantized already; quantize the floating-point model",
+                            model_type=type(model).__name__))
     if model.training:
         raise ValueError(tr("quantize: {model_type} is in training mode; weight-only quantization is for inference: "
                             "call model.eval() first (and train the floating-point model, not the quantized one)",
-                            model_type=type(model).__name__))
-    if is_quantized(model):
-        raise ValueError(tr("quantize: {model_type} is quantized already; quantize the floating-point model",
                             model_type=type(model).__name__))
     if scheme == "int4" and not int4_available():
         raise ValueError(tr("quantize: this torch build has no CPU int4 kernel (aten._weight_int4pack_mm_for_cpu); "

@@ -21,9 +21,9 @@ SCALE_DTYPE = torch.float16  # a scale per head and position: two bytes beside h
 
 def quantize_rows(x: Tensor) -> tuple[Tensor, Tensor]:
     """``x (..., head_dim)`` -> int8 codes ``(..., head_dim)`` and scales ``(..., 1)``: ``x ≈ codes · scales``."""
-    scales = (x.float().abs().amax(dim=-1, keepdim=True) / 127).clamp(min=1e-8)
-    codes = torch.round(x.float() / scales).clamp(-127, 127).to(torch.int8)
-    return codes, scales.to(SCALE_DTYPE)
+    scales = (x.float().abs().amax(dim=-1, keepdim=True) / 127).clamp(min=1e-6).to(SCALE_DTYPE)  # as stored
+    codes = torch.round(x.float() / scales.float()).clamp(-127, 127).to(torch.int8)  # against the stored scale
+    return codes, scales
 
 
 class Int8LayerKVCache(LayerKVCache):
