@@ -64,12 +64,14 @@ def _still(held: tuple, tensors: list[Tensor]) -> bool:
 def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor | None] | None:
     """The weight and bias of ``linears`` stacked as one map (``F.linear(x, w, b)`` is the concatenation of their
     outputs), kept on ``owner``; None where the maps must be called one by one (training, autograd, compiling, a
-    map that is not a plain ``nn.Linear``, weights made under ``inference_mode``)."""
+    map that is not a plain ``nn.Linear`` or whose weight is a tensor subclass, weights made under
+    ``inference_mode``)."""
     if owner.training or torch.is_grad_enabled() or torch.compiler.is_compiling() \
             or not all(calls_only_forward(m, nn.Linear) for m in linears):
         return None
     tensors = _tensors(linears)
-    if any(t.is_inference() for t in tensors):  # made under inference_mode: no version counter to follow
+    # made under inference_mode (no version counter to follow), or a tensor subclass (a quantized weight, say)
+    if any(t.is_inference() or type(t) not in (Tensor, nn.Parameter) for t in tensors):
         return None
     held = owner.__dict__.get(_ATTRIBUTE)
     if held is None or not _still(held, tensors):
