@@ -89,15 +89,23 @@ def as_attnlab(hf, directory: Path):
     return load_causal_lm(directory)[0]
 
 
-def timed(run: Callable[[], torch.Tensor], repeats: int) -> tuple[float, torch.Tensor]:
-    """Median seconds of ``run`` over ``repeats`` after one warm-up, and its last output."""
-    out = run()
-    times = []
+def timed(run: Callable[[int], torch.Tensor], new: int, repeats: int, budget_s: float) -> tuple[float, int, object]:
+    """Median seconds of ``run(n)`` (n new tokens) over ``repeats``, after a warm-up of 4 tokens (which compiles,
+    where there is compiling); the n, and the last output. ``n`` is ``new``, or fewer where a probe of 8 tokens
+    says ``repeats`` runs of ``new`` would take longer than ``budget_s`` (a slow variant is measured, not waited
+    for)."""
+    run(4)
+    t0 = time.perf_counter()
+    run(8)
+    per_token = (time.perf_counter() - t0) / 8
+    n = new if per_token * new * repeats <= budget_s else max(8, int(budget_s / repeats / per_token))
+    n = min(n, new)
+    times, out = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()
-        out = run()
+        out = run(n)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    return statistics.median(times), n, out
 
 
 def variants(model) -> dict[str, tuple[object, dict]]:
@@ -139,22 +147,28 @@ def bench_model(name: str, hf, model, args, read_gbs: float) -> list[dict]:
 
 def bench_batch(name: str, hf, candidates: dict, idx: torch.Tensor, args, read_gbs: float) -> list[dict]:
     batch = idx.shape[0]
-    options = dict(do_sample=False, max_new_tokens=args.new, min_new_tokens=args.new, pad_token_id=0,
-                   eos_token_id=None, attention_mask=torch.ones_like(idx))
-    with torch.inference_mode():
-        hf_s, hf_out = timed(lambda: hf.generate(idx, **options), args.repeats)
-    rows = [dict(model=name, batch=batch, variant="HF generate (fp32)", tps=batch * args.new / hf_s, ratio=1.0,
-                 limit=step_limit(read_gbs, bytes_per_step(hf)), same="–", seconds=hf_s)]
+    def hf_run(n: int):
+        with torch.inference_mode():
+            return hf.generate(idx, do_sample=False, max_new_tokens=n, min_new_tokens=n, pad_token_id=0,
+                               eos_token_id=None, attention_mask=torch.ones_like(idx))
+
+    hf_s, hf_n, hf_out = timed(hf_run, args.new, args.repeats, args.case_budget)
+    hf_tps = batch * hf_n / hf_s
+    rows = [dict(model=name, batch=batch, variant="HF generate (fp32)", tps=hf_tps, ratio=1.0, n=hf_n,
+                 limit=step_limit(read_gbs, bytes_per_step(hf)), same="–")]
     for variant, (m, opts) in candidates.items():
         try:
-            s, out = timed(lambda m=m, opts=opts: generate(m, idx, args.new, temperature=0, **opts), args.repeats)
+            s, n, out = timed(lambda k, m=m, opts=opts: generate(m, idx, k, temperature=0, **opts), args.new,
+                              args.repeats, args.case_budget)
         except Exception as err:  # a variant that cannot run here is reported, not fatal to the run
-            print(f"{name} B={batch} {variant}: failed: {type(err).__name__}: {err}", flush=True)
+            print(f"{name} B={batch} {variant}: failed: {type(err).__name__}: {str(err)[:200]}", flush=True)
+            rows.append(dict(model=name, batch=batch, variant=variant, failed=f"{type(err).__name__}"))
             continue
-        same = bool(torch.equal(out, hf_out)) if "int" not in variant else "–"
-        rows.append(dict(model=name, batch=batch, variant=variant, tps=batch * args.new / s, ratio=hf_s / s,
-                         limit=step_limit(read_gbs, bytes_per_step(m)), same=same, seconds=s))
-        print(f"{name} B={batch} {variant}: {batch * args.new / s:.1f} tok/s ({hf_s / s:.2f}× HF)", flush=True)
+        same = bool(torch.equal(out, hf_out)) if "int" not in variant and n == hf_n else "–"
+        tps = batch * n / s
+        rows.append(dict(model=name, batch=batch, variant=variant, tps=tps, ratio=tps / hf_tps, n=n,
+                         limit=step_limit(read_gbs, bytes_per_step(m)), same=same))
+        print(f"{name} B={batch} {variant}: {tps:.1f} tok/s ({tps / hf_tps:.2f}× HF), {n} tokens", flush=True)
     return rows
 
 
@@ -198,14 +212,19 @@ def write(args, facts, matmul, read, speed: list[dict], qual: list[dict], load: 
              f"- Limits measured in this run: memory read **{read.value:.1f} GB/s** ({read.what}, best of the "
              f"repeats; median {read.median:.1f}); fp32 matmul **{matmul.value:.0f} GFLOP/s**.",
              f"- Load when the run started: `{load}`. Threads: {torch.get_num_threads()}.",
-             f"- Greedy decoding, prompt {args.prompt} tokens, {args.new} new tokens; median of {args.repeats} runs "
-             "after a warm-up. \"of limit\": steps/s over read bandwidth / bytes of weights read per step "
-             "(for the variant's own bytes). \"same tokens\": equal to HF generate's, token for token.", "",
-             "| model | batch | variant | tok/s | × HF | of limit | same tokens |", "|---|---|---|---|---|---|---|"]
+             f"- Greedy decoding, prompt {args.prompt} tokens, {args.new} new tokens (fewer where {args.repeats} runs "
+             f"would take over {args.case_budget:.0f} s: \"new tokens\"); median of {args.repeats} runs after a "
+             "warm-up. \"of limit\": steps/s over read bandwidth / bytes of weights read per step (for the variant's "
+             "own bytes). \"same tokens\": equal to HF generate's, token for token.", "",
+             "| model | batch | variant | new tokens | tok/s | × HF | of limit | same tokens |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in speed:
+        if "failed" in r:
+            lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | – | failed: {r['failed']} | – | – | – |")
+            continue
         frac = r["tps"] / r["batch"] / r["limit"]
-        lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | {r['tps']:.1f} | {r['ratio']:.2f}× | "
-                     f"{100 * frac:.0f} % | {r['same']} |")
+        lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | {r['n']} | {r['tps']:.1f} | "
+                     f"{r['ratio']:.2f}× | {100 * frac:.0f} % | {r['same']} |")
     lines += ["", "## Quality of the quantized weights", "",
               "Perplexity on held-out tokens (consecutive windows of the context length) against fp32; agreement: "
               "the fraction of 100 prompts whose 30 greedy tokens equal fp32's, all of them. int4: group size 32.",
@@ -234,6 +253,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=32)
     parser.add_argument("--new", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--case-budget", type=float, default=60.0, help="seconds a case's timed runs may take")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--train-iters", type=int, default=1000, help="steps of the GPT trained for the quality")
     parser.add_argument("--checkpoint", type=Path, default=None, help="an `attnlab train` output to use instead")
