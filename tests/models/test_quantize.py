@@ -37,8 +37,11 @@ def hand_int4(w, group):
     return (torch.round((g - low) / s).clamp(0, 15) * s + low).reshape(n, k)
 
 
+@pytest.mark.parametrize("kernel", [True, False], ids=["aten-kernel", "converted"])
 @pytest.mark.parametrize("shape", [(64, 128), (50, 256), (8, 32)])
-def test_int8_linear_is_the_hand_quantized_product(shape):
+def test_int8_linear_is_the_hand_quantized_product(shape, kernel, monkeypatch):
+    """Both ways of multiplying: torch's int8 kernel (taken on AVX-512) and the converted weight (elsewhere)."""
+    monkeypatch.setattr("attnlab.layers.quantized_linear.int8_kernel_pays", lambda: kernel)
     g = torch.Generator().manual_seed(0)
     w, b, x = torch.randn(*shape, generator=g), torch.randn(shape[0], generator=g), torch.randn(3, 5, shape[1])
     q = Int8Linear(w, b)

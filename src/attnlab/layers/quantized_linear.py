@@ -8,8 +8,9 @@ scale (int8: one per row; int4: one scale and one offset per group of ``group_si
     int4 (asymmetric, per group): q = round((W − m) / s) ∈ [0, 15],  s = (max − min) / 15,  W ≈ q · s + m
 
 The products run in torch's own kernels (``aten._weight_int8pack_mm``, ``aten._weight_int4pack_mm_for_cpu``),
-which read the small weights and scale inside the kernel; where a kernel is missing (another device, another
-dtype), the weight is dequantized to the input's dtype and multiplied (the same numbers, slower). Why not
+which read the small weights and scale inside the kernel. torch vectorizes its int8 kernel for AVX-512 only: on
+another CPU, device or dtype the int8 weight is converted to the input's dtype and multiplied (the same numbers;
+:func:`int8_kernel_pays`). Why not
 torchao: see docs/decoding.md.
 
 These maps hold no trainable parameters: they are for inference. A forward pass in training mode with autograd on
@@ -69,6 +70,13 @@ def _has_op(name: str) -> bool:
     return hasattr(torch.ops.aten, name)
 
 
+def int8_kernel_pays() -> bool:
+    """Whether torch's int8 weight kernel is vectorized on this CPU: it is for AVX-512; elsewhere (AVX2 only) it
+    runs a scalar loop, ten times slower than fp32's product (docs/decoding.md), and converting the weight to the
+    input's dtype before an ordinary product is faster."""
+    return torch.backends.cpu.get_cpu_capability() == "AVX512" and _has_op("_weight_int8pack_mm")
+
+
 class Int8Linear(QuantizedLinear):
     """``x Wᵀ + b`` with ``W`` in int8, one fp32 scale per output row (``weight (N, K)`` int8, ``scales (N,)``)."""
 
@@ -89,9 +97,9 @@ class Int8Linear(QuantizedLinear):
         return self.weight.float() * self.scales[:, None]
 
     def matmul(self, x: Tensor) -> Tensor:
-        if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and _has_op("_weight_int8pack_mm"):
+        if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and int8_kernel_pays():
             return torch.ops.aten._weight_int8pack_mm(x.contiguous(), self.weight, self.scales.to(x.dtype))
-        return F.linear(x, self.weight.to(x.dtype)) * self.scales.to(x.dtype)
+        return F.linear(x, self.weight.to(x.dtype)) * self.scales.to(x.dtype)  # the same numbers, converted first
 
 
 class Int4Linear(QuantizedLinear):
