@@ -186,7 +186,7 @@ def trained_gpt(args, directory: Path):
     model, tokenizer = load_trained(path)
     text = load_text("shakespeare")
     val = train_val_split(encode_cached(text, tokenizer, directory / "cache"), 0.1)[1]
-    return model, torch.as_tensor(val[:20_000], dtype=torch.long)
+    return model, torch.tensor(val[:20_000], dtype=torch.long)  # a copy: the cached tokens are read-only
 
 
 def quality(name: str, model, tokens: torch.Tensor) -> list[dict]:
