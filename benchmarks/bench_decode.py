@@ -241,9 +241,14 @@ def write(args, facts, matmul, read, speed: list[dict], qual: list[dict], load: 
 
 
 def command(args) -> str:
-    parts = ["nice python benchmarks/bench_decode.py"]
-    if args.quick:
-        parts.append("--quick")
+    """The command line of this run: the options that differ from their defaults."""
+    parts = ["python benchmarks/bench_decode.py"] + (["--quick"] if args.quick else [])
+    defaults = {"prompt": 32, "new": 96, "repeats": 3, "case_budget": 60.0, "threads": None, "train_iters": 1000}
+    for name, default in defaults.items():
+        value = getattr(args, name)
+        if not args.quick and value != default:
+            parts.append(f"--{name.replace('_', '-')} {value:g}" if isinstance(value, float) else
+                         f"--{name.replace('_', '-')} {value}")
     return " ".join(parts)
 
 
