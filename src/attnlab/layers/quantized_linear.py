@@ -10,8 +10,7 @@ scale (int8: one per row; int4: one scale and one offset per group of ``group_si
 The products run in torch's own kernels (``aten._weight_int8pack_mm``, ``aten._weight_int4pack_mm_for_cpu``),
 which read the small weights and scale inside the kernel. torch vectorizes its int8 kernel for AVX-512 only: on
 another CPU, device or dtype the int8 weight is converted to the input's dtype and multiplied (the same numbers;
-:func:`int8_kernel_pays`). Why not
-torchao: see docs/decoding.md.
+:func:`int8_kernel_pays`). Why not torchao: see docs/decoding.md.
 
 These maps hold no trainable parameters: they are for inference. A forward pass in training mode with autograd on
 (a training step) is refused.
@@ -27,13 +26,11 @@ from attnlab.arguments import plain
 
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # what torch's int4 kernel packs
 TRAINING_MESSAGE = ("{owner}: a weight-only quantized model is for inference; it cannot be trained (train the "
-                         "floating-point model, then quantize it)")
+                    "floating-point model, then quantize it)")
 
 
 class QuantizedLinear(nn.Module):
     """What the int8 and int4 maps share: the bias, the shapes, the refusal to train. ``(..., K)`` -> ``(..., N)``."""
-
-    bits = 0
 
     def __init__(self, in_features: int, out_features: int, bias: Tensor | None) -> None:
         super().__init__()
@@ -80,8 +77,6 @@ def int8_kernel_pays() -> bool:
 class Int8Linear(QuantizedLinear):
     """``x Wᵀ + b`` with ``W`` in int8, one fp32 scale per output row (``weight (N, K)`` int8, ``scales (N,)``)."""
 
-    bits = 8
-
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
         super().__init__(weight.shape[1], weight.shape[0], bias)
         w = weight.detach().float()
@@ -109,8 +104,6 @@ class Int4Linear(QuantizedLinear):
     (K / group_size, N', 2)`` each group's scale and offset (the kernel's layout; ``N'``: N rounded up to 16).
     CPU only: the packing is the CPU kernel's.
     """
-
-    bits = 4
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None, group_size: int = 128) -> None:
         n, k = weight.shape
