@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.generation import generate
 from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
 from attnlab.layers.quantized_linear import Int4Linear, Int8Linear
 from attnlab.models import GPT, SCHEMES, GPTConfig, ModernDecoder, ModernDecoderConfig, is_quantized, quantize
@@ -128,6 +129,13 @@ def test_int8_keeps_a_loaded_checkpoint_within_one_percent_of_its_perplexity(tmp
     fp32, int8 = perplexity(model, tokens), perplexity(quantized, tokens)
     assert abs(int8 / fp32 - 1) < 0.01
     assert greedy_agreement(model, quantized, prompts_from(tokens, 100, 8), 30) >= 0.5
+
+
+def test_a_quantized_model_decodes_the_same_tokens_compiled():
+    model = quantize(GPT(GPTConfig.from_preset("tiny")).eval(), "int8")
+    idx = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(3))
+    eager = generate(model, idx, 12, temperature=0)
+    assert torch.equal(generate(model, idx, 12, temperature=0, compile=True), eager)
 
 
 # ---------------------------------------------------------------- refusals

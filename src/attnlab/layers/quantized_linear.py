@@ -67,11 +67,15 @@ def _has_op(name: str) -> bool:
     return hasattr(torch.ops.aten, name)
 
 
+# asked once: a compiled step cannot ask it (torch.compile does not trace a function that returns a string)
+_INT8_KERNEL_VECTORIZED = torch.backends.cpu.get_cpu_capability() == "AVX512" and _has_op("_weight_int8pack_mm")
+
+
 def int8_kernel_pays() -> bool:
     """Whether torch's int8 weight kernel is vectorized on this CPU: it is for AVX-512; elsewhere (AVX2 only) it
     runs a scalar loop, ten times slower than fp32's product (docs/decoding.md), and converting the weight to the
     input's dtype before an ordinary product is faster."""
-    return torch.backends.cpu.get_cpu_capability() == "AVX512" and _has_op("_weight_int8pack_mm")
+    return _INT8_KERNEL_VECTORIZED
 
 
 class Int8Linear(QuantizedLinear):
