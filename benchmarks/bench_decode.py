@@ -36,6 +36,7 @@ from attnlab.bench.machine import machine_facts, matmul_gflops, read_bandwidth
 from attnlab.files import atomic_write_text
 from attnlab.generation import generate
 from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
+from attnlab.layers.quantized_linear import int8_kernel_pays
 from attnlab.models import quantize
 
 RESULTS = Path(__file__).resolve().parent / "results" / "decode.md"
@@ -113,6 +114,9 @@ def variants(model) -> dict[str, tuple[object, dict]]:
     int8 = quantize(copy.deepcopy(model), "int8")
     out = {"attnlab eager": (model, {}), "attnlab compile=True": (model, {"compile": True}),
            "attnlab int8": (int8, {}), "attnlab int8 compile=True": (int8, {"compile": True})}
+    if not int8_kernel_pays():  # the same CPU capability decides: without AVX-512 torch's int4 kernel is scalar
+        print("int4 left out: torch's int4 kernel runs a scalar loop on this CPU (no AVX-512), tens of times slower")
+        return out
     try:
         out["attnlab int4"] = (quantize(copy.deepcopy(model), "int4", group_size=128), {})
     except ValueError as err:
