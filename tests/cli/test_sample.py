@@ -59,3 +59,15 @@ def test_sample_needs_one_model(hf_dirs, tmp_path):
     r = run("sample", "--model", tmp_path, "hello")
     assert r.exit_code == 1 and "unsupported architecture ['BertForMaskedLM']" in r.output
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_sample_a_loaded_checkpoint_in_int8_weights_and_with_the_int8_cache(hf_dirs, arch):
+    """``--quantize int8`` and ``--int8-cache`` decode a loaded checkpoint; greedy text as long as fp32's."""
+    args = ["sample", "--model", hf_dirs / arch, "To be", "--max-new-tokens", 12, "--temperature", 0]
+    fp32 = run(*args)
+    for extra in (["--quantize", "int8"], ["--int8-cache"]):
+        r = run(*args, *extra)
+        assert r.exit_code == 0 and r.output.startswith("To be"), r.output
+        assert len(r.output) > len("To be"), r.output
+    assert fp32.exit_code == 0
