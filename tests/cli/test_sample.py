@@ -63,7 +63,8 @@ def test_sample_needs_one_model(hf_dirs, tmp_path):
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_sample_a_loaded_checkpoint_in_int8_weights_and_with_the_int8_cache(hf_dirs, arch):
-    """``--quantize int8`` and ``--int8-cache`` decode a loaded checkpoint; greedy text as long as fp32's."""
+    """``--quantize int8`` and ``--int8-cache`` decode a loaded checkpoint from the command line (quality: the
+    model tests)."""
     args = ["sample", "--model", hf_dirs / arch, "To be", "--max-new-tokens", 12, "--temperature", 0]
     fp32 = run(*args)
     for extra in (["--quantize", "int8"], ["--int8-cache"]):
