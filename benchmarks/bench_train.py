@@ -1,13 +1,17 @@
 """Training throughput and quality: attnlab's trainer against a plain-PyTorch loop, same model, same run.
 
-    .venv/bin/python benchmarks/bench_train.py            # full: 2 × 2,000 iterations + a 10-minute run (≈15 min)
-    .venv/bin/python benchmarks/bench_train.py --quick    # a smoke test: 2 × 30 iterations, a 10-second budget run
+    .venv/bin/python benchmarks/bench_train.py            # full: 3 × 2,000 iterations + a 10-minute run (≈18 min)
+    .venv/bin/python benchmarks/bench_train.py --quick    # a smoke test: 3 × 30 iterations, a 10-second budget run
+    .venv/bin/python benchmarks/bench_train.py --skip-b   # part A alone (the three loops), to train_loops.md
 
 Part A, the nanoGPT CPU baseline on Shakespeare's characters: 4 layers, 4 heads, 128 dims, block 64,
 batch 12, AdamW lr 1e-3 (warm-up 100, cosine to 1e-4, weight decay 0.1 on matrices, clip 1.0), dropout 0,
-2,000 iterations. Run twice: by ``attnlab.training`` and by a self-contained plain-PyTorch loop (model,
-batches and optimizer written here, no attnlab code) on the same token arrays. Both models are then
-scored on the same 200 validation batches. Target: attnlab tokens/s ≥ 1.0× the reference.
+2,000 iterations. Run three times, interleaved: by ``attnlab.training``, by ``attnlab.training`` with
+``compile=True`` (``attnlab train --compile``: inductor's C++ backend on a CPU), and by a self-contained
+plain-PyTorch loop (model, batches and optimizer written here, no attnlab code) on the same token arrays. The
+models are then scored on the same 200 validation batches. Targets: attnlab tokens/s ≥ 1.0× the reference, and
+≥ 1.3× with compile=True. Every throughput is also given as MFU: model FLOP/s over the fp32 matmul peak
+(``attnlab.bench.machine.matmul_gflops``, what ``attnlab bench`` reports) measured in the same run.
 
 Part B, the best validation loss in a 10-minute ``time_budget`` with the config in ``BUDGET_CONFIG``
 (a wider model, longer blocks, bigger batches and a higher learning rate than the baseline; see
@@ -18,6 +22,7 @@ budget does. Target: val loss ≤ 1.60.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import tempfile
@@ -29,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.bench.machine import machine_facts
+from attnlab.bench.machine import machine_facts, matmul_gflops
 from attnlab.files import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "train.md"
@@ -154,14 +159,18 @@ def part_a(quick: bool, out_root: Path) -> dict:
     cfg = TrainConfig(data="shakespeare", out=str(out_root / "baseline"), eval_interval=c["max_iters"],
                       eval_iters=10, **{k: v for k, v in c.items() if k != "preset"}, preset="baby")
     trainer = Trainer(cfg, quiet=True)
-    # interleaved chunks, so that a load change on a shared machine hits both loops alike, each loop going first
-    # in every other round (the second of a round finds the CPU caches full of the first's data)
-    times: dict[str, list[float]] = {"reference": [], "attnlab": []}
-    walls = {"reference": 0.0, "attnlab": 0.0}
+    compiled = Trainer(dataclasses.replace(cfg, out=str(out_root / "compiled"), compile=True), quiet=True)
+    t0 = time.perf_counter()
+    compiled.train_step()  # the first step compiles (inductor's C++ backend on a CPU): not timed with the rest
+    compile_s = time.perf_counter() - t0
+    # interleaved chunks, so that a load change on a shared machine hits every loop alike, the order rotating
+    # every round (the second of a round finds the CPU caches full of the first's data)
+    times: dict[str, list[float]] = {"reference": [], "attnlab": [], "attnlab --compile": []}
+    walls = dict.fromkeys(times, 0.0)
     chunk = 10  # short rounds: this guest's speed swings by ±10 % over seconds
-    loops = [("reference", ref.step), ("attnlab", trainer.train_step)]
+    loops = [("reference", ref.step), ("attnlab", trainer.train_step), ("attnlab --compile", compiled.train_step)]
     for i in range(c["max_iters"] // chunk):
-        for name, step in loops if i % 2 == 0 else loops[::-1]:
+        for name, step in loops[i % 3:] + loops[: i % 3]:
             w0 = time.perf_counter()
             for _ in range(chunk):
                 s = time.perf_counter()
@@ -171,14 +180,31 @@ def part_a(quick: bool, out_root: Path) -> dict:
     ref_model = ref.model
     assert sum(p.numel() for p in ref_model.parameters()) == trainer.model.num_parameters()
     tokens_per_step = c["batch_size"] * 64
-    res = {"iters": c["max_iters"], "params": trainer.model.num_parameters()}
-    for name, model in (("reference", ref_model), ("attnlab", trainer.model)):
+    res = {"iters": c["max_iters"], "params": trainer.model.num_parameters(), "compile_s": compile_s,
+           "flops_per_token": training_flops_per_token(trainer.model_config), "matmul": matmul_gflops()}
+    for name, model in (("reference", ref_model), ("attnlab", trainer.model), ("attnlab --compile", compiled.model)):
         steps, wall = times[name], walls[name]
         res[name] = {"wall_s": wall, "train_s": sum(steps), "tokens_per_s": tokens_per_step * len(steps) / sum(steps),
                      "median_ms": 1000 * statistics.median(steps[10:] or steps),
                      "val_loss": val_loss(model, val, 64, 20 if quick else VAL_BATCHES, vocab)}
     res["ratio"] = res["attnlab"]["tokens_per_s"] / res["reference"]["tokens_per_s"]
+    res["compile_ratio"] = res["attnlab --compile"]["tokens_per_s"] / res["reference"]["tokens_per_s"]
     return res
+
+
+def training_flops_per_token(config) -> float:
+    """Model FLOPs of one training token (nanoGPT's and PaLM's count): 6 per parameter (forward 2, backward 4;
+    the embeddings' lookups are not products, the tied head is) plus the attention's scores and weighted sums,
+    12 · layers · d_model · T (the causal half counted too, as PaLM does)."""
+    c = config
+    per_block = 4 * c.d_model * c.d_model + 2 * c.d_model * c.d_ff  # q, k, v, out; the feed-forward
+    params = c.num_layers * per_block + c.vocab_size * c.d_model  # the matrices a token is multiplied by
+    return 6 * params + 12 * c.num_layers * c.d_model * c.context_length
+
+
+def mfu(tokens_per_s: float, a: dict) -> float:
+    """Model FLOP/s over the fp32 matmul peak measured in the same run."""
+    return tokens_per_s * a["flops_per_token"] / (a["matmul"].value * 1e9)
 
 
 def part_b(budget_minutes: float, out_root: Path, quick: bool, base: dict) -> dict:
@@ -205,25 +231,32 @@ def part_b(budget_minutes: float, out_root: Path, quick: bool, base: dict) -> di
     return {"config": config, "planned_iters": max_iters, "probe_step_ms": 1000 * step_s,
             "steps": result.step, "stop_reason": result.stop_reason, "wall_s": time.perf_counter() - t0,
             "tokens_per_s": result.tokens_per_s, "params": trainer.model.num_parameters(),
-            "val_loss": result.evals[-1][2], "train_loss": result.evals[-1][1], "budget_min": budget_minutes}
+            "val_loss": result.evals[-1][2], "train_loss": result.evals[-1][1], "budget_min": budget_minutes,
+            "flops_per_token": training_flops_per_token(trainer.model_config), "matmul": matmul_gflops()}
 
 
-def write(a: dict | None, b: dict, quick: bool) -> str:
+def write(a: dict | None, b: dict | None, quick: bool) -> str:
     title = "# Training benchmark" + (" (--quick: a smoke test, not a measurement)" if quick else "")
     head = [title, "", machine_facts().summary(), ""]
-    return "\n".join([*head, *(section_a(a, quick) if a else []), *section_b(b)])
+    return "\n".join([*head, *(section_a(a, quick) if a else []), *(section_b(b) if b else [])])
 
 
 def section_a(a: dict, quick: bool) -> list[str]:
-    r, o = a["reference"], a["attnlab"]
+    r, o, k = a["reference"], a["attnlab"], a["attnlab --compile"]
+    mm = a["matmul"]
+    loops = (("plain PyTorch reference", r), ("attnlab.training", o), ("attnlab.training, compile=True", k))
     return [
         f"## A. nanoGPT CPU baseline: Shakespeare characters, {a['params']:,} parameters, {a['iters']} iterations",
         "", "L4 H4 d128, block 64, batch 12, AdamW 1e-3 (warm-up 100, cosine to 1e-4), dropout 0. "
-        f"Val loss: mean over the same {VAL_BATCHES if not quick else 20} validation batches for both.", "",
-        "| loop | wall s | train s | median ms/iter | tokens/s | val loss |", "|---|---|---|---|---|---|",
+        f"Val loss: mean over the same {VAL_BATCHES if not quick else 20} validation batches for all. "
+        f"MFU: model FLOP/s ({a['flops_per_token'] / 1e6:.2f} MFLOP per token, `training_flops_per_token`) over the "
+        f"fp32 matmul peak measured in the same run, **{mm.value:.0f} GFLOP/s** ({mm.what}, the figure `attnlab "
+        f"bench` reports). compile=True compiled in {a['compile_s']:.0f} s (its first step, not timed).", "",
+        "| loop | wall s | train s | median ms/iter | tokens/s | MFU | val loss |", "|---|---|---|---|---|---|---|",
         *(f"| {n} | {x['wall_s']:.1f} | {x['train_s']:.1f} | {x['median_ms']:.1f} | {x['tokens_per_s']:,.0f} | "
-          f"{x['val_loss']:.3f} |" for n, x in (("plain PyTorch reference", r), ("attnlab.training", o))),
-        "", f"**attnlab / reference tokens/s: {a['ratio']:.2f}×** (target ≥ 1.0×)", "",
+          f"{100 * mfu(x['tokens_per_s'], a):.1f} % | {x['val_loss']:.3f} |" for n, x in loops),
+        "", f"**attnlab / reference tokens/s: {a['ratio']:.2f}×** (target ≥ 1.0×); with compile=True "
+        f"**{a['compile_ratio']:.2f}×** (target ≥ 1.3×).", "",
     ]
 
 
@@ -232,8 +265,10 @@ def section_b(b: dict) -> list[str]:
         f"## B. Best val loss in a {b['budget_min']:g}-minute time budget", "",
         f"Config: `{b['config']}`; {b['params']:,} parameters; probe {b['probe_step_ms']:.1f} ms/step, "
         f"so max_iters = {b['planned_iters']}.", "",
-        "| steps | stop | wall s | tokens/s | train loss | val loss |", "|---|---|---|---|---|---|",
+        f"MFU over the fp32 matmul peak measured after the run, {b['matmul'].value:.0f} GFLOP/s.", "",
+        "| steps | stop | wall s | tokens/s | MFU | train loss | val loss |", "|---|---|---|---|---|---|---|",
         f"| {b['steps']} | {b['stop_reason']} | {b['wall_s']:.0f} | {b['tokens_per_s']:,.0f} | "
+        f"{100 * mfu(b['tokens_per_s'], b):.1f} % | "
         f"{b['train_loss']:.3f} | **{b['val_loss']:.3f}** |", "", "Target: val loss ≤ 1.60 (characters).", "",
     ]
 
@@ -245,18 +280,22 @@ def main() -> None:
     parser.add_argument("--budget-config", choices=["wide", "baby"], default="wide",
                         help="part B's config: BUDGET_CONFIG (wide, default) or BUDGET_ALTERNATIVE (baby)")
     parser.add_argument("--skip-a", action="store_true", help="run part B only")
+    parser.add_argument("--skip-b", action="store_true", help="run part A only (eager, compiled, plain loop)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         a = None if args.skip_a else part_a(args.quick, Path(tmp))
         if a is not None:
             r, o = a["reference"], a["attnlab"]
             print(f"A: reference {r['tokens_per_s']:,.0f} tok/s, attnlab {o['tokens_per_s']:,.0f}"
-                  f" tok/s ({a['ratio']:.2f}×); val {r['val_loss']:.3f} / {o['val_loss']:.3f}")
+                  f" tok/s ({a['ratio']:.2f}×), compiled {a['compile_ratio']:.2f}×; val {r['val_loss']:.3f} / "
+                  f"{o['val_loss']:.3f} / {a['attnlab --compile']['val_loss']:.3f}")
         base = BUDGET_CONFIG if args.budget_config == "wide" else BUDGET_ALTERNATIVE
-        b = part_b(10 / 60 if args.quick else args.budget, Path(tmp), args.quick, base)
-        print(f"B: {b['steps']} steps, val loss {b['val_loss']:.3f}")
+        b = None if args.skip_b else part_b(10 / 60 if args.quick else args.budget, Path(tmp), args.quick, base)
+        if b is not None:
+            print(f"B: {b['steps']} steps, val loss {b['val_loss']:.3f}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    results = RESULTS if a is not None else RESULTS.with_name(f"train_budget_{args.budget_config}.md")
+    results = (RESULTS if b is not None else RESULTS.with_name("train_loops.md")) if a is not None \
+        else RESULTS.with_name(f"train_budget_{args.budget_config}.md")
     atomic_write_text(results, write(a, b, args.quick))
     print(f"wrote {results}")
 

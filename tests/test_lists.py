@@ -12,7 +12,7 @@ import pytest
 
 from attnlab.data import TASKS, TOKENIZERS
 from attnlab.functional.backends import BACKENDS, KERNELS, Backend
-from attnlab.models import ARCHITECTURES, DTYPES
+from attnlab.models import ARCHITECTURES, DTYPES, SCHEMES
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnlab"
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -27,6 +27,7 @@ LISTS = {
     "presets": (PRESETS, {"models/gpt.py", "models/modern.py", "models/encoder.py", "models/transformer/config.py"}),
     "tokenizers": (set(TOKENIZERS), {"data/tokenizer.py"}),
     "tasks": (set(TASKS), {"data/tasks.py"}),
+    "quantization schemes": (set(SCHEMES), {"models/quantize.py"}),
 }
 
 

@@ -2,7 +2,7 @@ import pytest
 
 from attnlab.bench.cases import BenchConfig, Case, Plan
 from attnlab.bench.runner import BenchResult, CaseResult
-from attnlab.bench.tables import _slope, command_line, markdown, rich_table, targets, write_atomic
+from attnlab.bench.tables import _slope, command_line, limits_line, markdown, rich_table, targets, write_atomic
 
 
 def _result() -> BenchResult:
@@ -58,12 +58,27 @@ def test_write_atomic(tmp_path):
 
 
 def test_machine_limits_are_measured():
-    from attnlab.bench.machine import matmul_gflops, memory_bandwidth
+    from attnlab.bench.machine import matmul_gflops, memory_bandwidth, read_bandwidth
 
     mm = matmul_gflops(n=256, repeats=3)
     assert mm.value >= mm.median >= mm.low > 0 and mm.unit == "GFLOP/s"
     bw = memory_bandwidth(mib=8, repeats=3)
     assert bw.value >= bw.median >= bw.low > 0
+    read = read_bandwidth(mib=8, repeats=3)
+    assert read.value >= read.median >= read.low > 0 and read.unit == "GB/s" and "sum" in read.what
+    assert matmul_gflops(n=128, repeats=2, dtype="bf16").what == "torch.mm bf16 128x128"
+
+
+def test_the_limits_are_printed_side_by_side():
+    result = _result()
+    result.read_bandwidth = {"value": 27.0, "median": 26.0, "low": 25.0, "unit": "GB/s", "what": "Tensor.sum"}
+    result.matmul_bf16 = {"value": 40.0, "median": 39.0, "low": 38.0, "unit": "GFLOP/s", "what": "torch.mm bf16"}
+    line = limits_line(result)
+    assert line == ("Limits: matmul fp32 250 GFLOP/s; bf16 40 GFLOP/s; memory read 27.0 GB/s; copy 10.0 GB/s "
+                    "(read + write)")
+    md = markdown(result, [])
+    assert "Memory read bandwidth (what decoding streams its weights at): **27.0 GB/s**" in md
+    assert "Matrix-multiply limit, bf16: **40.0 GFLOP/s**" in md
 
 
 def test_command_line_reproduces_the_run():

@@ -110,6 +110,10 @@ CASES = [
      ["prompt", "'Ω'", "not in the vocabulary"], []),
     ("sample-fp16-on-a-cpu", [*SAMPLE, "--dtype", "fp16"], 1, ["--dtype fp16", "CUDA", "bf16"], []),
     ("sample-device-unknown", [*SAMPLE, "--device", "banana"], 1, ["device", "'banana'", "cuda:N"], []),
+    ("sample-quantize-unknown", [*SAMPLE, "--quantize", "int3"], 2, ["--quantize", "'int3'", "'int8'", "'int4'"],
+     []),
+    ("sample-quantize-int4-group-does-not-divide", [*SAMPLE, "--quantize", "int4"], 1,
+     ["int4", "blocks.0.attn.W_query", "(32, 32)", "group_size=128", "32 inputs", "'int8'"], []),
     # explain, heatmap, view: the text and the model looked through
     ("explain-empty-text", ["explain", ""], 2, ["text", "empty"], []),
     ("explain-query-not-in-text", ["explain", "a b c", "--query", "z"], 2, ["query 'z'", "a, b, c"], []),

@@ -97,3 +97,16 @@ def test_a_learned_position_table_says_it_crops(hf_dirs):
     assert r.stderr.strip().splitlines() == [
         "note: GPT: 2 prompt + 80 new tokens pass its learned position table of 64 positions; from there on each "
         "token is computed from the last 64 tokens alone (crop and recompute)"]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_sample_a_loaded_checkpoint_in_int8_weights_and_with_the_int8_cache(hf_dirs, arch):
+    """``--quantize int8`` and ``--int8-cache`` decode a loaded checkpoint from the command line (quality: the
+    model tests)."""
+    args = ["sample", "--model", hf_dirs / arch, "To be", "--max-new-tokens", 12, "--temperature", 0]
+    fp32 = run(*args)
+    for extra in (["--quantize", "int8"], ["--int8-cache"]):
+        r = run(*args, *extra)
+        assert r.exit_code == 0 and r.output.startswith("To be"), r.output
+        assert len(r.output) > len("To be"), r.output
+    assert fp32.exit_code == 0

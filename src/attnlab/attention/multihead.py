@@ -17,11 +17,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.modules import module as torch_module
 
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
+from attnlab.attention.fused import calls_only_forward, fused_weights, stack_linears
 from attnlab.functional import Backend, and_masks, attend
 
 
@@ -46,32 +46,6 @@ class MultiHeadAttentionWrapper(nn.Module):
         if not return_weights:
             return torch.cat(outs, dim=-1)
         return torch.cat([o for o, _ in outs], dim=-1), torch.stack([w for _, w in outs], dim=-3)
-
-
-def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor, Tensor | None]:
-    """The linears' weights and biases stacked as one map, the first one's times ``scale_first``:
-    ``F.linear(x, *stack_linears(a, b))`` is ``cat([a(x), b(x)], -1)`` (no bias if any of them lacks one)."""
-    weights, biases = [m.weight for m in linears], [m.bias for m in linears]
-    if scale_first != 1.0:  # a copy only when there is something to scale
-        weights[0] = weights[0] * scale_first
-        biases[0] = None if biases[0] is None else biases[0] * scale_first
-    if any(b is None for b in biases):
-        return torch.cat(weights), None
-    return torch.cat(weights), torch.cat(biases)
-
-
-def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
-    """Whether ``module(x)`` would run ``cls.forward`` and nothing else, so that reading its weights directly (as
-    :func:`stack_linears` does) is the same as calling it: a ``cls`` itself (not a subclass such as a LoRA or
-    quantised linear), its ``forward`` not replaced, and no hook, its own or global, forward or backward.
-
-    PyTorch offers no public way to ask whether a module has hooks; this is the very test ``nn.Module.__call__``
-    makes before it skips straight to ``forward``, so when it holds nobody can tell the two apart.
-    """
-    hooks = (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks, module._backward_pre_hooks,
-             torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
-             torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)
-    return type(module) is cls and "forward" not in vars(module) and not any(hooks)
 
 
 class MultiHeadAttention(nn.Module):
@@ -184,8 +158,12 @@ class MultiHeadAttention(nn.Module):
                     memory_kv: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Steps 1 and 2: ``queries`` from ``x (B, Tq, d_in)``, ``keys`` and ``values`` from ``memory`` (default
         ``x``) or taken from ``memory_kv``, each split into heads: ``(B, H, Tq, hd)``, ``(B, H, Tk, hd)`` twice."""
-        if memory is None and memory_kv is None and self.may_stack():  # training's self-attention: one matmul
-            return self.project_stacked(x)
+        if memory is None and memory_kv is None:  # self-attention: one matmul where it is the same
+            if self.may_stack():  # training: the weights stacked at each call (autograd flows through them)
+                return self.project_stacked(x)
+            fused = fused_weights(self, self.W_query, self.W_key, self.W_value)  # inference: stacked once, kept
+            if fused is not None:
+                return tuple(self.split_heads(t) for t in F.linear(x, *fused).split(self.d_out, dim=-1))
         queries = self.split_heads(self.W_query(x))
         if memory_kv is not None:
             return queries, *memory_kv
@@ -197,7 +175,7 @@ class MultiHeadAttention(nn.Module):
         calling each map would run ``nn.Linear.forward`` and nothing else (:func:`calls_only_forward`).
 
         Stacking copies the weights, which costs as much as the matmul when a few tokens are all there is to
-        project (decoding), so inference keeps the three calls.
+        project (decoding), so inference stacks them once and keeps the copy (:mod:`attnlab.attention.fused`).
         """
         return (self.training and torch.is_grad_enabled()
                 and all(calls_only_forward(m, nn.Linear) for m in (self.W_query, self.W_key, self.W_value)))

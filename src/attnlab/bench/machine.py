@@ -2,7 +2,9 @@
 
 * fp32 matrix multiply: GFLOP/s of a large square ``torch.mm`` (``2 n³`` FLOPs), the best rate a
   dense kernel can hope for on this CPU with torch's BLAS;
-* memory bandwidth: GB/s of a large ``Tensor.copy_`` (each byte read once and written once).
+* memory bandwidth: GB/s of a large ``Tensor.copy_`` (each byte read once and written once);
+* read bandwidth: GB/s of a large ``Tensor.sum`` (each byte read once): the limit of decoding, which streams the
+  weights once per token.
 
 Both use torch's default thread count, like the attention cases.
 """
@@ -81,15 +83,29 @@ def _times(fn, repeats: int) -> list[float]:
     return timeit.Timer(fn).repeat(repeat=repeats, number=1)
 
 
-def matmul_gflops(n: int = 4096, repeats: int = 5) -> Limit:
-    """fp32 GFLOP/s of ``torch.mm`` on two ``(n, n)`` matrices."""
+def matmul_gflops(n: int = 4096, repeats: int = 5, dtype: str = "fp32") -> Limit:
+    """GFLOP/s of ``torch.mm`` on two ``(n, n)`` matrices of ``dtype`` (a name of ``attnlab.models.DTYPES``)."""
     import torch
 
+    from attnlab.models.config import DTYPES
+
+    torch_dtype = DTYPES[dtype]
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
-    out = torch.empty(n, n)
+    a, b = (torch.randn(n, n, generator=g).to(torch_dtype) for _ in range(2))
+    out = torch.empty(n, n, dtype=torch_dtype)
     rates = [2 * n**3 / t / 1e9 for t in _times(lambda: torch.mm(a, b, out=out), repeats)]
-    return Limit(max(rates), statistics.median(rates), min(rates), "GFLOP/s", f"torch.mm fp32 {n}x{n}")
+    return Limit(max(rates), statistics.median(rates), min(rates), "GFLOP/s", f"torch.mm {dtype} {n}x{n}")
+
+
+def read_bandwidth(mib: int = 512, repeats: int = 5) -> Limit:
+    """GB/s of summing a ``mib``-MiB fp32 tensor: each byte read once, nothing written. What a decoding step that
+    streams every weight once can hope for: its tokens/s limit is this over the bytes of the weights."""
+    import torch
+
+    src = torch.ones(mib * 2**20 // 4)
+    nbytes = src.numel() * 4
+    rates = [nbytes / t / 1e9 for t in _times(lambda: src.sum(), repeats)]
+    return Limit(max(rates), statistics.median(rates), min(rates), "GB/s", f"Tensor.sum over {mib} MiB fp32")
 
 
 def memory_bandwidth(mib: int = 512, repeats: int = 5) -> Limit:

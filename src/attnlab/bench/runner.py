@@ -11,7 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from attnlab.bench.cases import NUMPY_BACKENDS, BenchConfig, Case, Plan, Planner
-from attnlab.bench.machine import machine_facts, matmul_gflops, memory_bandwidth, total_memory_bytes
+from attnlab.bench.machine import (
+    machine_facts,
+    matmul_gflops,
+    memory_bandwidth,
+    read_bandwidth,
+    total_memory_bytes,
+)
 from attnlab.i18n import tr
 
 
@@ -66,10 +72,13 @@ class BenchResult:
     memory_limit_bytes: int
     cases: list[CaseResult]
     seconds: float
+    read_bandwidth: dict | None = None  # Limit.as_dict() of machine.read_bandwidth
+    matmul_bf16: dict | None = None  # Limit.as_dict() of machine.matmul_gflops(dtype="bf16")
 
     def as_dict(self) -> dict:
         cfg = self.config
-        return {"machine": self.machine, "matmul": self.matmul, "bandwidth": self.bandwidth,
+        return {"machine": self.machine, "matmul": self.matmul, "matmul_bf16": self.matmul_bf16,
+                "bandwidth": self.bandwidth, "read_bandwidth": self.read_bandwidth,
                 "memory_limit_gib": self.memory_limit_bytes / 2**30, "seconds": self.seconds,
                 "config": {"seq_lens": list(cfg.seq_lens), "backends": list(cfg.backends),
                            "is_causal": list(cfg.is_causal),
@@ -136,9 +145,10 @@ def run_bench(config: BenchConfig, progress: Callable[[Case, str], None] = lambd
     start = time.perf_counter()
     memory_limit = config.max_memory_bytes or total_memory_bytes() // 2
     status(tr("machine limits: matrix multiply and memory bandwidth"))
-    matmul = matmul_gflops(config.matmul_n)
-    bandwidth = memory_bandwidth(config.bandwidth_mib)
+    # bf16 at half the size: where the CPU has no bf16 instructions it is emulated, many times slower
+    matmul, matmul_bf16 = matmul_gflops(config.matmul_n), matmul_gflops(config.matmul_n // 2, dtype="bf16")
+    bandwidth, read = memory_bandwidth(config.bandwidth_mib), read_bandwidth(config.bandwidth_mib)
     facts = machine_facts()
     cases = run_cases(config, memory_limit, progress)
     return BenchResult(config, facts.as_dict(), matmul.as_dict(), bandwidth.as_dict(), memory_limit, cases,
-                       time.perf_counter() - start)
+                       time.perf_counter() - start, read.as_dict(), matmul_bf16.as_dict())

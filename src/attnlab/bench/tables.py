@@ -44,11 +44,22 @@ HEADERS = ["B×T", N_("backend"), N_("causal"), N_("median ms"), N_("spread ms")
            N_("peak MiB"), N_("note")]
 
 
+def limits_line(result: BenchResult) -> str:
+    """The machine's limits in one line: matrix multiply per dtype, memory read and copy bandwidth."""
+    parts = [tr("matmul fp32 {gflops:.0f} GFLOP/s", gflops=result.matmul["value"])]
+    if result.matmul_bf16:
+        parts.append(tr("bf16 {gflops:.0f} GFLOP/s", gflops=result.matmul_bf16["value"]))
+    if result.read_bandwidth:
+        parts.append(tr("memory read {gbs:.1f} GB/s", gbs=result.read_bandwidth["value"]))
+    parts.append(tr("copy {gbs:.1f} GB/s (read + write)", gbs=result.bandwidth["value"]))
+    return tr("Limits: {limits}", limits="; ".join(parts))
+
+
 def rich_table(result: BenchResult) -> Table:
     matmul = result.matmul["value"]
     table = Table(title=tr("Multi-head attention forward, d={d_model}, h={num_heads} (matmul limit {matmul:.0f} "
                            "GFLOP/s)", d_model=result.config.d_model, num_heads=result.config.num_heads,
-                           matmul=matmul), title_justify="left")
+                           matmul=matmul), title_justify="left", caption=limits_line(result), caption_justify="left")
     for h in HEADERS:
         text = h in ("backend", "note")
         table.add_column(_(h), justify="left" if text else "right", no_wrap=not text, overflow="fold")
@@ -123,6 +134,13 @@ def command_line(cfg: BenchConfig) -> str:
     return " ".join([*args, "--out DIR"])
 
 
+def _optional_limit(name: str, limit: dict | None) -> list[str]:
+    if not limit:
+        return []
+    return [f"- {name}: **{limit['value']:.1f} {limit['unit']}** ({limit['what']}, best of the repeats; median "
+            f"{limit['median']:.1f}, slowest {limit['low']:.1f})"]
+
+
 def markdown(result: BenchResult, plots: list[str]) -> str:
     m, mm, bw = result.machine, result.matmul, result.bandwidth
     cfg = result.config
@@ -131,6 +149,8 @@ def markdown(result: BenchResult, plots: list[str]) -> str:
            f"- Python {m['python']}, torch {m['torch']}, numpy {m['numpy']}",
            f"- Matrix-multiply limit: **{mm['value']:.0f} GFLOP/s** ({mm['what']}, best of the repeats; median "
            f"{mm['median']:.0f}, slowest {mm['low']:.0f})",
+           *_optional_limit("Matrix-multiply limit, bf16", result.matmul_bf16),
+           *_optional_limit("Memory read bandwidth (what decoding streams its weights at)", result.read_bandwidth),
            f"- Memory bandwidth: **{bw['value']:.1f} GB/s** ({bw['what']}, read + write, best of the repeats; "
            f"median {bw['median']:.1f}, slowest {bw['low']:.1f})",
            f"- Whole run: {result.seconds:.0f} s. Memory limit for a case: {result.memory_limit_bytes / 2**30:.1f} GiB;"

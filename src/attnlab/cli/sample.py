@@ -13,6 +13,7 @@ from attnlab.cli.lang import Command
 from attnlab.cli.params import SEED
 from attnlab.i18n import N_, tr
 from attnlab.models.config import DTYPES
+from attnlab.models.quantize import SCHEMES, quantize
 
 
 @click.command(name="sample", cls=Command,
@@ -36,9 +37,14 @@ from attnlab.models.config import DTYPES
               help=N_("Cast the weights to this dtype (a checkpoint of any training dtype loads; fp16: CUDA only)."))
 @click.option("--compile", "compile_", is_flag=True,
               help=N_("Static KV cache and a compiled decoding step (CUDA graphs on a GPU); the same tokens."))
+@click.option("--quantize", "scheme", type=click.Choice(list(SCHEMES)), default=None,
+              help=N_("Weight-only quantization of the linear maps: fewer bytes to read per token "
+                      "(docs/decoding.md)."))
+@click.option("--int8-cache", is_flag=True,
+              help=N_("Keep the KV cache in int8: about half the memory of bf16, for long contexts."))
 def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, ...], max_new_tokens: int,
             temperature: float, top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
-            compile_: bool) -> None:
+            compile_: bool, scheme: str | None, int8_cache: bool) -> None:
     from attnlab.cli.model_options import load_directory
     from attnlab.generation import generate_texts, stream_text
 
@@ -52,17 +58,22 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
                                 "CPUs, many times slower), got --device {device}; on the CPU use bf16 or fp32",
                                 device=device))
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
+        if scheme is not None:
+            model = quantize(model.eval(), scheme)
         if len(prompts) > 1:
             if compile_:
                 raise ValueError(tr("--compile decodes one prompt; several prompts (a padded batch) need no "
                                     "--compile"))
+            if int8_cache:
+                raise ValueError(tr("--int8-cache decodes one prompt; several prompts (a padded batch) need no "
+                                    "--int8-cache"))
             for text in noted(generate_texts, model, tokenizer, list(prompts), max_new_tokens, temperature, top_k,
                               top_p, seed):
                 click.echo(text)
             return
         prompt = prompts[0] if prompts else "\n"
         pieces = noted(stream_text, model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed,
-                       compile=compile_)  # checks
+                       compile=compile_, int8_cache=int8_cache)  # checks
         click.echo(prompt, nl=False)
         for piece in pieces:
             click.echo(piece, nl=False)

@@ -55,7 +55,7 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
                     top_k: int | None = None, top_p: float | None = None,
                     generator: torch.Generator | None = None, use_cache: bool = True,
                     eos_token_id: int | None = None, attention_mask: Tensor | None = None,
-                    compile: bool = False) -> Iterator[Tensor]:
+                    compile: bool = False, int8_cache: bool = False) -> Iterator[Tensor]:
     """The new token ids, each ``(B,)``, yielded as soon as each is chosen (arguments: :func:`generate`).
 
     Everything is checked when this is called, not when the first token is asked for.
@@ -63,6 +63,11 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     _check(idx, max_new_tokens, temperature, top_k, top_p, eos_token_id, attention_mask)
     if not isinstance(compile, bool):
         raise ValueError(tr("compile must be True or False, got {compile!r}", compile=compile))
+    if not isinstance(int8_cache, bool):
+        raise ValueError(tr("int8_cache must be True or False, got {int8_cache!r}", int8_cache=int8_cache))
+    if int8_cache and (compile or not use_cache):
+        raise ValueError(tr("int8_cache=True keeps the dynamic KV cache in int8: it needs use_cache=True and "
+                            "compile=False"))
     if compile and not use_cache:
         raise ValueError(tr("compile=True decodes with a static KV cache; it cannot be combined with use_cache=False"))
     if compile and attention_mask is not None:
@@ -81,7 +86,8 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     step = functools.partial(last_logits, model)
     return decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id, attention_mask,
-                       model.new_cache(idx.shape[0]) if use_cache else None, prefill=step, step=step)
+                       model.new_cache(idx.shape[0], **({"int8": True} if int8_cache else {})) if use_cache else None,
+                       prefill=step, step=step)
 
 
 def warn_if_cropped(model: Any, t: int, max_new_tokens: int) -> None:
@@ -99,7 +105,8 @@ def warn_if_cropped(model: Any, t: int, max_new_tokens: int) -> None:
 def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
              use_cache: bool = True, eos_token_id: int | None = None, attention_mask: Tensor | None = None,
-             compile: bool = False, tokenizer: Any = None) -> Tensor | list[list[int]] | list[str]:
+             compile: bool = False, tokenizer: Any = None,
+             int8_cache: bool = False) -> Tensor | list[list[int]] | list[str]:
     """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``; or, for a list of prompts
     of any lengths, each prompt followed by its new tokens.
 
@@ -127,6 +134,8 @@ def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, tempe
             loop. The first call compiles (seconds); later calls reuse the step. Needs the model's
             ``new_cache(batch, static=True)`` and ``decode_step``.
         tokenizer: encodes string prompts and decodes the results (anything with ``encode`` and ``decode``).
+        int8_cache: keep the KV cache's keys and values in int8 (:class:`~attnlab.models.Int8KVCache`): about half
+            the memory of a bf16 cache, for long contexts; the logits move a little (docs/decoding.md).
 
     Example:
         >>> from attnlab.models import GPT, GPTConfig
@@ -143,10 +152,10 @@ def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, tempe
         padded, mask = left_pad(rows, next(model.parameters()).device)
         mask = None if bool(mask.all()) else mask  # prompts of one length: nothing to mask
         out = generate(model, padded, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id,
-                       mask, compile)
+                       mask, compile, int8_cache=int8_cache)
         result = unpad(out, rows, eos_token_id)
         texts = tokenizer is not None and all(isinstance(p, str) for p in idx)
         return [tokenizer.decode(r) for r in result] if texts else result
     new = list(generate_stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache,
-                               eos_token_id, attention_mask, compile))
+                               eos_token_id, attention_mask, compile, int8_cache))
     return torch.cat([idx, *(t[:, None].to(idx.dtype) for t in new)], dim=1)

@@ -24,8 +24,9 @@ def encode_prompt(tokenizer: Any, prompt: str) -> torch.Tensor:
 
 def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, temperature: float = 1.0,
                 top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
-                compile: bool = False) -> Iterator[str]:
-    """The generated text, piece by piece as the tokens arrive (KV cache on; ``compile``: see ``generate``).
+                compile: bool = False, int8_cache: bool = False) -> Iterator[str]:
+    """The generated text, piece by piece as the tokens arrive (KV cache on; ``compile``, ``int8_cache``: see
+    ``generate``).
 
     Everything is checked and the prompt encoded when this is called, before the first piece is asked for,
     so a caller can fail before printing anything. Byte-level BPE tokens may end inside a multi-byte
@@ -34,7 +35,7 @@ def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, te
     idx = encode_prompt(tokenizer, prompt).to(next(model.parameters()).device)
     generator = None if seed is None else torch.Generator(device=idx.device).manual_seed(seed)
     tokens = generate_stream(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                             generator=generator, compile=compile)
+                             generator=generator, compile=compile, int8_cache=int8_cache)
     return _pieces(tokens, tokenizer)
 
 

@@ -2,6 +2,7 @@
 configured by dataclasses, and loading a model that ``attnlab train`` wrote."""
 
 from attnlab.models.caches import (
+    Int8KVCache,
     KVCache,
     LayerKVCache,
     RollingLayerKVCache,
@@ -22,6 +23,7 @@ from attnlab.models.encoder import (
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.language_model import CausalLMOutput, LanguageModel
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.quantize import SCHEMES, is_quantized, quantize
 from attnlab.models.registry import ARCHITECTURES, Architecture
 from attnlab.models.transformer import Seq2SeqOutput, Transformer, TransformerConfig
 
@@ -29,12 +31,14 @@ __all__ = [
     "ARCHITECTURES",
     "DTYPES",
     "GPT",
+    "SCHEMES",
     "Architecture",
     "CausalLMOutput",
     "EncoderConfig",
     "EncoderEmbeddings",
     "EncoderOutput",
     "GPTConfig",
+    "Int8KVCache",
     "KVCache",
     "LanguageModel",
     "LayerKVCache",
@@ -48,7 +52,9 @@ __all__ = [
     "TransformerConfig",
     "TransformerEncoder",
     "compute_dtype",
+    "is_quantized",
     "load_trained",
     "mean_pooling",
+    "quantize",
     "sentence_embedding",
 ]

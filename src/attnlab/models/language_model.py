@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.checks import check_head_mask
-from attnlab.models.caches import KVCache, StaticKVCache, compute_dtype
+from attnlab.i18n import tr
+from attnlab.models.caches import Int8KVCache, KVCache, StaticKVCache, compute_dtype
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.initialisation import STD, init_weights
 
@@ -82,19 +83,27 @@ class LanguageModel(nn.Module):
         return None if self.ROTARY else self.config.context_length
 
     def new_cache(self, batch: int, context_length: int | None = None, *,
-                  static: bool = False) -> KVCache | StaticKVCache:
+                  static: bool = False, int8: bool = False) -> KVCache | StaticKVCache:
         """An empty cache for ``batch`` sequences, of ``num_kv_heads`` heads per layer where the attention shares
         them, in the dtype the model computes in here (autocast's, under autocast).
 
         A :class:`~attnlab.models.KVCache` for :meth:`forward` holds up to ``context_length`` positions (default:
         :attr:`position_limit`; None grows without limit); a layer with a sliding window keeps only its last
-        ``sliding_window`` positions (a rolling cache). With ``static``, a :class:`~attnlab.models.StaticKVCache`
-        for :meth:`decode_step`, allocated for ``context_length`` positions (default: the model's)."""
+        ``sliding_window`` positions (a rolling cache). With ``int8``, its int8 twin
+        :class:`~attnlab.models.Int8KVCache` (long contexts; every position kept). With ``static``, a
+        :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`, allocated for ``context_length`` positions
+        (default: the model's)."""
+        if static and int8:
+            raise ValueError(tr("new_cache: the int8 cache is a dynamic one; static=True and int8=True exclude "
+                                "each other"))
         c, w = self.config, self.tok_emb.weight
         heads = getattr(c, "num_kv_heads", None) or c.num_heads
         if static:
             return StaticKVCache(c.num_layers, batch, heads, context_length or c.context_length, c.head_dim,
                                  compute_dtype(w), w.device)
+        if int8:
+            return Int8KVCache(c.num_layers, batch, heads, context_length or self.position_limit, c.head_dim,
+                               compute_dtype(w), w.device)
         windows = [getattr(block.attn, "sliding_window", None) for block in self.blocks]
         return KVCache(c.num_layers, batch, heads, context_length or self.position_limit, c.head_dim,
                        compute_dtype(w), w.device, windows=windows)

@@ -39,7 +39,7 @@ from attnlab.data import (
 from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
 from attnlab.i18n import tr
-from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig
+from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig, is_quantized
 from attnlab.models.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.models.registry import architecture
 from attnlab.training.budget import BudgetPlanner, Plan, fit_schedule
@@ -187,6 +187,9 @@ class Trainer:
                             layout.world_size if layout.sharded else 1)
         torch.manual_seed(c.seed)  # the same initial weights on every process
         self.model = self._build_model(self.model_config).to(d.device)
+        if is_quantized(self.model):
+            raise ValueError(tr("train: the model is weight-only quantized, which is for inference; train the "
+                                "floating-point model, then quantize it"))
         parallelize(self.model, layout, c.dtype, c.activation_checkpointing)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
         self.step, self.train_losses, self.evals, self.saved_step = 0, [], [], -1

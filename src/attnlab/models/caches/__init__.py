@@ -7,6 +7,8 @@ values of the earlier ones instead of recomputing them.
   ``window`` positions in a ring buffer (Mistral's rolling cache): bounded memory at any length.
 * :class:`StaticKVCache` (``static.py``): keeps the position on the device and hands over whole buffers with a
   mask, so that a compiled step is one graph for every token.
+* :class:`Int8KVCache` (``quantized.py``): the dynamic cache with int8 keys and values, about half the memory of
+  bf16, for long contexts.
 
 Both are made by a model's ``new_cache`` and are, layer by layer, the one protocol the attention modules call:
 :class:`attnlab.attention.cache.LayerCache`.
@@ -21,10 +23,12 @@ import torch
 from torch import Tensor
 
 from attnlab.models.caches.dynamic import KVCache, LayerKVCache
+from attnlab.models.caches.quantized import Int8KVCache, Int8LayerKVCache
 from attnlab.models.caches.rolling import RollingLayerKVCache
 from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
 
-__all__ = ["KVCache", "LayerKVCache", "RollingLayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
+__all__ = ["Int8KVCache", "Int8LayerKVCache", "KVCache", "LayerKVCache", "RollingLayerKVCache", "StaticKVCache",
+           "StaticLayerKVCache", "compute_dtype"]
 
 
 def compute_dtype(weight: Tensor) -> torch.dtype:

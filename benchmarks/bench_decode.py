@@ -1,0 +1,297 @@
+"""Decoding speed against the machine's limit: attnlab (eager, compiled, int8, int4) against Hugging Face generate.
+
+    .venv/bin/python benchmarks/bench_decode.py             # the full run (≈ 20 min on a 2-core machine)
+    .venv/bin/python benchmarks/bench_decode.py --quick     # a smoke test: small models, few tokens (≈ 1 min)
+
+Two models with the same random weights in both libraries (a Hugging Face model is built, saved, and loaded into
+attnlab with ``load_causal_lm``): gpt2-small (124 M parameters, tied head) and a ~100 M-parameter Llama-style
+decoder. Greedy decoding of ``--new`` tokens after a ``--prompt``-token prompt, at batch 1 and 8. Each case is
+timed ``--repeats`` times after a warm-up run (which compiles, for ``compile=True``); the median is reported.
+tokens/s counts the new tokens of every row, prefill included.
+
+The limit: a decoding step reads every weight once (``attnlab.bench.decoding.bytes_per_step``), so it cannot run
+faster than the read bandwidth (``attnlab.bench.machine.read_bandwidth``, measured in the same run) over those
+bytes. "of limit" is steps/s over that, for each variant's own bytes (int8 reads a quarter of fp32's).
+
+Quality of int8 and int4 beside their speed: the perplexity of a small GPT trained on Shakespeare's characters
+(here, for ``--train-iters`` steps, or the ``attnlab train`` output given as ``--checkpoint``) and of the loaded
+checkpoint, against fp32, and the fraction of 100 prompts whose 30 greedy tokens equal fp32's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attnlab.bench.decoding import bytes_per_step, step_limit
+from attnlab.bench.machine import machine_facts, matmul_gflops, read_bandwidth
+from attnlab.files import atomic_write_text
+from attnlab.generation import generate
+from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
+from attnlab.layers.quantized_linear import int8_kernel_pays
+from attnlab.models import quantize
+
+RESULTS = Path(__file__).resolve().parent / "results" / "decode.md"
+MODERN_100M = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                   num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024,
+                   tie_word_embeddings=True)
+
+
+def hf_models(quick: bool) -> dict[str, object]:
+    """The Hugging Face models, random weights of order one (seeded), in eval mode."""
+    import transformers
+
+    torch.manual_seed(0)
+    if quick:
+        gpt2 = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, n_positions=256)
+        llama = transformers.LlamaConfig(**{**MODERN_100M, "hidden_size": 128, "intermediate_size": 256,
+                                            "num_hidden_layers": 2, "num_attention_heads": 4,
+                                            "num_key_value_heads": 2, "vocab_size": 1000})
+    else:
+        gpt2, llama = transformers.GPT2Config(), transformers.LlamaConfig(**MODERN_100M)
+    models = {"gpt2-small" if not quick else "gpt2-quick": transformers.GPT2LMHeadModel(gpt2).eval(),
+              "modern-100M" if not quick else "modern-quick": transformers.LlamaForCausalLM(llama).eval()}
+    for model in models.values():
+        order_one(model)
+    return models
+
+
+@torch.no_grad()
+def order_one(model) -> None:
+    """Matrices N(0, 1/d_model): logits of order one. transformers' own init (std 0.02) makes every logit nearly 0,
+    and greedy tokens then hang on rounding (ties), which would make "same tokens" say nothing."""
+    d = model.config.hidden_size
+    g = torch.Generator().manual_seed(0)
+    for p in model.parameters():
+        if p.dim() >= 2:
+            p.copy_(torch.randn(p.shape, generator=g) / d**0.5)
+
+
+def as_attnlab(hf, directory: Path):
+    """The same weights as an attnlab model: written by transformers, read by attnlab's loader."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from attnlab.pretrained.causal_lm import load_causal_lm
+
+    hf.save_pretrained(directory)
+    tok = Tokenizer(models.BPE())  # the loader wants a tokenizer beside the weights; the bench feeds ids
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(["attention"], trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tok.save(str(directory / "tokenizer.json"))
+    return load_causal_lm(directory)[0]
+
+
+def timed(run: Callable[[int], torch.Tensor], new: int, repeats: int, budget_s: float) -> tuple[float, int, object]:
+    """Median seconds of ``run(n)`` (n new tokens) over ``repeats``, after a warm-up of 4 tokens (which compiles,
+    where there is compiling); the n, and the last output. ``n`` is ``new``, or fewer where a probe of 8 tokens
+    says ``repeats`` runs of ``new`` would take longer than ``budget_s`` (a slow variant is measured, not waited
+    for)."""
+    run(4)
+    t0 = time.perf_counter()
+    run(8)
+    per_token = (time.perf_counter() - t0) / 8
+    n = new if per_token * new * repeats <= budget_s else max(8, int(budget_s / repeats / per_token))
+    n = min(n, new)
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = run(n)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), n, out
+
+
+def variants(model) -> dict[str, tuple[object, dict]]:
+    """attnlab's ways to decode ``model``: (the model, generate's options)."""
+    int8 = quantize(copy.deepcopy(model), "int8")
+    out = {"attnlab eager": (model, {}), "attnlab compile=True": (model, {"compile": True}),
+           "attnlab int8": (int8, {}), "attnlab int8 compile=True": (int8, {"compile": True})}
+    if not int8_kernel_pays():  # the same CPU capability decides: without AVX-512 torch's int4 kernel is scalar
+        print("int4 left out: torch's int4 kernel runs a scalar loop on this CPU (no AVX-512), tens of times slower")
+        return out
+    try:
+        out["attnlab int4"] = (quantize(copy.deepcopy(model), "int4", group_size=128), {})
+    except ValueError as err:
+        print(f"int4 skipped: {err}")
+    return out
+
+
+def torchao_int8(model):
+    """torchao's int8 weight-only quantization of the same model, where torchao is installed (the comparison)."""
+    try:
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+    except ImportError:
+        return None
+    m = copy.deepcopy(model)
+    quantize_(m, Int8WeightOnlyConfig())
+    return m
+
+
+def bench_model(name: str, hf, model, args, read_gbs: float) -> list[dict]:
+    """Every variant at batch 1 and 8, each against HF generate timed just before it."""
+    candidates = variants(model)
+    ao = torchao_int8(model) if args.torchao else None
+    if ao is not None:
+        candidates["torchao int8 (eager)"] = (ao, {})
+    rows = []
+    for batch in (1, 8):
+        idx = torch.randint(0, model.config.vocab_size, (batch, args.prompt),
+                            generator=torch.Generator().manual_seed(batch))
+        rows += bench_batch(name, hf, candidates, idx, args, read_gbs)
+    return rows
+
+
+def bench_batch(name: str, hf, candidates: dict, idx: torch.Tensor, args, read_gbs: float) -> list[dict]:
+    batch = idx.shape[0]
+    def hf_run(n: int):
+        with torch.inference_mode():
+            return hf.generate(idx, do_sample=False, max_new_tokens=n, min_new_tokens=n, pad_token_id=0,
+                               eos_token_id=None, attention_mask=torch.ones_like(idx))
+
+    hf_s, hf_n, hf_out = timed(hf_run, args.new, args.repeats, args.case_budget)
+    hf_tps = batch * hf_n / hf_s
+    rows = [dict(model=name, batch=batch, variant="HF generate (fp32)", tps=hf_tps, ratio=1.0, n=hf_n,
+                 limit=step_limit(read_gbs, bytes_per_step(hf)), same="–")]
+    for variant, (m, opts) in candidates.items():
+        try:
+            s, n, out = timed(lambda k, m=m, opts=opts: generate(m, idx, k, temperature=0, **opts), args.new,
+                              args.repeats, args.case_budget)
+        except Exception as err:  # a variant that cannot run here is reported, not fatal to the run
+            print(f"{name} B={batch} {variant}: failed: {type(err).__name__}: {str(err)[:200]}", flush=True)
+            rows.append(dict(model=name, batch=batch, variant=variant, failed=f"{type(err).__name__}"))
+            continue
+        same = bool(torch.equal(out, hf_out)) if "int" not in variant and n == hf_n else "–"
+        tps = batch * n / s
+        rows.append(dict(model=name, batch=batch, variant=variant, tps=tps, ratio=tps / hf_tps, n=n,
+                         limit=step_limit(read_gbs, bytes_per_step(m)), same=same))
+        print(f"{name} B={batch} {variant}: {tps:.1f} tok/s ({tps / hf_tps:.2f}× HF), {n} tokens", flush=True)
+    return rows
+
+
+def trained_gpt(args, directory: Path):
+    """A small GPT trained on Shakespeare's characters, and its validation tokens."""
+    from attnlab.data import encode_cached, load_text, train_val_split
+    from attnlab.models import load_trained
+    from attnlab.training import TrainConfig, train
+
+    path = args.checkpoint
+    if path is None:
+        path = directory / "trained"
+        train(TrainConfig(data="shakespeare", out=str(path), preset="baby", max_iters=args.train_iters,
+                          eval_interval=args.train_iters, eval_iters=5), quiet=True)
+    model, tokenizer = load_trained(path)
+    text = load_text("shakespeare")
+    val = train_val_split(encode_cached(text, tokenizer, directory / "cache"), 0.1)[1]
+    return model, torch.tensor(val[:20_000], dtype=torch.long)  # a copy: the cached tokens are read-only
+
+
+def quality(name: str, model, tokens: torch.Tensor) -> list[dict]:
+    """Perplexity against fp32, and greedy agreement over 100 prompts of 30 tokens."""
+    fp32 = perplexity(model, tokens)
+    prompts = prompts_from(tokens, 100, 16)
+    rows = []
+    for scheme in ("int8", "int4"):
+        if scheme == "int4" and not int8_kernel_pays() and model.num_parameters() > 5_000_000:
+            rows.append(dict(model=name, scheme=scheme, note="left out: torch's int4 kernel is scalar on this CPU"))
+            continue
+        try:
+            q = quantize(copy.deepcopy(model), scheme, group_size=32 if scheme == "int4" else 128)
+        except ValueError as err:
+            rows.append(dict(model=name, scheme=scheme, note=str(err)))
+            continue
+        ppl = perplexity(q, tokens)
+        rows.append(dict(model=name, scheme=scheme, fp32=fp32, ppl=ppl, change=100 * (ppl / fp32 - 1),
+                         agree=greedy_agreement(model, q, prompts, 30), note=""))
+    return rows
+
+
+def write(args, facts, matmul, read, speed: list[dict], qual: list[dict], load: str) -> str:
+    lines = ["# Decoding benchmark" + (" (--quick: a smoke test, not a measurement)" if args.quick else ""), "",
+             facts.summary(), "",
+             f"- Limits measured in this run: memory read **{read.value:.1f} GB/s** ({read.what}, best of the "
+             f"repeats; median {read.median:.1f}); fp32 matmul **{matmul.value:.0f} GFLOP/s**.",
+             f"- Load when the run started: `{load}`. Threads: {torch.get_num_threads()}.",
+             f"- Greedy decoding, prompt {args.prompt} tokens, {args.new} new tokens (fewer where {args.repeats} runs "
+             f"would take over {args.case_budget:.0f} s: \"new tokens\"); median of {args.repeats} runs after a "
+             "warm-up. \"of limit\": steps/s over read bandwidth / bytes of weights read per step (for the variant's "
+             "own bytes). \"same tokens\": equal to HF generate's, token for token.", "",
+             "| model | batch | variant | new tokens | tok/s | × HF | of limit | same tokens |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in speed:
+        if "failed" in r:
+            lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | – | failed: {r['failed']} | – | – | – |")
+            continue
+        frac = r["tps"] / r["batch"] / r["limit"]
+        lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | {r['n']} | {r['tps']:.1f} | "
+                     f"{r['ratio']:.2f}× | {100 * frac:.0f} % | {r['same']} |")
+    lines += ["", "## Quality of the quantized weights", "",
+              "Perplexity on held-out tokens (consecutive windows of the context length) against fp32; agreement: "
+              "the fraction of 100 prompts whose 30 greedy tokens equal fp32's, all of them. int4: group size 32.",
+              "", "| model | scheme | fp32 ppl | quantized ppl | change | greedy agreement |",
+              "|---|---|---|---|---|---|"]
+    for r in qual:
+        if r["note"]:
+            lines.append(f"| {r['model']} | {r['scheme']} | – | – | – | {r['note']} |")
+        else:
+            lines.append(f"| {r['model']} | {r['scheme']} | {r['fp32']:.3f} | {r['ppl']:.3f} | {r['change']:+.2f} % "
+                         f"| {r['agree']:.2f} |")
+    lines += ["", f"Reproduce: `{command(args)}`", ""]
+    return "\n".join(lines)
+
+
+def command(args) -> str:
+    """The command line of this run: the options that differ from their defaults."""
+    parts = ["python benchmarks/bench_decode.py"] + (["--quick"] if args.quick else [])
+    defaults = {"prompt": 32, "new": 96, "repeats": 3, "case_budget": 60.0, "threads": None, "train_iters": 1000}
+    for name, default in defaults.items():
+        value = getattr(args, name)
+        if not args.quick and value != default:
+            parts.append(f"--{name.replace('_', '-')} {value:g}" if isinstance(value, float) else
+                         f"--{name.replace('_', '-')} {value}")
+    return " ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small models, few tokens: a smoke test")
+    parser.add_argument("--prompt", type=int, default=32)
+    parser.add_argument("--new", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--case-budget", type=float, default=60.0, help="seconds a case's timed runs may take")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--train-iters", type=int, default=1000, help="steps of the GPT trained for the quality")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="an `attnlab train` output to use instead")
+    parser.add_argument("--no-torchao", dest="torchao", action="store_false", help="leave out torchao's int8")
+    args = parser.parse_args()
+    if args.quick:
+        args.new, args.repeats, args.train_iters = 16, 1, 50
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load = os.popen("uptime").read().strip()
+    read, matmul = read_bandwidth(), matmul_gflops()
+    print(f"read {read.value:.1f} GB/s, matmul {matmul.value:.0f} GFLOP/s; {load}", flush=True)
+    speed, qual = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, hf in hf_models(args.quick).items():
+            model = as_attnlab(hf, Path(tmp) / name)
+            speed += bench_model(name, hf, model, args, read.value)
+            tokens = torch.randint(0, model.config.vocab_size, (4096,), generator=torch.Generator().manual_seed(0))
+            qual += quality(f"{name} (loaded, random weights)", model, tokens)
+            del hf, model
+        trained, val = trained_gpt(args, Path(tmp))
+        qual += quality("GPT baby, trained on Shakespeare", trained, val)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(RESULTS, write(args, machine_facts(), matmul, read, speed, qual, load))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

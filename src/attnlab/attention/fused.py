@@ -1,0 +1,80 @@
+"""Inference-time fused projections: q, k and v (or a SwiGLU's gate and up) as one matrix product.
+
+Decoding a token multiplies one vector by each weight matrix. Three products over ``W_query``, ``W_key`` and
+``W_value`` read the same bytes as one over the three stacked, but cost three kernel calls and three small thread
+hand-offs instead of one. Stacking at every call would copy the weights (as much work as the product itself), so
+the stacked copy is made once and kept beside the module, rebuilt when a weight changes (another tensor, or its
+version counter moved): training, ``load_state_dict`` or ``.to()`` are seen, nothing can go stale.
+
+Only at inference (eval mode, no autograd), only when calling each map would run ``nn.Linear.forward`` and nothing
+else (:func:`calls_only_forward`: a quantized or hooked map is called as it is), and
+not while ``torch.compile`` traces (reading a weight's version is host work a graph cannot hold). The price is the
+memory of one more copy of the fused weights.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch import Tensor, nn
+from torch.nn.modules import module as torch_module
+
+_ATTRIBUTE = "_fused_inference"  # where the stacked copy lives on the module: not a parameter, not saved
+
+
+def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor, Tensor | None]:
+    """The linears' weights and biases stacked as one map, the first one's times ``scale_first``:
+    ``F.linear(x, *stack_linears(a, b))`` is ``cat([a(x), b(x)], -1)`` (no bias if any of them lacks one)."""
+    weights, biases = [m.weight for m in linears], [m.bias for m in linears]
+    if scale_first != 1.0:  # a copy only when there is something to scale
+        weights[0] = weights[0] * scale_first
+        biases[0] = None if biases[0] is None else biases[0] * scale_first
+    if any(b is None for b in biases):
+        return torch.cat(weights), None
+    return torch.cat(weights), torch.cat(biases)
+
+
+def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
+    """Whether ``module(x)`` would run ``cls.forward`` and nothing else, so that reading its weights directly (as
+    :func:`stack_linears` does) is the same as calling it: a ``cls`` itself (not a subclass such as a LoRA or
+    quantised linear), its ``forward`` not replaced, and no hook, its own or global, forward or backward.
+
+    PyTorch offers no public way to ask whether a module has hooks; this is the very test ``nn.Module.__call__``
+    makes before it skips straight to ``forward``, so when it holds nobody can tell the two apart.
+    """
+    hooks = (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks, module._backward_pre_hooks,
+             torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
+             torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)
+    return type(module) is cls and "forward" not in vars(module) and not any(hooks)
+
+
+def _tensors(linears: tuple[nn.Linear, ...]) -> list[Tensor]:
+    return [t for m in linears for t in (m.weight, m.bias) if t is not None]
+
+
+def _still(held: tuple, tensors: list[Tensor]) -> bool:
+    """Whether the stacked copy ``held`` was made from these very tensors, unchanged since (weak references: a new
+    tensor at a freed one's address is not taken for it)."""
+    refs, versions = held[0]
+    return len(refs) == len(tensors) and all(r() is t and v == t._version
+                                             for r, v, t in zip(refs, versions, tensors, strict=True))
+
+
+def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor | None] | None:
+    """The weight and bias of ``linears`` stacked as one map (``F.linear(x, w, b)`` is the concatenation of their
+    outputs), kept on ``owner``; None where the maps must be called one by one (training, autograd, compiling, a
+    map that is not a plain ``nn.Linear`` or whose weight is a tensor subclass, weights made under
+    ``inference_mode``)."""
+    if owner.training or torch.is_grad_enabled() or torch.compiler.is_compiling() \
+            or not all(calls_only_forward(m, nn.Linear) for m in linears):
+        return None
+    tensors = _tensors(linears)
+    # made under inference_mode (no version counter to follow), or a tensor subclass (a quantized weight, say)
+    if any(t.is_inference() or type(t) not in (Tensor, nn.Parameter) for t in tensors):
+        return None
+    held = owner.__dict__.get(_ATTRIBUTE)
+    if held is None or not _still(held, tensors):
+        held = (([weakref.ref(t) for t in tensors], [t._version for t in tensors]), stack_linears(*linears))
+        owner.__dict__[_ATTRIBUTE] = held
+    return held[1]

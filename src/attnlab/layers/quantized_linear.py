@@ -1,0 +1,144 @@
+"""Weight-only quantized linear maps: the weight stored in 8 or 4 bits, the activations left in floating point.
+
+Decoding one token is a matrix-vector product per weight matrix, so its speed is how fast the weights stream from
+memory: int8 weights are a quarter of fp32's bytes, int4 an eighth. Each output row ``n`` of ``W (N, K)`` keeps a
+scale (int8: one per row; int4: one scale and one offset per group of ``group_size`` inputs):
+
+    int8 (symmetric, per row):   q = round(W / s),  s = max|W[n]| / 127,           W ≈ q · s
+    int4 (asymmetric, per group): q = round((W − m) / s) ∈ [0, 15],  s = (max − min) / 15,  W ≈ q · s + m
+
+The products run in torch's own kernels (``aten._weight_int8pack_mm``, ``aten._weight_int4pack_mm_for_cpu``),
+which read the small weights and scale inside the kernel. torch vectorizes its int8 kernel for AVX-512 only: on
+another CPU, device or dtype the int8 weight is converted to the input's dtype and multiplied (the same numbers;
+:func:`int8_kernel_pays`). Why not torchao: see docs/decoding.md.
+
+These maps hold no trainable parameters: they are for inference. A forward pass in training mode with autograd on
+(a training step) is refused.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.arguments import plain
+
+INT4_GROUP_SIZES = (32, 64, 128, 256)  # what torch's int4 kernel packs
+TRAINING_MESSAGE = ("{owner}: a weight-only quantized model is for inference; it cannot be trained (train the "
+                    "floating-point model, then quantize it)")
+
+
+class QuantizedLinear(nn.Module):
+    """What the int8 and int4 maps share: the bias, the shapes, the refusal to train. ``(..., K)`` -> ``(..., N)``."""
+
+    def __init__(self, in_features: int, out_features: int, bias: Tensor | None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())
+        self.training = False
+
+    def dequantized(self) -> Tensor:
+        """The weight ``(N, K)`` in fp32 as the kernel sees it (what the tests compare against)."""
+        raise NotImplementedError
+
+    def matmul(self, x: Tensor) -> Tensor:
+        """``x (M, K)`` -> ``(M, N)``, without the bias."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training and torch.is_grad_enabled():  # a training step: there is nothing here to train
+            raise ValueError(plain(TRAINING_MESSAGE, owner=type(self).__name__))
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"{type(self).__name__}: x must have last dim {self.in_features}, got shape "
+                             f"{tuple(x.shape)}")
+        y = self.matmul(x.reshape(-1, self.in_features)).reshape(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def weight_bytes(self) -> int:
+        """Bytes a product reads: the quantized weight and its scales."""
+        return sum(b.numel() * b.element_size() for name, b in self.named_buffers() if name != "bias")
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def _has_op(name: str) -> bool:
+    return hasattr(torch.ops.aten, name)
+
+
+# asked once: a compiled step cannot ask it (torch.compile does not trace a function that returns a string)
+_INT8_KERNEL_VECTORIZED = torch.backends.cpu.get_cpu_capability() == "AVX512" and _has_op("_weight_int8pack_mm")
+
+
+def int8_kernel_pays() -> bool:
+    """Whether torch's int8 weight kernel is vectorized on this CPU: it is for AVX-512; elsewhere (AVX2 only) it
+    runs a scalar loop, ten times slower than fp32's product (docs/decoding.md), and converting the weight to the
+    input's dtype before an ordinary product is faster."""
+    return _INT8_KERNEL_VECTORIZED
+
+
+class Int8Linear(QuantizedLinear):
+    """``x Wᵀ + b`` with ``W`` in int8, one fp32 scale per output row (``weight (N, K)`` int8, ``scales (N,)``)."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], bias)
+        w = weight.detach().float()
+        scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127  # (N,): a zero row keeps a tiny scale, not 0/0
+        self.register_buffer("weight", torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scales", scales)
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear) -> Int8Linear:
+        return cls(linear.weight, linear.bias)
+
+    def dequantized(self) -> Tensor:
+        return self.weight.float() * self.scales[:, None]
+
+    def matmul(self, x: Tensor) -> Tensor:
+        if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and int8_kernel_pays():
+            return torch.ops.aten._weight_int8pack_mm(x.contiguous(), self.weight, self.scales.to(x.dtype))
+        return F.linear(x, self.weight.to(x.dtype)) * self.scales.to(x.dtype)  # the same numbers, converted first
+
+
+class Int4Linear(QuantizedLinear):
+    """``x Wᵀ + b`` with ``W`` in 4 bits, a scale and an offset per group of ``group_size`` inputs of each row.
+
+    ``weight`` holds the codes as torch's CPU int4 kernel packs them (two a byte), ``scales_and_zeros
+    (K / group_size, N', 2)`` each group's scale and offset (the kernel's layout; ``N'``: N rounded up to 16).
+    CPU only: the packing is the CPU kernel's.
+    """
+
+    def __init__(self, weight: Tensor, bias: Tensor | None = None, group_size: int = 128) -> None:
+        n, k = weight.shape
+        super().__init__(k, n, bias)
+        self.group_size = group_size
+        padded = -(-n // 16) * 16  # the kernel packs rows in sixteens: zero rows added, their outputs cut off
+        w = F.pad(weight.detach().float().cpu(), (0, 0, 0, padded - n)).reshape(padded, k // group_size, group_size)
+        low, high = w.amin(dim=-1, keepdim=True), w.amax(dim=-1, keepdim=True)
+        scales = (high - low).clamp(min=1e-6) / 15
+        codes = torch.round((w - low) / scales).clamp(0, 15).to(torch.int32).reshape(padded, k)
+        # the kernel computes (q − 8) · s + z, so its offset z is the group's minimum plus 8 steps
+        zeros = low + 8 * scales
+        self.register_buffer("scales_and_zeros", torch.cat([scales, zeros], dim=-1).transpose(0, 1).contiguous())
+        self.register_buffer("weight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1))
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, group_size: int = 128) -> Int4Linear:
+        return cls(linear.weight, linear.bias, group_size)
+
+    def dequantized(self) -> Tensor:
+        # the kernel applied to the identity: its rows are the columns of W as the kernel decodes them
+        return self.matmul(torch.eye(self.in_features)).t()
+
+    def matmul(self, x: Tensor) -> Tensor:
+        if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"Int4Linear: runs on the CPU in fp32 or bf16, got {x.dtype} on {x.device}")
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), self.weight, self.group_size,
+                                                       self.scales_and_zeros.to(x.dtype))
+        return y[:, : self.out_features]
+
+
+def int4_available() -> bool:
+    """Whether this torch build has the CPU int4 kernel."""
+    return _has_op("_weight_int4pack_mm_for_cpu") and _has_op("_convert_weight_to_int4pack_for_cpu")

@@ -1,0 +1,59 @@
+"""Inference-time fused projections: one matmul over the stacked weights equals the separate maps, the stacked copy
+follows the weights, and nothing is fused where calling the maps could differ (training, autograd, hooks)."""
+
+import pytest
+import torch
+from torch import nn
+
+from attnlab.attention import GroupedQueryAttention, MultiHeadAttention
+from attnlab.attention.fused import fused_weights
+from attnlab.layers.swiglu import SwiGLU
+
+
+def modules():
+    torch.manual_seed(0)
+    return {"mha": MultiHeadAttention(32, 32, None, 0.0, 4, qkv_bias=True),
+            "gqa": GroupedQueryAttention(32, 32, None, 0.0, 4, num_kv_heads=2),
+            "swiglu": SwiGLU(32, 48)}
+
+
+def maps(module):
+    return (module.gate_proj, module.up_proj) if isinstance(module, SwiGLU) else \
+        (module.W_query, module.W_key, module.W_value)
+
+
+@pytest.mark.parametrize("name", ["mha", "gqa", "swiglu"])
+def test_the_fused_inference_path_equals_the_separate_maps(name):
+    module = modules()[name]
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad():
+        separate = module(x)  # training mode: the maps called one by one (stacked, for MHA, with autograd off)
+        module.eval()
+        fused = module(x)
+        assert fused_weights(module, *maps(module)) is not None  # it did run fused
+    torch.testing.assert_close(fused, separate, rtol=1e-5, atol=1e-6)
+
+
+def test_the_stacked_copy_is_made_once_and_rebuilt_when_a_weight_changes():
+    module = modules()["mha"].eval()
+    with torch.no_grad():
+        first = fused_weights(module, *maps(module))
+        assert fused_weights(module, *maps(module))[0] is first[0]  # kept, not stacked again
+        module.W_key.weight.mul_(2)  # in place: the version counter moves
+        second = fused_weights(module, *maps(module))
+        torch.testing.assert_close(second[0][32:64], module.W_key.weight)
+        module.load_state_dict({k: torch.zeros_like(v) for k, v in module.state_dict().items()})
+        assert fused_weights(module, *maps(module))[0].abs().sum() == 0
+
+
+def test_nothing_is_fused_in_training_with_autograd_or_with_a_hook():
+    module = modules()["mha"]
+    with torch.no_grad():
+        assert fused_weights(module, *maps(module)) is None  # training mode
+    module.eval()
+    assert fused_weights(module, *maps(module)) is None  # autograd on
+    module.W_value.register_forward_hook(lambda m, args, out: out * 0)
+    with torch.no_grad():
+        assert fused_weights(module, *maps(module)) is None
+        out = module(torch.randn(1, 3, 32))
+    assert isinstance(module.W_value, nn.Linear) and out.shape == (1, 3, 32)

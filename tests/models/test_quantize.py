@@ -1,0 +1,186 @@
+"""Weight-only quantization: each map against its own hand-quantized weight, whole models against fp32 (perplexity
+and greedy tokens), and the refusals."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.generation import generate
+from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
+from attnlab.layers.quantized_linear import Int4Linear, Int8Linear
+from attnlab.models import GPT, SCHEMES, GPTConfig, ModernDecoder, ModernDecoderConfig, is_quantized, quantize
+from attnlab.models.quantize import linears
+
+TEXT = ("ROMEO: But, soft! what light through yonder window breaks? It is the east, and Juliet is the sun. "
+        "Arise, fair sun, and kill the envious moon, who is already sick and pale with grief. ") * 20
+
+
+def close(got, want):
+    """fp32 products of length K: equal up to float rounding of the sums (1e-5 of the largest output)."""
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
+def hand_int8(w):
+    """Symmetric per-row int8, written out: the reference the kernel is checked against."""
+    s = w.abs().amax(dim=1, keepdim=True) / 127
+    return torch.round(w / s).clamp(-127, 127) * s
+
+
+def hand_int4(w, group):
+    """Asymmetric per-group 4-bit, written out: codes 0..15 between each group's minimum and maximum."""
+    n, k = w.shape
+    g = w.reshape(n, k // group, group)
+    low, high = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    s = (high - low) / 15
+    return (torch.round((g - low) / s).clamp(0, 15) * s + low).reshape(n, k)
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["aten-kernel", "converted"])
+@pytest.mark.parametrize("shape", [(64, 128), (50, 256), (8, 32)])
+def test_int8_linear_is_the_hand_quantized_product(shape, kernel, monkeypatch):
+    """Both ways of multiplying: torch's int8 kernel (taken on AVX-512) and the converted weight (elsewhere)."""
+    monkeypatch.setattr("attnlab.layers.quantized_linear.int8_kernel_pays", lambda: kernel)
+    g = torch.Generator().manual_seed(0)
+    w, b, x = torch.randn(*shape, generator=g), torch.randn(shape[0], generator=g), torch.randn(3, 5, shape[1])
+    q = Int8Linear(w, b)
+    close(q(x), F.linear(x, hand_int8(w), b))
+    assert q.weight.dtype == torch.int8 and q.weight_bytes() == shape[0] * shape[1] + 4 * shape[0]
+
+
+@pytest.mark.parametrize(("shape", "group"), [((64, 128), 32), ((50, 256), 128), ((16, 64), 64)])
+def test_int4_linear_is_the_hand_quantized_product(shape, group):
+    g = torch.Generator().manual_seed(1)
+    w, x = torch.randn(*shape, generator=g), torch.randn(4, shape[1], generator=g)
+    q = Int4Linear(w, None, group)
+    close(q(x), F.linear(x, hand_int4(w, group)))
+    close(q.dequantized(), hand_int4(w, group))
+    n, k = -(-shape[0] // 16) * 16, shape[1]  # the kernel's rows, padded to sixteens
+    assert q.weight_bytes() == n * k // 2 + (k // group) * n * 2 * 4  # half a byte a code, fp32 scale and offset
+
+
+@pytest.mark.parametrize("cls", [Int8Linear, Int4Linear])
+def test_bf16_inputs_give_bf16_outputs_within_bf16_rounding(cls):
+    g = torch.Generator().manual_seed(2)
+    w, x = torch.randn(32, 64, generator=g), torch.randn(3, 64, generator=g)
+    q = cls(w, None, 32) if cls is Int4Linear else cls(w)
+    y = q(x.bfloat16())
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), q(x), rtol=2e-2, atol=2e-2 * q(x).abs().max().item())
+
+
+@pytest.mark.parametrize("scheme", list(SCHEMES))
+@pytest.mark.parametrize("make", ["gpt", "modern"])
+def test_a_quantized_model_is_the_model_with_dequantized_weights(scheme, make):
+    """Every linear map swapped, nothing else: equal to the fp32 model whose weights were quantized by hand."""
+    torch.manual_seed(0)
+    model = (GPT(GPTConfig(vocab_size=96, context_length=16, d_model=64, num_layers=2, num_heads=2)) if make == "gpt"
+             else ModernDecoder(ModernDecoderConfig(vocab_size=96, context_length=16, d_model=64, num_layers=2,
+                                                    num_heads=4, num_kv_heads=2, d_ff=128))).eval()
+    reference = copy.deepcopy(model)
+    reference.head.weight = nn.Parameter(reference.head.weight.detach().clone())  # untie: the embedding stays fp32
+    with torch.no_grad():
+        for _, _, _, linear in linears(reference):
+            linear.weight.copy_(hand_int8(linear.weight) if scheme == "int8" else hand_int4(linear.weight, 32))
+    quantize(model, scheme, group_size=32)
+    assert is_quantized(model) and not linears(model)
+    idx = torch.randint(0, 96, (2, 16))
+    with torch.no_grad():
+        close(model(idx).logits, reference(idx).logits)
+
+
+def train_tiny_gpt(steps=300):
+    """A small GPT trained on bytes of TEXT (a few seconds): a model whose predictions mean something."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=256, context_length=32, d_model=64, num_layers=2, num_heads=4))
+    data = torch.tensor(list(TEXT.encode()))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        starts = torch.randint(0, data.numel() - 33, (16,), generator=g)
+        batch = torch.stack([data[s : s + 33] for s in starts.tolist()])
+        loss = model(batch[:, :-1], targets=batch[:, 1:]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval(), data
+
+
+def test_int8_keeps_a_trained_gpt_within_one_percent_of_its_perplexity_and_its_greedy_tokens():
+    model, data = train_tiny_gpt()
+    quantized = quantize(copy.deepcopy(model), "int8")
+    fp32, int8 = perplexity(model, data[:2000]), perplexity(quantized, data[:2000])
+    assert fp32 < 3  # it learned the text: the comparison is between two models that predict it
+    assert abs(int8 / fp32 - 1) < 0.01
+    agree = greedy_agreement(model, quantized, prompts_from(data, 100, 8), 30)
+    assert agree >= 0.9
+
+
+def test_int8_keeps_a_loaded_checkpoint_within_one_percent_of_its_perplexity(tmp_path):
+    from attnlab.pretrained.causal_lm import load_causal_lm
+    from hf_checkpoints import write_checkpoint
+
+    write_checkpoint("llama", tmp_path)
+    model = load_causal_lm(tmp_path)[0]
+    quantized = quantize(copy.deepcopy(model), "int8")
+    tokens = torch.randint(0, model.config.vocab_size, (600,), generator=torch.Generator().manual_seed(0))
+    fp32, int8 = perplexity(model, tokens), perplexity(quantized, tokens)
+    assert abs(int8 / fp32 - 1) < 0.01
+    assert greedy_agreement(model, quantized, prompts_from(tokens, 100, 8), 30) >= 0.5
+
+
+def test_a_quantized_model_decodes_the_same_tokens_compiled():
+    model = quantize(GPT(GPTConfig.from_preset("tiny")).eval(), "int8")
+    idx = torch.randint(0, 256, (2, 5), generator=torch.Generator().manual_seed(3))
+    eager = generate(model, idx, 12, temperature=0)
+    assert torch.equal(generate(model, idx, 12, temperature=0, compile=True), eager)
+
+
+# ---------------------------------------------------------------- refusals
+def tiny():
+    return GPT(GPTConfig.from_preset("tiny")).eval()
+
+
+def test_an_unknown_scheme_names_the_choices():
+    with pytest.raises(ValueError, match=r"scheme must be one of \['int8', 'int4'\], got 'int3'"):
+        quantize(tiny(), "int3")
+
+
+def test_a_model_in_training_mode_is_refused():
+    with pytest.raises(ValueError, match=r"GPT is in training mode; weight-only quantization is for inference"):
+        quantize(GPT(GPTConfig.from_preset("tiny")), "int8")
+
+
+def test_int4_names_the_layer_whose_inputs_the_group_does_not_divide():
+    with pytest.raises(ValueError, match=r"layer blocks\.0\.attn\.W_query: its weight has shape \(32, 32\).*"
+                                         r"group_size=128 must divide its 32 inputs"):
+        quantize(tiny(), "int4")
+
+
+def test_a_quantized_model_cannot_be_trained_or_quantized_again():
+    model = quantize(tiny(), "int8")
+    with pytest.raises(ValueError, match="quantized already"):
+        quantize(model, "int8")
+    idx = torch.zeros(1, 4, dtype=torch.long)
+    model.train()
+    with pytest.raises(ValueError, match="Int8Linear: a weight-only quantized model is for inference; it cannot be "
+                                         "trained"):
+        model(idx, targets=idx).loss.backward()
+    with torch.no_grad():  # in training mode without autograd (dropout on, say): a forward pass, no training
+        assert model(idx).logits.shape == (1, 4, 256)
+
+
+def test_the_trainer_refuses_a_quantized_model(tmp_path):
+    from attnlab.training import TrainConfig, Trainer
+
+    class QuantizedTrainer(Trainer):
+        def _build_model(self, model_config):
+            return quantize(super()._build_model(model_config).eval(), "int8")
+
+    (tmp_path / "corpus.txt").write_text(TEXT)
+    config = TrainConfig(data=str(tmp_path / "corpus.txt"), out=str(tmp_path / "out"), preset="tiny", max_iters=2)
+    with pytest.raises(ValueError, match="train: the model is weight-only quantized"):
+        QuantizedTrainer(config, quiet=True)
+    assert not (tmp_path / "out").exists()
