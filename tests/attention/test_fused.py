@@ -57,3 +57,27 @@ def test_nothing_is_fused_in_training_with_autograd_or_with_a_hook():
         assert fused_weights(module, *maps(module)) is None
         out = module(torch.randn(1, 3, 32))
     assert isinstance(module.W_value, nn.Linear) and out.shape == (1, 3, 32)
+
+
+@pytest.mark.parametrize("optimizer", ["fused", "foreach"])
+def test_an_optimizer_step_between_two_evaluations_is_seen(optimizer):
+    """A trainer evaluates, trains a step, evaluates again: the second evaluation must use the new weights. An
+    optimizer's fused or foreach kernels update weights in place without moving their version counters, so the
+    copy is dropped by the training step's forward, not trusted on its version."""
+    from attnlab.models import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=32, context_length=16, d_model=32, num_layers=2, num_heads=4, dropout=0.0))
+    x = torch.randint(0, 32, (2, 16), generator=torch.Generator().manual_seed(1))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05, **{optimizer: True})
+    for _ in range(2):
+        model.eval()
+        with torch.no_grad():
+            fused = model(x).logits  # through the stacked copy
+        with torch.enable_grad():
+            plain = model(x).logits  # autograd on: the three maps, called one by one
+        torch.testing.assert_close(fused, plain.detach(), rtol=0, atol=1e-5)
+        model.train()
+        model(x, targets=x).loss.backward()
+        opt.step()
+        opt.zero_grad()

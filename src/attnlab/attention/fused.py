@@ -4,7 +4,8 @@ Decoding a token multiplies one vector by each weight matrix. Three products ove
 ``W_value`` read the same bytes as one over the three stacked, but cost three kernel calls and three small thread
 hand-offs instead of one. Stacking at every call would copy the weights (as much work as the product itself), so
 the stacked copy is made once and kept beside the module, rebuilt when a weight changes (another tensor, or its
-version counter moved): training, ``load_state_dict`` or ``.to()`` are seen, nothing can go stale.
+version counter moved: ``load_state_dict``, ``.to()``, an in-place edit) and dropped by any call in training mode or
+with autograd on (an optimizer's fused kernels update weights without moving their version counters).
 
 Only at inference (eval mode, no autograd), only when calling each map would run ``nn.Linear.forward`` and nothing
 else (:func:`calls_only_forward`: a quantized or hooked map is called as it is), and
@@ -66,8 +67,12 @@ def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor
     outputs), kept on ``owner``; None where the maps must be called one by one (training, autograd, compiling, a
     map that is not a plain ``nn.Linear`` or whose weight is a tensor subclass, weights made under
     ``inference_mode``)."""
-    if owner.training or torch.is_grad_enabled() or torch.compiler.is_compiling() \
-            or not all(calls_only_forward(m, nn.Linear) for m in linears):
+    if owner.training or torch.is_grad_enabled():
+        # Training is under way: drop the copy. An optimizer's fused or foreach kernels update the weights in place
+        # without moving their version counters, so the next evaluation must not trust a copy made before them.
+        owner.__dict__.pop(_ATTRIBUTE, None)
+        return None
+    if torch.compiler.is_compiling() or not all(calls_only_forward(m, nn.Linear) for m in linears):
         return None
     tensors = _tensors(linears)
     # made under inference_mode (no version counter to follow), or a tensor subclass (a quantized weight, say)

@@ -159,11 +159,11 @@ class MultiHeadAttention(nn.Module):
         """Steps 1 and 2: ``queries`` from ``x (B, Tq, d_in)``, ``keys`` and ``values`` from ``memory`` (default
         ``x``) or taken from ``memory_kv``, each split into heads: ``(B, H, Tq, hd)``, ``(B, H, Tk, hd)`` twice."""
         if memory is None and memory_kv is None:  # self-attention: one matmul where it is the same
-            if self.may_stack():  # training: the weights stacked at each call (autograd flows through them)
-                return self.project_stacked(x)
             fused = fused_weights(self, self.W_query, self.W_key, self.W_value)  # inference: stacked once, kept
             if fused is not None:
                 return tuple(self.split_heads(t) for t in F.linear(x, *fused).split(self.d_out, dim=-1))
+            if self.may_stack():  # training: the weights stacked at each call (autograd flows through them)
+                return self.project_stacked(x)
         queries = self.split_heads(self.W_query(x))
         if memory_kv is not None:
             return queries, *memory_kv
