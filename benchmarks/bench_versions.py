@@ -6,8 +6,8 @@
 The base's ``src/`` is taken from git (``git archive``), this tree's from the working copy. Each version runs in
 one long-lived process with one torch thread; the two take turns, round by round (the order alternating), so a
 busy machine slows both alike and the ratio new/base holds where the absolute times do not. Each call is timed
-in the worker's CPU seconds (``time.process_time``), so the time it spends waiting for a busy core is left out. The cases are the
-measured figures that ``MultiHeadAttention`` and the decoding loop serve:
+in the worker's CPU seconds (``time.process_time``), so the time it spends waiting for a busy core is left out.
+The cases are the measured figures that ``MultiHeadAttention`` and the decoding loop serve:
 
 * ``mha_block``: benchmarks/results/attention.md, the MHA block (d_model 768, 12 heads, T=1024, eval);
 * ``generate_cache``, ``generate_recompute``: encoder.md (c), greedy decoding of a 6-layer GPT with and without
