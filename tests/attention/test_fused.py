@@ -81,3 +81,14 @@ def test_an_optimizer_step_between_two_evaluations_is_seen(optimizer):
         model(x, targets=x).loss.backward()
         opt.step()
         opt.zero_grad()
+
+
+def test_a_cast_after_the_copy_was_made_is_seen():
+    """``module.to(dtype)`` swaps each parameter's ``.data`` (same object, same version): the copy is remade."""
+    m = MultiHeadAttention(8, 8, num_heads=2, qkv_bias=True).eval()
+    x = torch.randn(1, 3, 8)
+    with torch.no_grad():
+        m(x)
+        m.to(torch.bfloat16)
+        out = m(x.to(torch.bfloat16))
+    assert out.dtype == torch.bfloat16

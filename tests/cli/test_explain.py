@@ -43,7 +43,7 @@ def test_markup_in_tokens_is_printed_literally():
     (["我 爱", "--head", "3", "--mechanism", "multihead"], "head must be in 0..1 (2 heads), got 3"),
     (["我 爱", "--layer", "1"], "layer must be in 0..0 (1 layers), got 1"),
     ([" ".join(["w"] * 65)], "65 words; this model accepts at most context_length=64"),
-    (["我 爱", "--model", "no/such/dir"], "--model must be random, bert, or a checkpoint directory"),
+    (["我 爱", "--model", "no/such/dir"], "--model must be random, bert, a checkpoint directory"),
 ])
 def test_bad_input_is_a_clear_usage_error(args, message):
     result = run("explain", *args)

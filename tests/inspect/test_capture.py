@@ -31,7 +31,10 @@ def test_weights_only_capture_of_multihead_attention():
     """qkv=False (what heatmap and view ask for): the weights, and no q/k/v computed behind the module's back."""
     model = RandomModel(RandomModelConfig("multihead", d_model=8, d_k=4, num_heads=2))
     cap, full = capture(model, "我 爱 学习 AI", qkv=False), capture(model, "我 爱 学习 AI")
-    assert cap.queries is None and torch.equal(cap.attentions[0], full.attentions[0])
+    assert cap.queries is None
+    # the weights-only capture runs the module as it is (one fused q/k/v product at inference), the full one each
+    # map: the same weights up to float32 rounding
+    torch.testing.assert_close(cap.attentions[0], full.attentions[0], rtol=0, atol=1e-6)
 
 
 def test_gpt_capture_every_layer_matches_its_weights():

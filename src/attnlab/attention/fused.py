@@ -4,7 +4,7 @@ Decoding a token multiplies one vector by each weight matrix. Three products ove
 ``W_value`` read the same bytes as one over the three stacked, but cost three kernel calls and three small thread
 hand-offs instead of one. Stacking at every call would copy the weights (as much work as the product itself), so
 the stacked copy is made once and kept beside the module, rebuilt when a weight changes (another tensor, or its
-version counter moved: ``load_state_dict``, ``.to()``, an in-place edit) and dropped by any call in training mode or
+version counter, storage or dtype moved: ``load_state_dict``, ``.to()``, an in-place edit) and dropped by any call in training mode or
 with autograd on (an optimizer's fused kernels update weights without moving their version counters).
 
 Only at inference (eval mode, no autograd), only when calling each map would run ``nn.Linear.forward`` and nothing
@@ -57,9 +57,15 @@ def _tensors(linears: tuple[nn.Linear, ...]) -> list[Tensor]:
 def _still(held: tuple, tensors: list[Tensor]) -> bool:
     """Whether the stacked copy ``held`` was made from these very tensors, unchanged since (weak references: a new
     tensor at a freed one's address is not taken for it)."""
-    refs, versions = held[0]
-    return len(refs) == len(tensors) and all(r() is t and v == t._version
-                                             for r, v, t in zip(refs, versions, tensors, strict=True))
+    refs, stamps = held[0]
+    return len(refs) == len(tensors) and all(r() is t and stamp == _stamp(t)
+                                             for r, stamp, t in zip(refs, stamps, tensors, strict=True))
+
+
+def _stamp(t: Tensor) -> tuple:
+    """What changes when a weight does: its version (an in-place edit), its storage and dtype (``module.to()`` swaps
+    a parameter's ``.data``, keeping the object and its version)."""
+    return t._version, t.data_ptr(), t.dtype, t.device
 
 
 def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor | None] | None:
@@ -80,6 +86,6 @@ def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor
         return None
     held = owner.__dict__.get(_ATTRIBUTE)
     if held is None or not _still(held, tensors):
-        held = (([weakref.ref(t) for t in tensors], [t._version for t in tensors]), stack_linears(*linears))
+        held = (([weakref.ref(t) for t in tensors], [_stamp(t) for t in tensors]), stack_linears(*linears))
         owner.__dict__[_ATTRIBUTE] = held
     return held[1]
