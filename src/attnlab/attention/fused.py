@@ -4,8 +4,9 @@ Decoding a token multiplies one vector by each weight matrix. Three products ove
 ``W_value`` read the same bytes as one over the three stacked, but cost three kernel calls and three small thread
 hand-offs instead of one. Stacking at every call would copy the weights (as much work as the product itself), so
 the stacked copy is made once and kept beside the module, rebuilt when a weight changes (another tensor, or its
-version counter, storage or dtype moved: ``load_state_dict``, ``.to()``, an in-place edit) and dropped by any call in training mode or
-with autograd on (an optimizer's fused kernels update weights without moving their version counters).
+version counter, storage or dtype moved: ``load_state_dict``, ``.to()``, an in-place edit) and dropped by any call
+in training mode or with autograd on (an optimizer's fused kernels update weights without moving their version
+counters).
 
 Only at inference (eval mode, no autograd), only when calling each map would run ``nn.Linear.forward`` and nothing
 else (:func:`calls_only_forward`: a quantized or hooked map is called as it is), and
