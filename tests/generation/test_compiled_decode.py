@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnlab.generation import compiled_decode, generate, generate_stream
-from attnlab.models import GPT, GPTConfig
+from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig
 
 
 @pytest.fixture(autouse=True)
@@ -89,8 +89,6 @@ def test_prompt_ids_are_checked_before_decoding():
 def test_rotary_positions_decode_past_the_context_in_a_static_cache_of_the_whole_sequence():
     """A ModernDecoder trained for 24 positions, 5 + 40: the static cache is allocated for 64 (the sequence,
     rounded up to a power of two), nothing cropped, the eager loop's tokens."""
-    from attnlab.models import ModernDecoder, ModernDecoderConfig
-
     torch.manual_seed(0)
     m = ModernDecoder(ModernDecoderConfig(vocab_size=61, context_length=24, d_model=32, num_layers=2, num_heads=4,
                                           num_kv_heads=2, d_ff=40))
@@ -101,7 +99,14 @@ def test_rotary_positions_decode_past_the_context_in_a_static_cache_of_the_whole
     out = generate(m, prompt, 40, temperature=0, compile=True)
     assert torch.equal(out, generate(m, prompt, 40, temperature=0))
     assert compiled_decode._CACHES[m][1].context_length == 64
-    dynamic = ModernDecoder(ModernDecoderConfig(vocab_size=61, context_length=24, d_model=32, num_layers=2,
-                                                num_heads=4, rope_scaling={"type": "dynamic", "factor": 2.0}))
-    with pytest.raises(ValueError, match=r"compile=True: dynamic NTK scaling picks its frequencies from the length"):
-        generate(dynamic, prompt, 3, compile=True)
+
+
+@pytest.mark.parametrize(("scaling", "name"), [
+    ({"type": "dynamic", "factor": 2.0}, "dynamic NTK"),
+    ({"type": "longrope", "factor": 2.0, "original_context_length": 12, "short_factor": [1.0] * 4,
+      "long_factor": [2.0] * 4}, "LongRoPE")])
+def test_a_scaling_that_reads_the_length_is_refused(scaling, name):
+    m = ModernDecoder(ModernDecoderConfig(vocab_size=61, context_length=24, d_model=32, num_layers=2, num_heads=4,
+                                          rope_scaling=scaling))
+    with pytest.raises(ValueError, match=rf"compile=True: {name} scaling picks its frequencies from the length"):
+        generate(m, torch.zeros(1, 3, dtype=torch.long), 3, compile=True)

@@ -123,6 +123,33 @@ def test_rotary_positions_run_past_context_length():
         assert torch.equal(out[:, -1], model(out[:, :-1]).logits[:, -1].argmax(-1))
 
 
+LONGROPE = {"type": "longrope", "factor": 3.0, "original_context_length": 8, "short_factor": [1.0, 1.2, 1.9, 3.1],
+            "long_factor": [1.3, 2.6, 5.5, 11.0]}
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_longrope_rebuilds_the_cache_once_where_its_frequencies_switch(window):
+    """LongRoPE turns every position by other angles once the sequence passes L₀ = 8: cached decoding drops its
+    cache at 9 tokens and runs the sequence again, once, so it equals recomputing at every step; a prompt already
+    past L₀ is never rebuilt."""
+    model = small(rope_scaling=LONGROPE, sliding_window=window)
+    assert model.cache_rebuild_length == 9 and small().cache_rebuild_length is None
+    lengths = []  # the tokens of each forward: the prompt, then one by one, the whole sequence once at 9
+    model.register_forward_pre_hook(lambda _, args: lengths.append(args[0].shape[1]))
+    idx = torch.randint(0, 50, (2, 5))
+    assert torch.equal(generate(model, idx, 30, temperature=0), generate(model, idx, 30, temperature=0,
+                                                                         use_cache=False))
+    assert lengths[:6] == [5, 1, 1, 1, 9, 1] and lengths[6:30] == [1] * 24
+    mask = torch.tensor([[1] * 5, [0, 0, 1, 1, 1]])
+    assert torch.equal(generate(model, idx, 30, temperature=0, attention_mask=mask),
+                       generate(model, idx, 30, temperature=0, attention_mask=mask, use_cache=False))
+    lengths.clear()
+    long = torch.randint(0, 50, (1, 12))
+    assert torch.equal(generate(model, long, 10, temperature=0), generate(model, long, 10, temperature=0,
+                                                                          use_cache=False))
+    assert lengths[:10] == [12] + [1] * 9
+
+
 def test_a_static_cache_allocated_for_the_whole_sequence_decodes_past_the_context():
     model = small()
     idx = torch.randint(0, 50, (1, 36))

@@ -27,6 +27,8 @@ ROPES = {
     "llama3": dict(rope_type="llama3", rope_theta=500000.0, factor=4.0, low_freq_factor=1.0, high_freq_factor=4.0,
                    original_max_position_embeddings=4),
 }
+LONGROPE = dict(rope_type="longrope", rope_theta=10000.0, short_factor=[1.0, 1.2, 1.9, 3.1],
+                long_factor=[1.3, 2.6, 5.5, 11.0], original_max_position_embeddings=SHORT)
 WINDOWED = {
     "mistral": lambda: transformers.MistralConfig(**{**COMMON, "max_position_embeddings": 64}, sliding_window=4),
     "qwen2": lambda: transformers.Qwen2Config(**{**COMMON, "max_position_embeddings": 64}, use_sliding_window=True,
@@ -48,6 +50,10 @@ def dirs(tmp_path_factory):
         write_checkpoint(arch, out[arch], config=config())
     out["gpt2"] = root / "gpt2"
     write_checkpoint("gpt2", out["gpt2"])
+    out["phi3"] = root / "phi3"  # LongRoPE from 16 positions to 32
+    write_checkpoint("phi3", out["phi3"], config=transformers.Phi3Config(
+        **{**COMMON, "max_position_embeddings": 2 * SHORT}, original_max_position_embeddings=SHORT,
+        rope_parameters=LONGROPE, attn_implementation="eager"))
     return out
 
 
@@ -118,6 +124,23 @@ def test_dynamic_ntk_cached_and_recomputed_both_equal_transformers_and_differ(di
                            + [model(seq[:, t : t + 1], kv_cache=cache).logits for t in range(12, seq.shape[1])], 1)
     torch.testing.assert_close(cached[:, :SHORT], model(seq[:, :SHORT]).logits, atol=1e-5, rtol=0)
     assert (cached[:, SHORT:] - full[:, SHORT:]).abs().max() > 1e-3  # the two conventions really differ
+
+
+def test_longrope_cached_greedy_rebuilds_the_cache_as_transformers(dirs):
+    """Phi-3's LongRoPE: 12 prompt tokens and 40 new over L₀ = 16. transformers' Phi-3 drops its cache when the
+    sequence reaches L₀ + 1 tokens and recomputes every key with the long factors; attnlab's cached decoding does
+    the same (``cache_rebuild_length``), so its tokens equal transformers' cached ones, and its own recomputation's
+    (``use_cache=False``), alone and in a left-padded batch."""
+    model, _ = load_causal_lm(dirs["phi3"])
+    assert model.cache_rebuild_length == SHORT + 1
+    ids = prompt(12, seed=5)
+    want = hf(dirs["phi3"]).generate(ids, max_new_tokens=40, do_sample=False)
+    assert torch.equal(generate(model, ids, 40, temperature=0), want)
+    assert torch.equal(generate(model, ids, 40, temperature=0, use_cache=False), want)
+    ids, mask = left_padded((12, 7), seed=6)
+    want = hf(dirs["phi3"]).generate(ids, attention_mask=mask, max_new_tokens=40, do_sample=False)
+    assert torch.equal(generate(model, ids, 40, temperature=0, attention_mask=mask), want)
+    assert torch.equal(generate(model, ids, 40, temperature=0, attention_mask=mask, use_cache=False), want)
 
 
 @pytest.mark.parametrize("rope", ["default", "yarn", "llama3"])

@@ -77,10 +77,10 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
         raise ValueError(tr("compile=True needs a model with a static KV cache and a decode_step (GPT has them), got "
                             "{model_type}; decode it with compile=False", model_type=type(model).__name__))
     scaling = getattr(getattr(model, "rotary", None), "scaling", None)
-    if compile and scaling is not None and scaling.type == "dynamic":
-        raise ValueError(tr("compile=True: dynamic NTK scaling picks its frequencies from the length, read back from "
+    if compile and scaling is not None and scaling.type in ("dynamic", "longrope"):
+        raise ValueError(tr("compile=True: {scaling} scaling picks its frequencies from the length, read back from "
                             "the device at every step, which one compiled graph cannot do; decode it with "
-                            "compile=False"))
+                            "compile=False", scaling={"dynamic": "dynamic NTK", "longrope": "LongRoPE"}[scaling.type]))
     warn_if_cropped(model, idx.shape[1], max_new_tokens)
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)

@@ -9,6 +9,10 @@ rolling one stays at its window), exactly as transformers' ``generate`` does. A 
 table cannot place a token beyond it, nor slide its window in the cache (every cached key was computed at its old
 position): past the table both loops crop to its last ``position_limit`` tokens and recompute, with the model's
 forward (:func:`~attnlab.generation.generate` warns when that will happen).
+
+A model whose positions change their angles at some length (LongRoPE: at L₀ + 1 every position switches to the
+long factors) says so by its ``cache_rebuild_length``: when the sequence first reaches it, the loop empties the
+cache and runs the whole sequence again, once, as transformers' Phi-3 does; from there on it decodes as before.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ def position_limit(model: Any) -> int | None:
     return getattr(model, "position_limit", model.config.context_length)
 
 
+def cache_rebuild_length(model: Any) -> int | None:
+    """The sequence length at which ``model``'s cache must be dropped and the sequence recomputed (its
+    ``cache_rebuild_length``); None: never."""
+    return getattr(model, "cache_rebuild_length", None)
+
+
 def crop(seq: Tensor, limit: int | None) -> Tensor:
     """``seq (B, T)``'s last ``limit`` tokens (all of them without a limit)."""
     return seq if limit is None else seq[:, -limit:]
@@ -74,7 +84,7 @@ def decode_loop(model: Any, idx: Tensor, max_new_tokens: int, temperature: float
     runs in eval mode and is put back afterwards. Arguments are those of :func:`~attnlab.generation.generate`,
     checked there.
     """
-    limit = position_limit(model)
+    limit, rebuild = position_limit(model), cache_rebuild_length(model)
     was_training = model.training
     model.eval()
     try:
@@ -93,7 +103,12 @@ def decode_loop(model: Any, idx: Tensor, max_new_tokens: int, temperature: float
                 mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
             if i == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
                 break
-            if cache is not None and (limit is None or filled < limit):
+            if cache is not None and rebuild is not None and filled < rebuild <= seq.shape[1]:
+                cache.reset()  # the cached keys' angles are no longer those of their positions: run all again
+                window = crop(seq, limit)
+                logits = prefill(window, cache, **masked(mask, window.shape[1]))
+                filled = window.shape[1]
+            elif cache is not None and (limit is None or filled < limit):
                 logits = step(nxt[:, None].to(seq.dtype), cache, **masked(mask, filled + 1))
                 filled += 1
             else:  # no cache, or the position table is full: recompute (cropped to the table)

@@ -224,6 +224,14 @@ class RotaryEmbedding:
         #: cos and sin are multiplied by it (YaRN's and LongRoPE's; 1 for the other scalings)
         self.attention_factor = _attention_factor(self.scaling)
 
+    @property
+    def rebuild_length(self) -> int | None:
+        """The sequence length at which keys rotated earlier must all be rotated again: LongRoPE's L₀ + 1, where
+        its frequencies switch from the short factors to the long ones for every position (transformers' Phi-3
+        drops its cache there and recomputes). None for the other scalings: a cached key keeps its angles."""
+        s = self.scaling
+        return s.original_context_length + 1 if s is not None and s.type == "longrope" else None
+
     def inv_freq(self, seq_len: int | None = None, device: torch.device | str | None = None) -> Tensor:
         """The D/2 angular frequencies θ_i, float32, scaling applied; ``seq_len`` matters for ``dynamic`` only."""
         base, s, d = self.base, self.scaling, self.head_dim

@@ -232,6 +232,12 @@ class ModernDecoder(LanguageModel):
             self.head.weight = self.tok_emb.weight
         self.init_weights(residual_projections="down_proj")
 
+    @property
+    def cache_rebuild_length(self) -> int | None:
+        """The sequence length at which a KV cache filled before it must be dropped and the whole sequence
+        recomputed (LongRoPE's L₀ + 1: :attr:`~attnlab.layers.RotaryEmbedding.rebuild_length`); None: never."""
+        return self.rotary.rebuild_length
+
     def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
         """The token embedding alone: positions enter the blocks, as rotations of q and k (with a left-padded
         batch, each token turned by its position among the real tokens of its row). Gemma scales it by √d_model,
