@@ -6,12 +6,14 @@ filled; the one ``Error:`` line must hold every word (the argument, the value gi
 paths in ``absent`` must not exist afterwards. docs/bad-input.md lists every id (each test file checks its own).
 """
 
+import importlib.util
 import json
 import os
 import re
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file, save_file
@@ -91,6 +93,32 @@ CONFIGS = {
 }
 
 
+def _edited_copy(src: Path, dst: Path, config: dict | None = None, tensors=None) -> None:
+    """A copy of the model directory ``src``: ``config`` merged into its config.json, ``tensors`` applied to its
+    weights (a dict of tensors in, one out)."""
+    shutil.copytree(src, dst)
+    if config:
+        raw = json.loads((dst / "config.json").read_text())
+        (dst / "config.json").write_text(json.dumps({**raw, **config}))
+    if tensors:
+        weights = next(dst.glob("*.safetensors"))
+        save_file(tensors(load_file(weights)), weights, metadata={"format": "pt"})
+
+
+def make_model_dirs(d: Path) -> None:
+    """Hugging Face model directories (tiny ones written by transformers), each wrong in one way: ``hf_*``."""
+    from hf_checkpoints import write_checkpoint
+
+    for arch in ("qwen3", "gemma2", "mistral"):
+        write_checkpoint(arch, d / f"hf_{arch}")
+    _edited_copy(d / "hf_qwen3", d / "hf_quantised", {"quantization_config": {"bits": 4}})
+    _edited_copy(d / "hf_gemma2", d / "hf_softcap_zero", {"attn_logit_softcapping": 0.0})
+    _edited_copy(d / "hf_gemma2", d / "hf_final_softcap_negative", {"final_logit_softcapping": -1.0})
+    _edited_copy(d / "hf_mistral", d / "hf_window_wider_than_context", {"sliding_window": 100})  # of 64
+    name = "model.layers.0.mlp.up_proj.weight"  # (48, 32) in the config
+    _edited_copy(d / "hf_qwen3", d / "hf_tensor_of_another_shape", tensors=lambda t: {**t, name: torch.zeros(47, 32)})
+
+
 def make_bad_dir(d: Path) -> Path:
     """Fill ``d`` with files of every kind a user might hand over, two tiny trained runs and damaged copies."""
     from corpora import TEXT
@@ -123,12 +151,15 @@ def make_bad_dir(d: Path) -> Path:
         damage(d / name / checkpoint)
     shutil.copytree(d / "sharded", d / "sharded_half_written")  # a write cut short: DCP's metadata comes last
     (d / "sharded_half_written" / checkpoint / "sharded" / ".metadata").unlink()
+    if importlib.util.find_spec("transformers"):  # the cases on hf_* directories are skipped without it
+        make_model_dirs(d)
     return d
 
 
 def run_case(d: Path, argv: list[str], status: int, words: list[str], absent: list[str]) -> str:
     """Run one case in process and check it (see the module); returns the error line."""
     args = [a.replace("{dir}", str(d)) for a in argv]
+    skip_without_model_dirs(d, argv)
     before = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.is_file() and not p.is_fifo()}
     result = CliRunner().invoke(main, args)
     out = result.output
@@ -148,8 +179,15 @@ def run_case(d: Path, argv: list[str], status: int, words: list[str], absent: li
     return lines[0]
 
 
+def skip_without_model_dirs(d: Path, argv: list[str]) -> None:
+    """Skip a case on an ``hf_*`` model directory where transformers could not write them."""
+    if any("{dir}/hf_" in a for a in argv) and not (d / "hf_qwen3").exists():
+        pytest.skip("the Hugging Face model directories need transformers")
+
+
 def run_case_in_chinese(d: Path, argv: list[str], status: int) -> str:
     """Run one case with ``--lang zh``: the same status, one line, and it is Chinese (docs/translations.md)."""
+    skip_without_model_dirs(d, argv)
     result = CliRunner().invoke(main, ["--lang", "zh", *(a.replace("{dir}", str(d)) for a in argv)])
     errors = [line for line in result.output.splitlines() if line.startswith("错误：")]
     assert result.exit_code == status and len(errors) == 1, result.output

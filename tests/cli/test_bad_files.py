@@ -25,6 +25,10 @@ def sample(run: str) -> list[str]:
     return ["sample", "--checkpoint", "{dir}/" + run, "To"]
 
 
+def model(directory: str) -> list[str]:
+    return ["sample", "--model", "{dir}/" + directory, "To"]
+
+
 # (id, argv, exit status, words the error line must hold, paths that must not exist afterwards)
 CASES = [
     ("train-data-missing", ["train", "--data", "{dir}/nope.txt", "--out", "{dir}/new"], 1,
@@ -105,6 +109,19 @@ CASES = [
      ["state.json", "'model_config' is missing"], []),
     ("sample-config-json-without-architectures", ["sample", "--model", "{dir}/hf_no_architectures", "To"], 1,
      ["hf_no_architectures", "config.json", "architectures", "no attnlab checkpoint"], []),
+    # Hugging Face model directories: the field or the tensor named, with its value and what was expected
+    ("sample-model-config-field-not-implemented", model("hf_quantised"), 1,
+     ["hf_quantised", "config.json", "cannot honour quantization_config={'bits': 4}", "does not implement"], []),
+    ("sample-model-softcap-zero", model("hf_softcap_zero"), 1,
+     ["config.json", "attn_logit_softcapping=0.0", "needs cap > 0"], []),
+    ("sample-model-final-softcap-negative", model("hf_final_softcap_negative"), 1,
+     ["config.json", "final_logit_softcapping=-1.0", "needs cap > 0"], []),
+    ("sample-model-window-wider-than-context", model("hf_window_wider_than_context"), 1,
+     ["config.json", "sliding_window=100", "at most max_position_embeddings=64"], []),
+    ("sample-model-tensor-of-another-shape", model("hf_tensor_of_another_shape"), 1,
+     ["model.safetensors", "'model.layers.0.mlp.up_proj.weight'", "(47, 32)", "expects (48, 32)"], []),
+    ("explain-model-tensor-of-another-shape", ["explain", "To be", "--model", "{dir}/hf_tensor_of_another_shape"],
+     2, ["'model.layers.0.mlp.up_proj.weight'", "(47, 32)", "expects (48, 32)"], []),
     # resuming from a damaged checkpoint: nothing trained, nothing of the run changed
     ("train-resume-truncated-optimizer", ["train", "--out", "{dir}/truncated_optimizer", *RESUME], 1,
      ["optimizer.safetensors", "cannot be read", "truncated or corrupt"], []),

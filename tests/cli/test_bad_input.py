@@ -104,6 +104,8 @@ CASES = [
     ("sample-prompt-empty", ["sample", "--checkpoint", "{dir}/run", ""], 1, ["prompt", "empty"], []),
     ("sample-prompts-one-empty", ["sample", "--checkpoint", "{dir}/run", "First", ""], 1,
      ["prompts[1]", "empty prompt"], []),
+    ("sample-model-prompts-one-empty", ["sample", "--model", "{dir}/hf_mistral", "To be", "", "or"], 1,
+     ["prompts[1]", "empty prompt", "at least one token"], []),
     ("sample-prompts-compiled", ["sample", "--checkpoint", "{dir}/run", "First", "Fir", "--compile"], 1,
      ["--compile", "several prompts"], []),
     ("sample-prompt-unknown-characters", ["sample", "--checkpoint", "{dir}/run", "FirstΩ"], 1,

@@ -127,11 +127,21 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     return base, scaling
 
 
+def _within_context(raw: dict[str, Any], window: Any, path: Path) -> Any:
+    """``window`` if it is no wider than ``max_position_embeddings``; wider is refused by name here, where the
+    config's own check would speak of attnlab's ``context_length``."""
+    n = raw.get("max_position_embeddings")
+    if isinstance(window, int) and not isinstance(window, bool) and isinstance(n, int) and window > n:
+        raise _refuse(path, "sliding_window", window, tr("a window is at most max_position_embeddings={n} wide here "
+                                                         "(keys seen, its own included)", n=n))
+    return window
+
+
 def windows_of(family: str, raw: dict[str, Any], layers: int, path: Path) -> tuple[int | None, list[str] | None]:
     """``(sliding_window, layer_types)``: Mistral's and Phi-3's window on every layer (or none); Qwen2's and Qwen3's
     per-layer types (``max_window_layers`` full layers first, then sliding ones, unless listed)."""
     if family in ("mistral", "phi3"):
-        return raw.get("sliding_window"), None
+        return _within_context(raw, raw.get("sliding_window"), path), None
     if family not in ("qwen2", "qwen3"):
         return None, None
     window = raw.get("sliding_window") if raw.get("use_sliding_window") else None
@@ -140,7 +150,7 @@ def windows_of(family: str, raw: dict[str, Any], layers: int, path: Path) -> tup
         for i in range(layers)]
     if set(types) == {"full_attention"}:
         return None, None
-    window = _need(raw, "sliding_window", path)
+    window = _within_context(raw, _need(raw, "sliding_window", path), path)
     return window, None if set(types) == {"sliding_attention"} else list(types)
 
 
@@ -211,7 +221,8 @@ def gemma_config(family: str, raw: dict[str, Any], path: Path) -> ModernDecoderC
     bias = bool(raw.get("attention_bias", False))
     return _build(
         ModernDecoderConfig, path, **shapes, qkv_bias=bias, out_bias=bias, rope_base=base, rope_scaling=scaling,
-        rope_local_base=local_base, sliding_window=raw.get("sliding_window"), layer_types=list(types),
+        rope_local_base=local_base, sliding_window=_within_context(raw, raw.get("sliding_window"), path),
+        layer_types=list(types),
         tie_weights=bool(raw.get("tie_word_embeddings", True)), qk_norm="head" if family == "gemma3" else None,
         attn_softcap=raw.get("attn_logit_softcapping"), final_softcap=raw.get("final_logit_softcapping"),
         query_pre_attn_scalar=raw.get("query_pre_attn_scalar"), norm_unit_offset=True, sandwich_norm=True,
