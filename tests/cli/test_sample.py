@@ -110,3 +110,21 @@ def test_sample_a_loaded_checkpoint_in_int8_weights_and_with_the_int8_cache(hf_d
         assert r.exit_code == 0 and r.output.startswith("To be"), r.output
         assert len(r.output) > len("To be"), r.output
     assert fp32.exit_code == 0
+
+
+def test_sample_with_a_sink_cache_is_generate_with_it(hf_dirs):
+    """``--sink-tokens 4 --sliding-window 8``, 40 tokens: the text of ``generate`` with the same cache, which
+    differs from the full cache's once the window slides."""
+    import torch
+
+    from attnlab.generation import generate
+    from attnlab.pretrained import load_causal_lm
+
+    args = ["sample", "--model", hf_dirs / "qwen3", "To be, or not", "--max-new-tokens", 40, "--temperature", 0]
+    r = run(*args, "--sink-tokens", 4, "--sliding-window", 8)
+    assert r.exit_code == 0, r.output
+    model, tokenizer = load_causal_lm(hf_dirs / "qwen3")
+    ids = torch.tensor([tokenizer.encode("To be, or not")])
+    want = generate(model, ids, 40, temperature=0, sink_tokens=4, sliding_window=8)[0].tolist()
+    assert r.output == tokenizer.decode(want) + "\n" and r.output != run(*args).output
+

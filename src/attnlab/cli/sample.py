@@ -42,9 +42,15 @@ from attnlab.models.quantize import SCHEMES, quantize
                       "(docs/decoding.md)."))
 @click.option("--int8-cache", is_flag=True,
               help=N_("Keep the KV cache in int8: about half the memory of bf16, for long contexts."))
+@click.option("--sink-tokens", type=click.IntRange(min=0), default=None,
+              help=N_("StreamingLLM's cache: keep the first N positions and a --sliding-window of the latest, for "
+                      "an endless stream in bounded memory (rotary models; docs/modern.md)."))
+@click.option("--sliding-window", type=click.IntRange(min=1), default=None,
+              help=N_("The latest positions a --sink-tokens cache keeps, the new one included."))
 def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, ...], max_new_tokens: int,
             temperature: float, top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
-            compile_: bool, scheme: str | None, int8_cache: bool) -> None:
+            compile_: bool, scheme: str | None, int8_cache: bool, sink_tokens: int | None,
+            sliding_window: int | None) -> None:
     from attnlab.cli.model_options import load_directory
     from attnlab.generation import generate_texts, stream_text
 
@@ -67,13 +73,17 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
             if int8_cache:
                 raise ValueError(tr("--int8-cache decodes one prompt; several prompts (a padded batch) need no "
                                     "--int8-cache"))
+            if sink_tokens is not None:
+                raise ValueError(tr("--sink-tokens decodes one prompt; several prompts (a padded batch) need no "
+                                    "--sink-tokens"))
             for text in noted(generate_texts, model, tokenizer, list(prompts), max_new_tokens, temperature, top_k,
                               top_p, seed):
                 click.echo(text)
             return
         prompt = prompts[0] if prompts else "\n"
         pieces = noted(stream_text, model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed,
-                       compile=compile_, int8_cache=int8_cache)  # checks
+                       compile=compile_, int8_cache=int8_cache, sink_tokens=sink_tokens,
+                       sliding_window=sliding_window)  # checks
         click.echo(prompt, nl=False)
         for piece in pieces:
             click.echo(piece, nl=False)

@@ -55,7 +55,8 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
                     top_k: int | None = None, top_p: float | None = None,
                     generator: torch.Generator | None = None, use_cache: bool = True,
                     eos_token_id: int | None = None, attention_mask: Tensor | None = None,
-                    compile: bool = False, int8_cache: bool = False) -> Iterator[Tensor]:
+                    compile: bool = False, int8_cache: bool = False, sink_tokens: int | None = None,
+                    sliding_window: int | None = None) -> Iterator[Tensor]:
     """The new token ids, each ``(B,)``, yielded as soon as each is chosen (arguments: :func:`generate`).
 
     Everything is checked when this is called, not when the first token is asked for.
@@ -81,13 +82,32 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
         raise ValueError(tr("compile=True: {scaling} scaling picks its frequencies from the length, read back from "
                             "the device at every step, which one compiled graph cannot do; decode it with "
                             "compile=False", scaling={"dynamic": "dynamic NTK", "longrope": "LongRoPE"}[scaling.type]))
+    if sink_tokens is not None and (compile or int8_cache or not use_cache or attention_mask is not None):
+        raise ValueError(tr("sink_tokens: a sink cache decodes eagerly, in its own cache, rows of one length; it "
+                            "cannot be combined with compile, int8_cache, use_cache=False or an attention_mask"))
+    if sink_tokens is None and sliding_window is not None:
+        raise ValueError(tr("sliding_window={sliding_window} is the window of a sink cache; give sink_tokens with "
+                            "it (0: the window alone)", sliding_window=sliding_window))
     warn_if_cropped(model, idx.shape[1], max_new_tokens)
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     step = functools.partial(last_logits, model)
+    kind = {"int8": True} if int8_cache else {}
+    if sink_tokens is not None:
+        kind = {"sink_tokens": sink_tokens, "sliding_window": sliding_window}
+    cache = model.new_cache(idx.shape[0], **kind) if use_cache else None
+    prefill = functools.partial(prefill_in_places, model) if sink_tokens is not None else step
     return decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id, attention_mask,
-                       model.new_cache(idx.shape[0], **({"int8": True} if int8_cache else {})) if use_cache else None,
-                       prefill=step, step=step)
+                       cache, prefill=prefill, step=step)
+
+
+def prefill_in_places(model: Any, prompt: Tensor, cache: Any) -> Tensor:
+    """A sink cache's prefill: as much of ``prompt (B, T)`` as its places hold in one pass, the rest token by
+    token (each evicting the window's oldest); the last position's logits."""
+    logits = last_logits(model, prompt[:, : cache.capacity], cache)
+    for t in range(cache.capacity, prompt.shape[1]):
+        logits = last_logits(model, prompt[:, t : t + 1], cache)
+    return logits
 
 
 def warn_if_cropped(model: Any, t: int, max_new_tokens: int) -> None:
@@ -105,8 +125,8 @@ def warn_if_cropped(model: Any, t: int, max_new_tokens: int) -> None:
 def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
              use_cache: bool = True, eos_token_id: int | None = None, attention_mask: Tensor | None = None,
-             compile: bool = False, tokenizer: Any = None,
-             int8_cache: bool = False) -> Tensor | list[list[int]] | list[str]:
+             compile: bool = False, tokenizer: Any = None, int8_cache: bool = False, sink_tokens: int | None = None,
+             sliding_window: int | None = None) -> Tensor | list[list[int]] | list[str]:
     """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``; or, for a list of prompts
     of any lengths, each prompt followed by its new tokens.
 
@@ -136,6 +156,9 @@ def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, tempe
         tokenizer: encodes string prompts and decodes the results (anything with ``encode`` and ``decode``).
         int8_cache: keep the KV cache's keys and values in int8 (:class:`~attnlab.models.Int8KVCache`): about half
             the memory of a bf16 cache, for long contexts; the logits move a little (docs/decoding.md).
+        sink_tokens, sliding_window: decode with StreamingLLM's cache (:class:`~attnlab.models.SinkKVCache`): the
+            first ``sink_tokens`` positions and the last ``sliding_window`` kept, at their places in the cache;
+            memory bounded for an endless stream (rotary models, prompts of one length; docs/modern.md).
 
     Example:
         >>> from attnlab.models import GPT, GPTConfig
@@ -152,10 +175,10 @@ def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, tempe
         padded, mask = left_pad(rows, next(model.parameters()).device)
         mask = None if bool(mask.all()) else mask  # prompts of one length: nothing to mask
         out = generate(model, padded, max_new_tokens, temperature, top_k, top_p, generator, use_cache, eos_token_id,
-                       mask, compile, int8_cache=int8_cache)
+                       mask, compile, int8_cache=int8_cache, sink_tokens=sink_tokens, sliding_window=sliding_window)
         result = unpad(out, rows, eos_token_id)
         texts = tokenizer is not None and all(isinstance(p, str) for p in idx)
         return [tokenizer.decode(r) for r in result] if texts else result
     new = list(generate_stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache,
-                               eos_token_id, attention_mask, compile, int8_cache))
+                               eos_token_id, attention_mask, compile, int8_cache, sink_tokens, sliding_window))
     return torch.cat([idx, *(t[:, None].to(idx.dtype) for t in new)], dim=1)

@@ -24,9 +24,10 @@ def encode_prompt(tokenizer: Any, prompt: str) -> torch.Tensor:
 
 def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, temperature: float = 1.0,
                 top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
-                compile: bool = False, int8_cache: bool = False) -> Iterator[str]:
-    """The generated text, piece by piece as the tokens arrive (KV cache on; ``compile``, ``int8_cache``: see
-    ``generate``).
+                compile: bool = False, int8_cache: bool = False, sink_tokens: int | None = None,
+                sliding_window: int | None = None) -> Iterator[str]:
+    """The generated text, piece by piece as the tokens arrive (KV cache on; ``compile``, ``int8_cache``,
+    ``sink_tokens`` and ``sliding_window``: see ``generate``).
 
     Everything is checked and the prompt encoded when this is called, before the first piece is asked for,
     so a caller can fail before printing anything. Byte-level BPE tokens may end inside a multi-byte
@@ -35,7 +36,8 @@ def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, te
     idx = encode_prompt(tokenizer, prompt).to(next(model.parameters()).device)
     generator = None if seed is None else torch.Generator(device=idx.device).manual_seed(seed)
     tokens = generate_stream(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                             generator=generator, compile=compile, int8_cache=int8_cache)
+                             generator=generator, compile=compile, int8_cache=int8_cache, sink_tokens=sink_tokens,
+                             sliding_window=sliding_window)
     return _pieces(tokens, tokenizer)
 
 

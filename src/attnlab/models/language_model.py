@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
 from attnlab.models.caches import Int8KVCache, KVCache, StaticKVCache, compute_dtype
+from attnlab.models.caches.sink import sink_cache
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 from attnlab.models.initialisation import STD, init_weights
 
@@ -82,8 +83,8 @@ class LanguageModel(nn.Module):
         ``context_length``, the length they were trained on)."""
         return None if self.ROTARY else self.config.context_length
 
-    def new_cache(self, batch: int, context_length: int | None = None, *,
-                  static: bool = False, int8: bool = False) -> KVCache | StaticKVCache:
+    def new_cache(self, batch: int, context_length: int | None = None, *, static: bool = False, int8: bool = False,
+                  sink_tokens: int | None = None, sliding_window: int | None = None) -> KVCache | StaticKVCache:
         """An empty cache for ``batch`` sequences, of ``num_kv_heads`` heads per layer where the attention shares
         them, in the dtype the model computes in here (autocast's, under autocast).
 
@@ -92,11 +93,15 @@ class LanguageModel(nn.Module):
         ``sliding_window`` positions (a rolling cache). With ``int8``, its int8 twin
         :class:`~attnlab.models.Int8KVCache` (long contexts; every position kept). With ``static``, a
         :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`, allocated for ``context_length`` positions
-        (default: the model's)."""
-        if static and int8:
-            raise ValueError(tr("new_cache: the int8 cache is a dynamic one; static=True and int8=True exclude "
-                                "each other"))
+        (default: the model's). With ``sink_tokens``, StreamingLLM's :class:`~attnlab.models.SinkKVCache`: the
+        first ``sink_tokens`` positions and the last ``sliding_window``, at their places in the cache (rotary
+        models)."""
+        if static + int8 + (sink_tokens is not None) > 1:
+            raise ValueError(tr("new_cache: static=True, int8=True and sink_tokens are three kinds of cache; ask "
+                                "for one"))
         c, w = self.config, self.tok_emb.weight
+        if sink_tokens is not None:
+            return sink_cache(self, batch, sink_tokens, sliding_window, compute_dtype(w), w.device)
         heads = getattr(c, "num_kv_heads", None) or c.num_heads
         if static:
             return StaticKVCache(c.num_layers, batch, heads, context_length or c.context_length, c.head_dim,

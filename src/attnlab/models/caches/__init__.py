@@ -5,6 +5,8 @@ values of the earlier ones instead of recomputing them.
   buffers; an encoder-decoder's also keeps each layer's keys and values of the memory, and follows beams.
 * :class:`RollingLayerKVCache` (``rolling.py``): a sliding-window layer's share of a :class:`KVCache`, the last
   ``window`` positions in a ring buffer (Mistral's rolling cache): bounded memory at any length.
+* :class:`SinkKVCache` (``sink.py``): StreamingLLM's, the first ``sink_tokens`` positions and a sliding window
+  of the latest, rotated to their places in the cache: bounded memory for an endless stream, on any model.
 * :class:`StaticKVCache` (``static.py``): keeps the position on the device and hands over whole buffers with a
   mask, so that a compiled step is one graph for every token.
 * :class:`Int8KVCache` (``quantized.py``): the dynamic cache with int8 keys and values, about half the memory of
@@ -25,10 +27,11 @@ from torch import Tensor
 from attnlab.models.caches.dynamic import KVCache, LayerKVCache
 from attnlab.models.caches.quantized import Int8KVCache, Int8LayerKVCache
 from attnlab.models.caches.rolling import RollingLayerKVCache
+from attnlab.models.caches.sink import SinkKVCache, SinkLayerKVCache
 from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
 
-__all__ = ["Int8KVCache", "Int8LayerKVCache", "KVCache", "LayerKVCache", "RollingLayerKVCache", "StaticKVCache",
-           "StaticLayerKVCache", "compute_dtype"]
+__all__ = ["Int8KVCache", "Int8LayerKVCache", "KVCache", "LayerKVCache", "RollingLayerKVCache", "SinkKVCache",
+           "SinkLayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
 
 
 def compute_dtype(weight: Tensor) -> torch.dtype:
