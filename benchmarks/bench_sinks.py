@@ -11,6 +11,10 @@ time. Three caches, the same model and tokens: ``full`` keeps everything (RoPE p
 the last ``--window − --sinks`` (the same memory). Both bounded caches turn the keys to their places in the cache
 (:class:`attnlab.models.SinkKVCache`). Perplexity is reported over the stream's stretches: before the window
 slides, and in bands after. Deterministic: no sampling, no timing.
+
+At this scale the paper's point does not show (docs/modern.md): the baby forms no sink (its first position gets
+less than a uniform share of attention), and 4 sinks or none, the bounded caches stay at the same perplexity
+(≈ 5.9 past 512 tokens), where the full cache, past its 128 trained positions, climbs to ≈ 12.9.
 """
 
 from __future__ import annotations
