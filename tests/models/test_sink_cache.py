@@ -116,3 +116,23 @@ def test_new_cache_asks_for_one_kind():
         m, cache = model(), model().new_cache(1, sink_tokens=2, sliding_window=5)
         m(torch.zeros(1, 6, dtype=torch.long), kv_cache=cache)
         m(torch.zeros(1, 3, dtype=torch.long), kv_cache=cache)
+
+
+def test_under_bf16_autocast_the_cache_keeps_bf16_and_the_logits_stay_close():
+    """The keys are turned in float32 and stored in the compute dtype: bf16 moves the logits by bf16's rounding
+    only (≤ 3 % of the largest, as the plain cache under autocast), not by a wrong angle."""
+    m = model(num_layers=2)
+    ids = torch.randint(0, 50, (1, 30), generator=torch.Generator().manual_seed(3))
+
+    def logits(**kind):
+        cache = m.new_cache(1, **kind)
+        with torch.no_grad():
+            steps = [m(ids[:, :7], kv_cache=cache).logits]
+            steps += [m(ids[:, t : t + 1], kv_cache=cache).logits for t in range(7, 30)]
+        return torch.cat(steps, 1).float(), cache
+
+    want, _ = logits(sink_tokens=2, sliding_window=5)
+    with torch.autocast("cpu", torch.bfloat16):
+        got, cache = logits(sink_tokens=2, sliding_window=5)
+    assert cache[0].keys.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, atol=0.03 * float(want.abs().max()), rtol=0)
