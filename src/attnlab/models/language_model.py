@@ -96,9 +96,12 @@ class LanguageModel(nn.Module):
         (default: the model's). With ``sink_tokens``, StreamingLLM's :class:`~attnlab.models.SinkKVCache`: the
         first ``sink_tokens`` positions and the last ``sliding_window``, at their places in the cache (rotary
         models)."""
-        if static + int8 + (sink_tokens is not None) > 1:
-            raise ValueError(tr("new_cache: static=True, int8=True and sink_tokens are three kinds of cache; ask "
-                                "for one"))
+        if static and int8:
+            raise ValueError(tr("new_cache: the int8 cache is a dynamic one; static=True and int8=True exclude "
+                                "each other"))
+        if sink_tokens is not None and (static or int8):
+            raise ValueError(tr("new_cache: sink_tokens makes a cache of its own kind; it excludes static=True and "
+                                "int8=True"))
         c, w = self.config, self.tok_emb.weight
         if sink_tokens is not None:
             return sink_cache(self, batch, sink_tokens, sliding_window, compute_dtype(w), w.device)
