@@ -26,6 +26,12 @@ def activate(x: Tensor, activation: str) -> Tensor:
     return F.gelu(x, approximate="tanh")
 
 
+def dropped(dropout: nn.Dropout, x: Tensor) -> Tensor:
+    """``dropout(x)``, without the module call where it would hand ``x`` back as it is (eval mode, or p = 0): a
+    decoding step would otherwise make several calls per layer for nothing."""
+    return dropout(x) if dropout.training and dropout.p > 0 else x
+
+
 class FeedForward(nn.Module):
     """Two linear maps with a non-linearity between them, names as in ``torch.nn.TransformerEncoderLayer``.
 
@@ -53,4 +59,4 @@ class FeedForward(nn.Module):
         h = self.linear1(x)
         if getattr(self.linear1, "activation", None) != self.activation:  # else fused into linear1
             h = activate(h, self.activation)
-        return self.dropout(self.linear2(h))
+        return dropped(self.dropout, self.linear2(h))
