@@ -57,6 +57,8 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.linear1(x)
-        if getattr(self.linear1, "activation", None) != self.activation:  # else fused into linear1
+        # else fused into linear1 (a packed map holds it); read from its __dict__, as a missing attribute would cost
+        # nn.Module.__getattr__ an exception at every call
+        if vars(self.linear1).get("activation") != self.activation:
             h = activate(h, self.activation)
         return dropped(self.dropout, self.linear2(h))
