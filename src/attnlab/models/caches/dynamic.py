@@ -42,10 +42,10 @@ class LayerKVCache:
         self.memory_kv: tuple[Tensor, Tensor] | None = None  # an encoder-decoder's: (B, H, S, head_dim) each
         self.spare: Tensor | None = None  # where a beam search's reorder writes; then the two swap
 
-    def hold(self, kv: Tensor) -> None:
-        """Keep keys and values in one buffer ``kv (2, B, H, capacity, head_dim)``: ``keys`` and ``values`` are its
+    def hold(self, buffer: Tensor) -> None:
+        """Keep keys and values in one ``buffer (2, B, H, capacity, head_dim)``: ``keys`` and ``values`` are its
         two halves, so that following the beams gathers both in one pass."""
-        self.kv, self.keys, self.values = kv, kv[0], kv[1]
+        self.buffer, self.keys, self.values = buffer, buffer[0], buffer[1]
 
     @property
     def context_length(self) -> int | None:
@@ -60,9 +60,9 @@ class LayerKVCache:
             return
         capacity = 1 << (max(length, 2 * capacity) - 1).bit_length()  # a power of two
         capacity = capacity if self.max_length is None else min(capacity, self.max_length)
-        kv = self.kv.new_empty(*self.kv.shape[:3], capacity, self.kv.shape[4])
-        kv[..., : self.length, :] = self.kv[..., : self.length, :]
-        self.hold(kv)
+        buffer = self.buffer.new_empty(*self.buffer.shape[:3], capacity, self.buffer.shape[4])
+        buffer[..., : self.length, :] = self.buffer[..., : self.length, :]
+        self.hold(buffer)
         self.spare = None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
@@ -82,7 +82,7 @@ class LayerKVCache:
                 raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
                                     "filled in: start a new one (model.new_cache) to switch", dtype=self.keys.dtype,
                                     dtype_2=key.dtype))
-            self.hold(torch.empty_like(self.kv, dtype=key.dtype))  # empty: take the compute dtype
+            self.hold(torch.empty_like(self.buffer, dtype=key.dtype))  # empty: take the compute dtype
         self.reserve(self.length + t)
         self.keys[:, :, self.length : self.length + t] = key
         self.values[:, :, self.length : self.length + t] = value
@@ -94,15 +94,15 @@ class LayerKVCache:
         gather of the filled positions into a second buffer, allocated once, which then swaps in; or, for another
         number of rows (each source's beams, at the start), a new buffer of those rows."""
         n = self.length
-        if rows.shape[0] != self.kv.shape[1]:
-            self.hold(self.kv.index_select(1, rows))
+        if rows.shape[0] != self.buffer.shape[1]:
+            self.hold(self.buffer.index_select(1, rows))
             self.spare = None
             return
-        if self.spare is None or self.spare.dtype != self.kv.dtype:
-            self.spare = torch.empty_like(self.kv)
-        torch.index_select(self.kv[..., :n, :], 1, rows, out=self.spare[..., :n, :])
-        self.spare, kv = self.kv, self.spare
-        self.hold(kv)
+        if self.spare is None or self.spare.dtype != self.buffer.dtype:
+            self.spare = torch.empty_like(self.buffer)
+        torch.index_select(self.buffer[..., :n, :], 1, rows, out=self.spare[..., :n, :])
+        self.spare, buffer = self.buffer, self.spare
+        self.hold(buffer)
 
     def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor | None:
         """The ``t_new`` newest queries see the cached keys up to their own position (every key if not causal),
