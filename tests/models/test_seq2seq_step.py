@@ -70,7 +70,8 @@ def test_the_memory_is_projected_once_per_source_not_per_beam():
 
 
 def test_following_the_beams_allocates_nothing_per_step():
-    """A beam step's reorder writes into a second pair of buffers, allocated once, and the two swap."""
+    """A beam step's reorder writes into a second buffer (keys and values together), allocated once, and the two
+    swap."""
     model = _model(0)
     src, mask = _sources()
     with torch.no_grad():

@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-import attnlab.models.checkpoint as checkpoint_module
+import attnlab.models.checkpoint.write as checkpoint_module
 from attnlab.data import CharTokenizer
 from attnlab.models import GPT, GPTConfig
 from attnlab.training import configure_optimizer, latest_checkpoint, load_checkpoint, save_checkpoint

@@ -52,21 +52,22 @@ def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
 
 
 def _tensors(linears: tuple[nn.Linear, ...]) -> list[Tensor]:
-    return [t for m in linears for t in (m.weight, m.bias) if t is not None]
+    # read from each module's parameter dict: nn.Module.__getattr__ would cost a Python call per weight, per step
+    return [t for m in linears for t in m._parameters.values() if t is not None]
+
+
+def _stamps(tensors: list[Tensor]) -> list[tuple]:
+    """What changes when a weight does: its version (an in-place edit), its storage and dtype (``module.to()`` swaps
+    a parameter's ``.data``, keeping the object and its version)."""
+    return [(t._version, t.data_ptr(), t.dtype, t.device) for t in tensors]
 
 
 def _still(held: tuple, tensors: list[Tensor]) -> bool:
     """Whether the stacked copy ``held`` was made from these very tensors, unchanged since (weak references: a new
     tensor at a freed one's address is not taken for it)."""
     refs, stamps = held[0]
-    return len(refs) == len(tensors) and all(r() is t and stamp == _stamp(t)
-                                             for r, stamp, t in zip(refs, stamps, tensors, strict=True))
-
-
-def _stamp(t: Tensor) -> tuple:
-    """What changes when a weight does: its version (an in-place edit), its storage and dtype (``module.to()`` swaps
-    a parameter's ``.data``, keeping the object and its version)."""
-    return t._version, t.data_ptr(), t.dtype, t.device
+    return len(refs) == len(tensors) and all(r() is t for r, t in zip(refs, tensors, strict=True)) \
+        and _stamps(tensors) == stamps
 
 
 def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor | None] | None:
@@ -82,11 +83,12 @@ def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor
     if torch.compiler.is_compiling() or not all(calls_only_forward(m, nn.Linear) for m in linears):
         return None
     tensors = _tensors(linears)
+    held = owner.__dict__.get(_ATTRIBUTE)
+    if held is not None and _still(held, tensors):  # checked when it was made, and nothing has changed since
+        return held[1]
     # made under inference_mode (no version counter to follow), or a tensor subclass (a quantized weight, say)
     if any(t.is_inference() or type(t) not in (Tensor, nn.Parameter) for t in tensors):
         return None
-    held = owner.__dict__.get(_ATTRIBUTE)
-    if held is None or not _still(held, tensors):
-        held = (([weakref.ref(t) for t in tensors], [_stamp(t) for t in tensors]), stack_linears(*linears))
-        owner.__dict__[_ATTRIBUTE] = held
+    held = (([weakref.ref(t) for t in tensors], _stamps(tensors)), stack_linears(*linears))
+    owner.__dict__[_ATTRIBUTE] = held
     return held[1]

@@ -20,7 +20,7 @@ from attnlab.arguments import plain
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
-from attnlab.layers.feedforward import Activation, FeedForward
+from attnlab.layers.feedforward import Activation, FeedForward, dropped
 from attnlab.layers.layernorm import LayerNorm
 
 Norm = Literal["post", "pre"]  # where the LayerNorm sits: after the residual addition, or before the sublayer
@@ -79,9 +79,9 @@ class TransformerBlock(nn.Module):
                       kv_cache=kv_cache, head_mask=head_mask)
         a, weights = a if return_weights else (a, None)
         if self.norm == "pre":
-            x = x + self.dropout(a)
+            x = x + dropped(self.dropout, a)
             x = x + self.ff(self.ln2(x))
         else:
-            x = self.ln1(x + self.dropout(a))
+            x = self.ln1(x + dropped(self.dropout, a))
             x = self.ln2(x + self.ff(x))
         return (x, weights) if return_weights else x

@@ -22,7 +22,7 @@ from attnlab.attention.cache import LayerCache
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.functional import Backend
 from attnlab.layers.block import Norm, check_norm
-from attnlab.layers.feedforward import Activation, FeedForward
+from attnlab.layers.feedforward import Activation, FeedForward, dropped
 from attnlab.layers.layernorm import LayerNorm
 
 
@@ -122,7 +122,7 @@ class DecoderBlock(nn.Module):
         if return_weights:
             out, w = out
             weights.append(w)
-        return self.dropout(out)
+        return dropped(self.dropout, out)
 
     def _memory_kv(self, memory: Tensor | None, kv_cache: LayerCache | None) -> tuple[Tensor, Tensor] | None:
         """The memory's keys and values from the cache, projected on the first step (None without a cache)."""

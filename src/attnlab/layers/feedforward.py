@@ -26,6 +26,12 @@ def activate(x: Tensor, activation: str) -> Tensor:
     return F.gelu(x, approximate="tanh")
 
 
+def dropped(dropout: nn.Dropout, x: Tensor) -> Tensor:
+    """``dropout(x)``, without the module call where it would hand ``x`` back as it is (eval mode, or p = 0): a
+    decoding step would otherwise make several calls per layer for nothing."""
+    return dropout(x) if dropout.training and dropout.p > 0 else x
+
+
 class FeedForward(nn.Module):
     """Two linear maps with a non-linearity between them, names as in ``torch.nn.TransformerEncoderLayer``.
 
@@ -51,6 +57,8 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.linear1(x)
-        if getattr(self.linear1, "activation", None) != self.activation:  # else fused into linear1
+        # else fused into linear1 (a packed map holds it); read from its __dict__, as a missing attribute would cost
+        # nn.Module.__getattr__ an exception at every call
+        if vars(self.linear1).get("activation") != self.activation:
             h = activate(h, self.activation)
-        return self.dropout(self.linear2(h))
+        return dropped(self.dropout, self.linear2(h))

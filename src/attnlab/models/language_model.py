@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
+from attnlab.layers.feedforward import dropped
 from attnlab.models.caches import Int8KVCache, KVCache, StaticKVCache, compute_dtype
 from attnlab.models.caches.sink import sink_cache
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
@@ -163,7 +164,7 @@ class LanguageModel(nn.Module):
                                                self.position_limit, offset)
         if head_mask is not None:
             check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
-        x = self.drop(self.embed(idx, positions, offset))
+        x = dropped(self.drop, self.embed(idx, positions, offset))
         x = self.run_blocks(x, mask, positions, kv_cache, return_weights, head_mask)
         x, attentions = x if return_weights else (x, None)
         logits = self.logits(x)

@@ -3,9 +3,10 @@ under torchrun."""
 
 from attnlab.models.checkpoint import Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from attnlab.training.config import Seq2SeqTrainConfig, TrainConfig, load_toml
+from attnlab.training.model_config import build_model_config
 from attnlab.training.optim import configure_optimizer, lr_at
 from attnlab.training.seq2seq_trainer import Seq2SeqTrainer, train_seq2seq
-from attnlab.training.trainer import Trainer, TrainResult, build_model_config, train
+from attnlab.training.trainer import Trainer, TrainResult, train
 
 __all__ = [
     "Checkpoint",

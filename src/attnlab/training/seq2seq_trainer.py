@@ -25,8 +25,9 @@ from attnlab.i18n import tr
 from attnlab.memory import check_fits
 from attnlab.models.checkpoint import Checkpoint
 from attnlab.training.config import Seq2SeqTrainConfig
+from attnlab.training.model_config import build_model_config
 from attnlab.training.optim import inverse_sqrt_lr
-from attnlab.training.trainer import Trainer, TrainResult, build_model_config
+from attnlab.training.trainer import Trainer, TrainResult
 
 
 def load_pairs(config: Seq2SeqTrainConfig, vocab: CharTokenizer | None):

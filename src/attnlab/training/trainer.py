@@ -10,16 +10,12 @@ Ctrl-C (SIGINT/SIGTERM): in each case it finishes the step, writes a checkpoint 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import shutil
-import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from rich.console import Console
@@ -39,11 +35,11 @@ from attnlab.data import (
 from attnlab.data.tokens import check_long_enough
 from attnlab.files import check_writable_dir
 from attnlab.i18n import tr
-from attnlab.models import ARCHITECTURES, GPTConfig, ModernDecoderConfig, is_quantized
-from attnlab.models.checkpoint import POINTER, Checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from attnlab.models import GPTConfig, ModernDecoderConfig, is_quantized
+from attnlab.models.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from attnlab.models.registry import architecture
 from attnlab.training.budget import BudgetPlanner, Plan, fit_schedule
-from attnlab.training.config import TrainConfig, check_keys
+from attnlab.training.config import TrainConfig
 from attnlab.training.distributed import (
     all_reduce_sum,
     barrier,
@@ -54,9 +50,12 @@ from attnlab.training.distributed import (
 from attnlab.training.distributed_checkpoint import load_sharded, load_whole, save_sharded
 from attnlab.training.footprint import check_training_fits
 from attnlab.training.mixed_precision import MixedPrecision
+from attnlab.training.model_config import build_model_config, check_same_shape, shape_differences
 from attnlab.training.optim import CosineSchedule, configure_optimizer
 from attnlab.training.parallel import build_layout, clip_grad_norm, gradient_sync, parallelize
 from attnlab.training.progress import progress_bar
+from attnlab.training.run_dir import check_fresh
+from attnlab.training.stop_signals import stop_signals
 
 
 @dataclass
@@ -77,59 +76,6 @@ class TrainResult:
 
 #: what a checkpoint keeps of the schedule: where a time budget's plan had put the warm-up and the cosine
 SCHEDULE_STATE = ("warmup", "end", "anchor", "anchor_progress")
-
-
-#: what a run writes into its output directory (and the demo beside it: the dates' alignment); anything else there
-#: is someone else's
-RUN_FILES = frozenset({POINTER, "checkpoints", "tokenizer.json", "cache", "loss.png", "alignment.png"})
-
-
-def check_fresh(out: Path, overwrite: bool) -> None:
-    """A new run must not silently mix its checkpoints with an old run's (resume, overwrite, or refuse), nor write
-    among files that are not a run's: it would replace a ``loss.png`` and ``--overwrite`` delete a ``checkpoints``."""
-    old = latest_checkpoint(out)
-    if old is None:
-        others = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES) if out.is_dir() else []
-        if others:
-            shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-            raise ValueError(tr("out: {out!r} holds files that are not a training run's ({shown}); choose a new or "
-                                "empty directory", out=str(out), shown=shown))
-        return
-    if not overwrite:
-        raise ValueError(tr("out: {out!r} already holds a checkpoint ({name}); resume it with --resume, replace it "
-                            "with --overwrite, or choose another --out", out=str(out), name=old.name))
-    (out / POINTER).unlink()
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
-
-
-def build_model_config(config: TrainConfig, vocab_size: int, **decided: Any) -> Any:
-    """The arch's preset, with the ``[model]`` overrides, and what the data decides: the tokenizer's vocabulary size
-    and any other field given in ``decided`` (a translation vocabulary's special ids); those may not be overridden."""
-    row = architecture(config.arch)
-    decided = {"vocab_size": vocab_size, **decided}
-    check_keys(config.model, [f.name for f in dataclasses.fields(row.config) if f.name not in decided], "model")
-    if config.preset not in row.presets:
-        other = [a.name for a in ARCHITECTURES.values() if config.preset in a.presets]
-        hint = f" (it is a preset of --arch {other[0]})" if other else ""
-        raise ValueError(tr("preset: unknown preset {preset!r}{hint}; choose from {presets}", preset=config.preset,
-                            hint=hint, presets=sorted(row.presets)))
-    return row.config.from_preset(config.preset, **{**config.model, **decided})
-
-
-def shape_differences(saved: dict, current: GPTConfig) -> str:
-    """The fields of the model config that differ from the saved one (dropout aside), as ``"name: checkpoint a,
-    asked b, ..."``; empty when none does."""
-    now = dataclasses.asdict(current)
-    diff = {k: (saved.get(k), now[k]) for k in now if k != "dropout" and saved.get(k) != now[k]}
-    return ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in diff.items())
-
-
-def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
-    """Resuming needs the very model that was saved: name every field that differs."""
-    shown = shape_differences(saved, current)
-    if shown:
-        raise ValueError(tr("resume: the checkpoint in {path!r} is a model of a different shape ({shown})",
-                            path=str(path), shown=shown))
 
 
 class Trainer:
@@ -364,7 +310,7 @@ class Trainer:
         c = self.config
         planner = self.budget_planner()
         end, train_seconds, tokens, reason, ckpt = c.max_iters, 0.0, 0, "max_iters", None
-        with self._signals(), progress_bar(self.console, self.show, self.clock) as progress:
+        with stop_signals(self), progress_bar(self.console, self.show, self.clock) as progress:
             task = progress.add_task(tr("train"), total=None if planner else end, completed=self.step,
                                      of="?" if planner else f"{end:,}", loss=float("nan"), lr=0.0, tps=0.0)
             if planner is not None:
@@ -438,25 +384,6 @@ class Trainer:
     def schedule_shape(self) -> str:
         """The learning-rate schedule in a few words, for the time budget's plan."""
         return tr("warm-up {warmup}, the cosine ends at step {end}", warmup=self.schedule.warmup, end=self.schedule.end)
-
-    @contextlib.contextmanager
-    def _signals(self):
-        """Ctrl-C (or SIGTERM) asks the loop to stop after the current step; a second Ctrl-C aborts."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def handler(signum, frame):
-            if self._stop_requested:
-                raise KeyboardInterrupt
-            self._stop_requested = True
-
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
 
 
 def train(config: TrainConfig, resume: bool = False, console: Console | None = None, quiet: bool = False,

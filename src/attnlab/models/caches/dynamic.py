@@ -37,11 +37,15 @@ class LayerKVCache:
                  dtype: torch.dtype, device: torch.device | str | None) -> None:
         self.max_length = context_length  # None: no limit (RoPE has no table to run out of)
         capacity = min(context_length or self.FIRST_CAPACITY, self.FIRST_CAPACITY)
-        self.keys = torch.empty(batch, num_heads, capacity, head_dim, dtype=dtype, device=device)
-        self.values = torch.empty_like(self.keys)
+        self.hold(torch.empty(2, batch, num_heads, capacity, head_dim, dtype=dtype, device=device))
         self.length = 0
         self.memory_kv: tuple[Tensor, Tensor] | None = None  # an encoder-decoder's: (B, H, S, head_dim) each
-        self.spare: tuple[Tensor, Tensor] | None = None  # where a beam search's reorder writes; then the two swap
+        self.spare: Tensor | None = None  # where a beam search's reorder writes; then the two swap
+
+    def hold(self, buffer: Tensor) -> None:
+        """Keep keys and values in one ``buffer (2, B, H, capacity, head_dim)``: ``keys`` and ``values`` are its
+        two halves, so that following the beams gathers both in one pass."""
+        self.buffer, self.keys, self.values = buffer, buffer[0], buffer[1]
 
     @property
     def context_length(self) -> int | None:
@@ -56,11 +60,10 @@ class LayerKVCache:
             return
         capacity = 1 << (max(length, 2 * capacity) - 1).bit_length()  # a power of two
         capacity = capacity if self.max_length is None else min(capacity, self.max_length)
-        keys = self.keys.new_empty(*self.keys.shape[:2], capacity, self.keys.shape[3])
-        values = torch.empty_like(keys)
-        keys[:, :, : self.length] = self.keys[:, :, : self.length]
-        values[:, :, : self.length] = self.values[:, :, : self.length]
-        self.keys, self.values, self.spare = keys, values, None
+        buffer = self.buffer.new_empty(*self.buffer.shape[:3], capacity, self.buffer.shape[4])
+        buffer[..., : self.length, :] = self.buffer[..., : self.length, :]
+        self.hold(buffer)
+        self.spare = None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Append ``key, value (B, H, T, head_dim)``; return all so far ``(B, H, length, head_dim)``."""
@@ -79,8 +82,7 @@ class LayerKVCache:
                 raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
                                     "filled in: start a new one (model.new_cache) to switch", dtype=self.keys.dtype,
                                     dtype_2=key.dtype))
-            self.keys = torch.empty_like(self.keys, dtype=key.dtype)  # empty: take the compute dtype
-            self.values = torch.empty_like(self.keys)
+            self.hold(torch.empty_like(self.buffer, dtype=key.dtype))  # empty: take the compute dtype
         self.reserve(self.length + t)
         self.keys[:, :, self.length : self.length + t] = key
         self.values[:, :, self.length : self.length + t] = value
@@ -88,14 +90,19 @@ class LayerKVCache:
         return self.keys[:, :, : self.length], self.values[:, :, : self.length]
 
     def follow(self, rows: Tensor) -> None:
-        """Row ``i`` takes over the keys and values of row ``rows[i]`` (``(B,)``, a beam search's parents): the
-        filled positions gathered in one pass into a second pair of buffers, allocated once, which then swap in."""
-        if self.spare is None or self.spare[0].dtype != self.keys.dtype:
-            self.spare = (torch.empty_like(self.keys), torch.empty_like(self.values))
-        n, (keys, values) = self.length, self.spare
-        torch.index_select(self.keys[:, :, :n], 0, rows, out=keys[:, :, :n])
-        torch.index_select(self.values[:, :, :n], 0, rows, out=values[:, :, :n])
-        self.spare, self.keys, self.values = (self.keys, self.values), keys, values
+        """Row ``i`` takes over the keys and values of row ``rows[i]`` (``(B',)``): a beam search's parents, in one
+        gather of the filled positions into a second buffer, allocated once, which then swaps in; or, for another
+        number of rows (each source's beams, at the start), a new buffer of those rows."""
+        n = self.length
+        if rows.shape[0] != self.buffer.shape[1]:
+            self.hold(self.buffer.index_select(1, rows))
+            self.spare = None
+            return
+        if self.spare is None or self.spare.dtype != self.buffer.dtype:
+            self.spare = torch.empty_like(self.buffer)
+        torch.index_select(self.buffer[..., :n, :], 1, rows, out=self.spare[..., :n, :])
+        self.spare, buffer = self.buffer, self.spare
+        self.hold(buffer)
 
     def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor | None:
         """The ``t_new`` newest queries see the cached keys up to their own position (every key if not causal),
@@ -164,11 +171,7 @@ class KVCache:
         a row of the same source (a beam search step), whose memory rows are equal, and it saves copying them.
         """
         for layer in self.layers:
-            if index.numel() == layer.keys.shape[0]:  # a beam step: same rows, copy only the positions filled so far
-                layer.follow(index)
-            else:
-                layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
-                layer.spare = None
+            layer.follow(index)
             if memory and layer.memory_kv is not None:
                 layer.memory_kv = tuple(t.index_select(0, index) for t in layer.memory_kv)
         if memory and self.memory_mask is not None:

@@ -28,6 +28,7 @@ from attnlab.arguments import check_positive_int
 from attnlab.functional.masks import key_mask
 from attnlab.i18n import tr
 from attnlab.layers import DecoderBlock, LayerNorm, SinusoidalPositionalEncoding, TransformerBlock
+from attnlab.layers.feedforward import dropped
 from attnlab.models.caches import KVCache, compute_dtype
 from attnlab.models.transformer.checks import Door, check_inputs
 from attnlab.models.transformer.config import TransformerConfig
@@ -131,7 +132,7 @@ class Transformer(nn.Module):
     def _embed(self, ids: Tensor, offset: int = 0) -> Tensor:
         """Token embedding · √d_model (§3.4) + positions, then dropout: ``(B, T)`` -> ``(B, T, D)``."""
         x = self.embedding(ids) * math.sqrt(self.config.d_model)
-        return self.drop(self.positions(x, offset=offset))
+        return dropped(self.drop, self.positions(x, offset=offset))
 
     def _encoder_stack(self, x: Tensor, src_keys: Tensor | None, return_weights: bool = False):
         weights = []

@@ -1,47 +1,25 @@
-"""The checkpoint format, written and read in one place: everything needed to continue a run exactly, and to load
-the model it trained, with no pickle anywhere.
-
-Layout of an output directory::
-
-    OUT/checkpoint.json              {"latest": "checkpoints/step_000500"}  (the pointer)
-    OUT/checkpoints/step_000500/
-        model.safetensors            the weights
-        optimizer.safetensors        AdamW's moment tensors and step counters
-        rng.safetensors              each process' torch RNG state
-        state.json                   step, configs, loss history, optimizer scalars (lr, betas, ...)
-        tokenizer.json               the tokenizer, as saved by attnlab.data
-    OUT/loss.png                     the loss curve (drawn by the CLI and the demo, not here)
-
-A checkpoint is written whole into a temporary directory and renamed into place; then the
-pointer is replaced atomically (temp file + ``os.replace``). A crash at any moment leaves the
-pointer on a complete checkpoint: the new one or the previous one.
-"""
+"""Reading a checkpoint: the directory a run wrote (:mod:`attnlab.models.checkpoint`) back into a model, its
+tokenizer, and everything needed to continue the run."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors import SafetensorError
+from safetensors.torch import load_file, load_model
 from torch import Tensor, nn
 
-from attnlab.data.tokenizer import Tokenizer, load_tokenizer, tokenizer_from_json
-from attnlab.files import atomic_write, atomic_write_text, current_umask, json_field, read_json
+from attnlab.data.tokenizer import Tokenizer, load_tokenizer
+from attnlab.files import json_field, read_json
 from attnlab.i18n import tr
+from attnlab.models.checkpoint.exported import read_exported
+from attnlab.models.checkpoint.layout import FORMAT, POINTER, check_vocabulary
+from attnlab.models.checkpoint.optimizer import optimizer_from_tensors
 from attnlab.models.registry import Kind, architecture, build_model
 
-POINTER = "checkpoint.json"
-FORMAT = 3
-#: the directory, inside a checkpoint, of the weights and optimizer state written in pieces by every process
-#: (``torch.distributed.checkpoint``, under ``--parallel fsdp`` or ``tp``); its ``state.json`` says ``"sharded"``
-SHARDED = "sharded"
 #: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
 _RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
 
@@ -186,43 +164,6 @@ def model_of(state: dict[str, Any], path: str | Path, kind: Kind | None, where: 
                             checkpoint=where, err=err)) from None
 
 
-#: the metadata keys of an exported file: what state.json and tokenizer.json say in a checkpoint directory
-EXPORTED = ("attnlab", "tokenizer")
-
-
-def export_weights(model: nn.Module, state: dict[str, Any], tokenizer: Tokenizer, out: str | Path) -> Path:
-    """``model``'s weights as one safetensors file at ``out`` (written atomically), with what loading it needs in
-    the file's metadata: the format, the architecture and the model config, and the tokenizer."""
-    meta = {"format": FORMAT, "architecture": state.get("architecture", "gpt"), "model_config": state["model_config"]}
-    metadata = dict(zip(EXPORTED, (json.dumps(meta), tokenizer.to_json()), strict=True))
-    return atomic_write(out, lambda tmp: save_model(model, str(tmp), metadata=metadata))
-
-
-def read_exported(path: Path) -> tuple[dict[str, Any], Tokenizer]:
-    """``(state, tokenizer)`` from the metadata of a file of :func:`export_weights`; anything else is a ValueError
-    naming the file."""
-    try:
-        with safe_open(str(path), "pt") as f:
-            metadata = f.metadata() or {}
-    except (SafetensorError, OSError) as err:
-        raise ValueError(tr("checkpoint {path!r}: not a safetensors file ({err})", path=str(path), err=err)) from None
-    if any(key not in metadata for key in EXPORTED):
-        raise ValueError(tr("checkpoint {path!r}: a safetensors file without attnlab's metadata (architecture, model "
-                            "config, tokenizer); write one with attnlab export", path=str(path)))
-    try:
-        state = json.loads(metadata["attnlab"])
-    except json.JSONDecodeError as err:
-        raise ValueError(tr("checkpoint {path!r}: its attnlab metadata is not JSON ({err})", path=str(path),
-                            err=err)) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise ValueError(tr("checkpoint {checkpoint!r}: unknown format {found!r}, expected {format}",
-                            checkpoint=str(path), found=state.get("format") if isinstance(state, dict) else state,
-                            format=FORMAT))
-    tokenizer = tokenizer_from_json(metadata["tokenizer"], str(path))
-    check_vocabulary(tokenizer, state.get("model_config", {}), path)
-    return state, tokenizer
-
-
 def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
     """The tokenizer saved beside the weights, which must be the one they were trained with (as many tokens)."""
     if not (checkpoint / "tokenizer.json").is_file():
@@ -231,15 +172,6 @@ def read_tokenizer(checkpoint: Path, model_config: dict[str, Any]) -> Tokenizer:
     tokenizer = load_tokenizer(checkpoint / "tokenizer.json")
     check_vocabulary(tokenizer, model_config, checkpoint)
     return tokenizer
-
-
-def check_vocabulary(tokenizer: Tokenizer, model_config: dict[str, Any], checkpoint: Path) -> None:
-    """The tokenizer saved with the weights must be the one they were trained with: as many tokens."""
-    expected = model_config.get("vocab_size")
-    if expected is not None and tokenizer.vocab_size != expected:
-        raise ValueError(tr("checkpoint {checkpoint!r}: tokenizer.json holds {found} tokens but the model was trained "
-                            "on {expected}; the tokenizer does not belong to these weights", checkpoint=str(checkpoint),
-                            found=tokenizer.vocab_size, expected=expected))
 
 
 @dataclass
@@ -303,88 +235,6 @@ class Checkpoint:
                                         "parameter has shape {expected}; the file is damaged or belongs to another "
                                         "model", where=where, name=name, idx=idx, shape=tuple(value.shape),
                                         expected=tuple(params[idx].shape)))
-
-
-def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, Tensor], dict[str, Any]]:
-    """Split ``optimizer.state_dict()`` into tensors (for safetensors) and JSON-able scalars."""
-    sd = optimizer.state_dict()
-    tensors, scalars = {}, {}
-    for idx, slots in sd["state"].items():
-        for name, value in slots.items():
-            if isinstance(value, Tensor):
-                tensors[f"state.{idx}.{name}"] = value.detach().cpu().contiguous()
-            else:
-                scalars[f"state.{idx}.{name}"] = value
-    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
-
-
-def optimizer_from_tensors(tensors: dict[str, Tensor], meta: dict[str, Any],
-                           where: str = "optimizer state") -> dict[str, Any]:
-    """Rebuild a state dict that ``optimizer.load_state_dict`` accepts from :func:`optimizer_to_tensors` output;
-    keys or fields of another layout are a ValueError naming ``where``."""
-    try:
-        state: dict[int, dict[str, Any]] = {}
-        for key, value in [*tensors.items(), *meta["scalars"].items()]:
-            _, idx, name = key.split(".", 2)
-            state.setdefault(int(idx), {})[name] = value
-        groups = [{**g, "betas": tuple(g["betas"])} if "betas" in g else dict(g) for g in meta["param_groups"]]
-    except (KeyError, ValueError, TypeError, AttributeError) as err:
-        raise ValueError(tr("{where}: not the optimizer state attnlab saves ({err_type}: {err}); the checkpoint is "
-                            "damaged", where=where, err_type=type(err).__name__, err=err)) from None
-    return {"state": state, "param_groups": groups}
-
-
-def save_checkpoint(out_dir: str | Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    state: dict[str, Any], tokenizer: Tokenizer, rng: dict[str, Tensor], keep: int = 2) -> Path:
-    """Write a checkpoint for ``step`` into ``out_dir`` and point ``checkpoint.json`` at it."""
-    root = Path(out_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{checkpoint_name(step)}."))
-    try:
-        save_model(model, str(tmp / "model.safetensors"))
-        opt_tensors, opt_meta = optimizer_to_tensors(optimizer)
-        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return publish_checkpoint(out_dir, tmp, step, {**state, "optimizer": opt_meta}, tokenizer, rng, keep)
-
-
-def checkpoint_name(step: int) -> str:
-    """The directory of the checkpoint of ``step`` under ``OUT/checkpoints``."""
-    return f"step_{step:07d}"
-
-
-def publish_checkpoint(out_dir: str | Path, tmp: Path, step: int, state: dict[str, Any], tokenizer: Tokenizer,
-                       rng: dict[str, Tensor], keep: int = 2) -> Path:
-    """Complete the checkpoint whose weights are written in ``tmp`` (a hidden directory under ``OUT/checkpoints``):
-    the RNG states, the tokenizer and ``state.json``; then rename it into place, point ``checkpoint.json`` at it
-    and prune the older ones. Until the rename, the pointer stays on the previous checkpoint."""
-    root = Path(out_dir) / "checkpoints"
-    final = root / checkpoint_name(step)
-    try:
-        save_file({k: v.contiguous() for k, v in rng.items()}, str(tmp / "rng.safetensors"))
-        (tmp / "tokenizer.json").write_text(tokenizer.to_json(), encoding="utf-8")
-        full = {"format": FORMAT, "step": step, **state}
-        (tmp / "state.json").write_text(json.dumps(full, indent=1), encoding="utf-8")
-        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700
-        if final.exists():  # the same step saved twice (e.g. Ctrl-C right after a save): keep the newest
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    atomic_write_text(Path(out_dir) / POINTER, json.dumps({"latest": f"checkpoints/{final.name}"}))
-    _prune(root, keep, final)
-    return final
-
-
-def _prune(root: Path, keep: int, latest: Path) -> None:
-    done = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step_"))
-    for old in [p for p in done if p != latest][: max(0, len(done) - keep)]:
-        shutil.rmtree(old, ignore_errors=True)
-    for stale in root.glob(".step_*"):  # temporaries left by a crash
-        shutil.rmtree(stale, ignore_errors=True)
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
