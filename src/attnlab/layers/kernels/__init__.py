@@ -42,6 +42,13 @@ def _why_not() -> str | None:
 def _build() -> None:
     from torch.utils.cpp_extension import load_inline
 
+    try:  # the ninja of the `ninja` package (a dependency), where the environment's bin is not on PATH
+        import ninja
+
+        os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
+    except ImportError:
+        pass
+
     _log.info("building attnlab's int8 CPU kernel (once; about a minute)")
     load_inline("attnlab_cpu", cpp_sources=[SOURCE.read_text(encoding="utf-8")], is_python_module=False,
                 # -fopenmp: at::parallel_for is a template that runs on one thread unless OpenMP is on (torch's
@@ -71,6 +78,18 @@ def ensure_int8_kernel() -> bool:
             if why is not None:
                 _status["why"] = why
         return bool(_status["ready"])
+
+
+def int8_kernel_built() -> bool:
+    """Whether a build of the kernel is on disk already (loading it then takes a moment, not a minute)."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    return any(Path(get_default_build_root()).glob("attnlab_cpu*/attnlab_cpu*.so"))
+
+
+def int8_kernel_to_build() -> bool:
+    """Whether asking for the kernel now would compile it (a minute): not loaded, not on disk, buildable here."""
+    return not _status["tried"] and _why_not() is None and not int8_kernel_built()
 
 
 def int8_kernel_ready() -> bool:
