@@ -110,3 +110,20 @@ def test_sample_a_loaded_checkpoint_in_int8_weights_and_with_the_int8_cache(hf_d
         assert r.exit_code == 0 and r.output.startswith("To be"), r.output
         assert len(r.output) > len("To be"), r.output
     assert fp32.exit_code == 0
+
+
+@pytest.mark.parametrize(("to_build", "ready", "note"), [
+    (True, True, "note: building attnlab's int8 CPU kernel, once for this machine (about a minute)"),
+    (False, False, "note: int8 products run on torch's kernels (ATTNLAB_CPU_KERNELS=0 is set)"),
+    (False, True, None)])
+def test_sample_in_int8_says_what_the_user_waits_for(hf_dirs, monkeypatch, to_build, ready, note):
+    """The kernel's one-time build is announced before the wait, and torch's slower kernels after, with why."""
+    from attnlab.layers import kernels
+
+    monkeypatch.setattr(kernels, "int8_kernel_to_build", lambda: to_build)
+    monkeypatch.setattr(kernels, "int8_kernel_ready", lambda: ready)
+    monkeypatch.setitem(kernels._status, "why", "ATTNLAB_CPU_KERNELS=0 is set")
+    r = CliRunner().invoke(main, ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "4",
+                                  "--temperature", "0", "--quantize", "int8"], catch_exceptions=False)
+    assert r.exit_code == 0 and r.stdout.startswith("To be")
+    assert [line for line in r.stderr.splitlines() if "int8" in line] == ([note] if note else [])

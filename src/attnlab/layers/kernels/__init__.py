@@ -84,7 +84,8 @@ def int8_kernel_built() -> bool:
     """Whether a build of the kernel is on disk already (loading it then takes a moment, not a minute)."""
     from torch.utils.cpp_extension import get_default_build_root
 
-    return any(Path(get_default_build_root()).glob("attnlab_cpu*/attnlab_cpu*.so"))
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())  # + "py311_cpu/" by default
+    return any(root.glob("attnlab_cpu*/attnlab_cpu*.so")) or any(root.glob("*/attnlab_cpu*/attnlab_cpu*.so"))
 
 
 def int8_kernel_to_build() -> bool:
@@ -99,4 +100,4 @@ def int8_kernel_ready() -> bool:
 
 def int8_kernel_status() -> str:
     """One line for the user: the kernel in use, or why not."""
-    return "attnlab's AVX2 kernel" if _status["ready"] else f"torch's kernels ({_status['why']})"
+    return "attnlab's AVX2 kernel" if int8_kernel_ready() else f"torch's kernels ({_status['why']})"
