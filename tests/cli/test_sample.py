@@ -128,3 +128,19 @@ def test_sample_with_a_sink_cache_is_generate_with_it(hf_dirs):
     want = generate(model, ids, 40, temperature=0, sink_tokens=4, sliding_window=8)[0].tolist()
     assert r.output == tokenizer.decode(want) + "\n" and r.output != run(*args).output
 
+
+@pytest.mark.parametrize(("to_build", "ready", "note"), [
+    (True, True, "note: building attnlab's int8 CPU kernel, once for this machine (about a minute)"),
+    (False, False, "note: int8 products run on torch's kernels (ATTNLAB_CPU_KERNELS=0 is set)"),
+    (False, True, None)])
+def test_sample_in_int8_says_what_the_user_waits_for(hf_dirs, monkeypatch, to_build, ready, note):
+    """The kernel's one-time build is announced before the wait, and torch's slower kernels after, with why."""
+    from attnlab.layers import kernels
+
+    monkeypatch.setattr(kernels, "int8_kernel_to_build", lambda: to_build)
+    monkeypatch.setattr(kernels, "int8_kernel_ready", lambda: ready)
+    monkeypatch.setitem(kernels._status, "why", "ATTNLAB_CPU_KERNELS=0 is set")
+    r = CliRunner().invoke(main, ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "4",
+                                  "--temperature", "0", "--quantize", "int8"], catch_exceptions=False)
+    assert r.exit_code == 0 and r.stdout.startswith("To be")
+    assert [line for line in r.stderr.splitlines() if "int8" in line] == ([note] if note else [])

@@ -10,6 +10,7 @@ from torch import nn
 
 from attnlab.generation import generate
 from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
+from attnlab.layers.kernels import ensure_int8_kernel, int8_kernel_status
 from attnlab.layers.quantized_linear import Int4Linear, Int8Linear
 from attnlab.models import GPT, SCHEMES, GPTConfig, ModernDecoder, ModernDecoderConfig, is_quantized, quantize
 from attnlab.models.quantize import linears
@@ -38,11 +39,16 @@ def hand_int4(w, group):
     return (torch.round((g - low) / s).clamp(0, 15) * s + low).reshape(n, k)
 
 
-@pytest.mark.parametrize("kernel", [True, False], ids=["aten-kernel", "converted"])
+@pytest.mark.parametrize("kernel", ["attnlab", "aten", "converted"])
 @pytest.mark.parametrize("shape", [(64, 128), (50, 256), (8, 32)])
 def test_int8_linear_is_the_hand_quantized_product(shape, kernel, monkeypatch):
-    """Both ways of multiplying: torch's int8 kernel (taken on AVX-512) and the converted weight (elsewhere)."""
-    monkeypatch.setattr("attnlab.layers.quantized_linear.int8_kernel_pays", lambda: kernel)
+    """Every way of multiplying: attnlab's kernel (where it builds), torch's int8 kernel (taken on AVX-512 where
+    ours is not built) and the converted weight (elsewhere)."""
+    if kernel == "attnlab" and not ensure_int8_kernel():
+        pytest.skip(f"attnlab's int8 kernel is not built here: {int8_kernel_status()}")
+    if kernel != "attnlab":
+        monkeypatch.setattr("attnlab.layers.quantized_linear.int8_kernel_ready", lambda: False)
+    monkeypatch.setattr("attnlab.layers.quantized_linear.int8_kernel_pays", lambda: kernel == "aten")
     g = torch.Generator().manual_seed(0)
     w, b, x = torch.randn(*shape, generator=g), torch.randn(shape[0], generator=g), torch.randn(3, 5, shape[1])
     q = Int8Linear(w, b)

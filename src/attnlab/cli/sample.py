@@ -65,7 +65,7 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
                                 device=device))
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
         if scheme is not None:
-            model = quantize(model.eval(), scheme)
+            model = quantized(model, scheme)
         if len(prompts) > 1:
             if compile_:
                 raise ValueError(tr("--compile decodes one prompt; several prompts (a padded batch) need no "
@@ -105,3 +105,18 @@ def noted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return result
+
+
+def quantized(model, scheme: str):
+    """``quantize(model, scheme)``, saying what a user waits for or gets: the int8 kernel's one-time build, or
+    torch's slower kernels where it cannot be built."""
+    from attnlab.layers import kernels
+
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    if on_cpu and scheme == "int8" and kernels.int8_kernel_to_build():
+        click.echo(tr("note: building attnlab's int8 CPU kernel, once for this machine (about a minute)"), err=True)
+    model = quantize(model.eval(), scheme)
+    if on_cpu and scheme == "int8" and not kernels.int8_kernel_ready():
+        click.echo(tr("note: int8 products run on {status}", status=kernels.int8_kernel_status()), err=True)
+    return model
+

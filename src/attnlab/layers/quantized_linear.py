@@ -7,10 +7,11 @@ scale (int8: one per row; int4: one scale and one offset per group of ``group_si
     int8 (symmetric, per row):   q = round(W / s),  s = max|W[n]| / 127,           W ≈ q · s
     int4 (asymmetric, per group): q = round((W − m) / s) ∈ [0, 15],  s = (max − min) / 15,  W ≈ q · s + m
 
-The products run in torch's own kernels (``aten._weight_int8pack_mm``, ``aten._weight_int4pack_mm_for_cpu``),
-which read the small weights and scale inside the kernel. torch vectorizes its int8 kernel for AVX-512 only: on
-another CPU, device or dtype the int8 weight is converted to the input's dtype and multiplied (the same numbers;
-:func:`int8_kernel_pays`). Why not torchao: see docs/decoding.md.
+The products read the small weights and scale inside the kernel. int8 on a CPU runs attnlab's own AVX2 kernel
+(:mod:`attnlab.layers.kernels`, built on first use), since torch vectorizes its int8 kernel
+(``aten._weight_int8pack_mm``) for AVX-512 only; where ours cannot be built, torch's is used on AVX-512 and
+elsewhere the int8 weight is converted to the input's dtype and multiplied (the same numbers;
+:func:`int8_kernel_pays`). int4 runs ``aten._weight_int4pack_mm_for_cpu``. Why not torchao: see docs/decoding.md.
 
 These maps hold no trainable parameters: they are for inference. A forward pass in training mode with autograd on
 (a training step) is refused.
@@ -23,8 +24,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import plain
+from attnlab.layers.kernels import ensure_int8_kernel, int8_kernel_ready
 
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # what torch's int4 kernel packs
+# attnlab's int8 kernel serves up to this many rows of x (decoding); a longer prompt widens W block by block and
+# runs torch's matmul, which does more arithmetic per weight than a kernel built to stream W
+KERNEL_ROWS = 16
+WIDEN_BLOCK = 1024  # rows of W widened to fp32 at a time: a few MiB, in cache when the product reads them
 TRAINING_MESSAGE = ("{owner}: a weight-only quantized model is for inference; it cannot be trained (train the "
                     "floating-point model, then quantize it)")
 
@@ -87,6 +93,8 @@ class Int8Linear(QuantizedLinear):
         scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127  # (N,): a zero row keeps a tiny scale, not 0/0
         self.register_buffer("weight", torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8))
         self.register_buffer("scales", scales)
+        if weight.device.type == "cpu":
+            ensure_int8_kernel()  # built once per machine, loaded once per process
 
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> Int8Linear:
@@ -96,9 +104,22 @@ class Int8Linear(QuantizedLinear):
         return self.weight.float() * self.scales[:, None]
 
     def matmul(self, x: Tensor) -> Tensor:
+        if x.device.type == "cpu" and int8_kernel_ready():
+            return own_kernel_product(x, self.weight, self.scales)
         if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and int8_kernel_pays():
             return torch.ops.aten._weight_int8pack_mm(x.contiguous(), self.weight, self.scales.to(x.dtype))
         return F.linear(x, self.weight.to(x.dtype)) * self.scales.to(x.dtype)  # the same numbers, converted first
+
+
+def own_kernel_product(x: Tensor, weight: Tensor, scales: Tensor) -> Tensor:
+    """``x (M, K)`` times the int8 ``weight (N, K)`` and its ``scales (N,)`` with attnlab's kernel, in fp32 (a
+    token's activations are small). Past ``KERNEL_ROWS`` rows (a prompt), blocks of W are widened and multiplied by
+    torch's matmul instead."""
+    xf, scales = x.float(), scales.float()
+    if x.shape[0] <= KERNEL_ROWS:
+        return torch.ops.attnlab_cpu.int8_linear(xf, weight, scales).to(x.dtype)
+    return torch.cat([F.linear(xf, weight[i:i + WIDEN_BLOCK].float()) * scales[i:i + WIDEN_BLOCK]
+                      for i in range(0, weight.shape[0], WIDEN_BLOCK)], dim=-1).to(x.dtype)
 
 
 class Int4Linear(QuantizedLinear):

@@ -1,0 +1,103 @@
+"""attnlab's own CPU kernels, compiled from C++ the first time they are needed and cached by PyTorch.
+
+One kernel today: ``torch.ops.attnlab_cpu.int8_linear`` (``int8_linear.cpp``), the weight-only int8 product that
+decoding on a CPU is bound by. torch's own int8 kernel is vectorized for AVX-512 only, and on the AVX2 CPUs most
+machines have it runs a scalar loop; torchao's CPU path converts the whole weight to fp32 on every call
+(docs/decoding.md has the measurements). The build uses ``torch.utils.cpp_extension``: a C++ compiler and ninja,
+about a minute once, then a cached library in ``TORCH_EXTENSIONS_DIR`` (``~/.cache/torch_extensions`` by default).
+
+Where it cannot be built (no compiler, no AVX2, not x86) or ``ATTNLAB_CPU_KERNELS=0`` is set, attnlab uses
+torch's kernels instead, says why once (:func:`int8_kernel_status`), and gives the same numbers more slowly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import threading
+import warnings
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("int8_linear.cpp")
+DISABLE_VARIABLE = "ATTNLAB_CPU_KERNELS"
+_log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_status: dict[str, object] = {"tried": False, "ready": False, "why": "not built yet"}
+
+
+def _why_not() -> str | None:
+    """Why this machine cannot build the kernel, or None where it can."""
+    if os.environ.get(DISABLE_VARIABLE, "1") == "0":
+        return f"{DISABLE_VARIABLE}=0 is set"
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"the kernel is written for x86-64 with AVX2, this machine is {platform.machine()}"
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        return f"this CPU has no AVX2 (torch reports {torch.backends.cpu.get_cpu_capability()})"
+    return None
+
+
+def _build() -> None:
+    from torch.utils.cpp_extension import load_inline
+
+    try:  # the ninja of the `ninja` package (a dependency), where the environment's bin is not on PATH
+        import ninja
+
+        os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
+    except ImportError:
+        pass
+
+    _log.info("building attnlab's int8 CPU kernel (once; about a minute)")
+    load_inline("attnlab_cpu", cpp_sources=[SOURCE.read_text(encoding="utf-8")], is_python_module=False,
+                # -fopenmp: at::parallel_for is a template that runs on one thread unless OpenMP is on (torch's
+                # own libgomp is the one loaded, so the threads are torch's)
+                extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"], extra_ldflags=["-fopenmp"], verbose=False)
+
+    @torch.library.register_fake("attnlab_cpu::int8_linear")
+    def _(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:  # shapes for torch.compile
+        return x.new_empty(x.shape[0], weight.shape[0])
+
+
+def ensure_int8_kernel() -> bool:
+    """Build and load the int8 kernel the first time it is asked for; whether it is ready. Never raises: a failed
+    build is a warning (with the reason) and torch's kernels are used."""
+    with _lock:
+        if not _status["tried"]:
+            _status["tried"] = True
+            why = _why_not()
+            if why is None:
+                try:
+                    _build()
+                    _status.update(ready=True, why="")
+                except Exception as error:  # a missing compiler or ninja: torch's kernels still work
+                    why = f"the build failed: {type(error).__name__}: {str(error).strip().splitlines()[-1:]}"
+                    warnings.warn(f"attnlab: the int8 CPU kernel could not be built ({why}); using torch's "
+                                  "kernels (slower on CPUs without AVX-512)", RuntimeWarning, stacklevel=2)
+            if why is not None:
+                _status["why"] = why
+        return bool(_status["ready"])
+
+
+def int8_kernel_built() -> bool:
+    """Whether a build of the kernel is on disk already (loading it then takes a moment, not a minute)."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())  # + "py311_cpu/" by default
+    return any(root.glob("attnlab_cpu*/attnlab_cpu*.so")) or any(root.glob("*/attnlab_cpu*/attnlab_cpu*.so"))
+
+
+def int8_kernel_to_build() -> bool:
+    """Whether asking for the kernel now would compile it (a minute): not loaded, not on disk, buildable here."""
+    return not _status["tried"] and _why_not() is None and not int8_kernel_built()
+
+
+def int8_kernel_ready() -> bool:
+    """Whether the int8 kernel is loaded (without building it)."""
+    return bool(_status["ready"])
+
+
+def int8_kernel_status() -> str:
+    """One line for the user: the kernel in use, or why not."""
+    return "attnlab's AVX2 kernel" if int8_kernel_ready() else f"torch's kernels ({_status['why']})"

@@ -1,0 +1,98 @@
+"""attnlab's int8 CPU kernel (``layers/kernels``) against a float64 product written here: every path through it
+(four rows of W at a time for one x row, one row of W against up to eight x rows, the tails of K and of the rows,
+the widened blocks for a prompt), the same bits on any number of threads, torch.compile, and the fallbacks."""
+
+import pytest
+import torch
+
+from attnlab.layers import kernels
+from attnlab.layers.quantized_linear import KERNEL_ROWS, Int8Linear
+
+pytestmark = pytest.mark.skipif(not kernels.ensure_int8_kernel(),
+                                reason=f"attnlab's int8 kernel cannot be built here: {kernels.int8_kernel_status()}")
+
+
+def reference(x, q):
+    """``x (M, K)`` times the int8 weight and its scales, in float64."""
+    return (x.double() @ q.weight.double().t()) * q.scales.double()
+
+
+def case(m, n, k, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(m, k, generator=g), Int8Linear(torch.randn(n, k, generator=g))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9, KERNEL_ROWS, KERNEL_ROWS + 1, 40])
+@pytest.mark.parametrize(("n", "k"), [(37, 45), (64, 768), (5, 8), (13, 3), (1030, 32)])
+def test_kernel_is_the_float64_product(m, n, k):
+    """fp32 sums of K products: within 1e-5 of the largest output (the float64 sum is exact to far better)."""
+    x, q = case(m, n, k)
+    want = reference(x, q)
+    got = q.matmul(x)
+    assert got.dtype == torch.float32 and got.shape == (m, n)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
+def test_the_op_is_called_for_decoding_rows(monkeypatch):
+    """Up to KERNEL_ROWS rows go through the kernel (not a fallback that would pass the test above as well)."""
+    calls = []
+    op = torch.ops.attnlab_cpu.int8_linear
+    monkeypatch.setattr("attnlab.layers.quantized_linear.torch.ops.attnlab_cpu",
+                        type("Ops", (), {"int8_linear": staticmethod(lambda *a: calls.append(1) or op(*a))}))
+    x, q = case(3, 16, 24)
+    q.matmul(x)
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_the_same_bits_on_one_thread_and_on_two(m):
+    """Each output is summed by one thread in one order, whatever the split: no dependence on the machine's cores."""
+    x, q = case(m, 999, 200, seed=3)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = q.matmul(x)
+        torch.set_num_threads(2)
+        two = q.matmul(x)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two)
+
+
+def test_bf16_inputs_run_the_fp32_kernel_and_come_back_in_bf16():
+    x, q = case(2, 33, 64, seed=4)
+    y = q(x.bfloat16())
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y, q(x.bfloat16().float()).bfloat16(), rtol=0, atol=0)
+
+
+def test_torch_compile_traces_the_kernel():
+    """The op has a shape function (``register_fake``): a compiled model calls the same kernel."""
+    x, q = case(2, 48, 64, seed=5)
+    compiled = torch.compile(lambda t: q(t) * 2, fullgraph=True)  # fullgraph: no break around the op; ×2: exact
+    torch.testing.assert_close(compiled(x), q(x) * 2, rtol=0, atol=0)
+
+
+def test_bad_arguments_are_named_by_the_kernel():
+    x, q = case(1, 8, 16)
+    with pytest.raises(RuntimeError, match="x has 15 features, weight 16"):
+        torch.ops.attnlab_cpu.int8_linear(x[:, :15], q.weight, q.scales)
+    with pytest.raises(RuntimeError, match="weight must be a contiguous"):
+        torch.ops.attnlab_cpu.int8_linear(x, q.weight.float(), q.scales)
+
+
+def test_the_variable_turns_the_kernel_off(monkeypatch):
+    monkeypatch.setenv(kernels.DISABLE_VARIABLE, "0")
+    assert kernels._why_not() == f"{kernels.DISABLE_VARIABLE}=0 is set"
+
+
+def test_a_failed_build_warns_once_and_falls_back(monkeypatch):
+    """No compiler: a warning that says why, torch's kernels, the same numbers."""
+    monkeypatch.setattr(kernels, "_status", {"tried": False, "ready": False, "why": "not built yet"})
+    monkeypatch.setattr(kernels, "_build", lambda: (_ for _ in ()).throw(OSError("no such file: c++")))
+    with pytest.warns(RuntimeWarning, match=r"could not be built \(the build failed: OSError"):
+        assert kernels.ensure_int8_kernel() is False
+    assert kernels.ensure_int8_kernel() is False  # asked again: no second build, no second warning
+    assert "the build failed" in kernels.int8_kernel_status()
+    x, q = case(2, 8, 16)
+    torch.testing.assert_close(q.matmul(x).double(), reference(x, q), rtol=1e-5, atol=1e-5)
