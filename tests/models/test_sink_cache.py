@@ -110,7 +110,8 @@ def test_bad_options_are_named(make, kwargs, match):
 
 
 def test_new_cache_asks_for_one_kind():
-    with pytest.raises(ValueError, match=r"sink_tokens makes a cache of its own kind; it excludes static=True and int8=True"):
+    with pytest.raises(ValueError,
+                       match=r"sink_tokens makes a cache of its own kind; it excludes static=True and int8=True"):
         model().new_cache(1, static=True, sink_tokens=4, sliding_window=4)
     with pytest.raises(ValueError, match=r"3 new tokens after 6 do not fit its 7 places; feed them one by one"):
         m, cache = model(), model().new_cache(1, sink_tokens=2, sliding_window=5)
