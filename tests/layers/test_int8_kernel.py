@@ -47,7 +47,7 @@ def test_the_op_is_called_for_decoding_rows(monkeypatch):
 @pytest.mark.parametrize("m", [1, 3, 8])
 def test_the_same_bits_on_one_thread_and_on_two(m):
     """Each output is summed by one thread in one order, whatever the split: no dependence on the machine's cores."""
-    x, q = case(m, 999, 200, seed=3)
+    x, q = case(m, 999, 203, seed=3)  # 203: a tail of K mod 8 inputs on every path
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)

@@ -11,6 +11,8 @@
 #include <torch/library.h>
 #include <immintrin.h>
 
+#include <cmath>
+
 namespace {
 
 inline float horizontal_sum(__m256 v) {
@@ -25,6 +27,13 @@ inline float horizontal_sum(__m256 v) {
 constexpr int64_t kPrefetchBytes = 4096;
 
 inline void prefetch(const int8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
+// s + Σ row[j] · x[j] for the last K mod 8 inputs, written as explicit fmas so that every path (and every thread
+// split, which decides the path of a row) rounds it alike
+inline float tail(const int8_t* row, const float* x, int64_t k, int64_t K, float s) {
+  for (; k < K; ++k) s = std::fma(float(row[k]), x[k], s);
+  return s;
+}
 
 // 8 int8 weights at w, widened to 8 floats
 inline __m256 load8(const int8_t* w) {
@@ -45,10 +54,8 @@ inline void four_rows(const int8_t* w, const float* x, int64_t K, float* out) {
     a2 = _mm256_fmadd_ps(load8(w + 2 * K + k), xv, a2);
     a3 = _mm256_fmadd_ps(load8(w + 3 * K + k), xv, a3);
   }
-  float s[4] = {horizontal_sum(a0), horizontal_sum(a1), horizontal_sum(a2), horizontal_sum(a3)};
-  for (; k < K; ++k)  // K not a multiple of 8
-    for (int i = 0; i < 4; ++i) s[i] += float(w[i * K + k]) * x[k];
-  for (int i = 0; i < 4; ++i) out[i] = s[i];
+  const __m256 acc[4] = {a0, a1, a2, a3};
+  for (int i = 0; i < 4; ++i) out[i] = tail(w + i * K, x, k, K, horizontal_sum(acc[i]));
 }
 
 // out[m · ldo] = Σ_k row[k] · x[m · K + k] for R rows of x (R ≤ 8): each 8 weights are widened once and used R times
@@ -61,11 +68,7 @@ inline void row_times(const int8_t* row, const float* x, int64_t K, int64_t ldo,
     const __m256 w = load8(row + k);
     for (int m = 0; m < R; ++m) acc[m] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + m * K + k), acc[m]);
   }
-  for (int m = 0; m < R; ++m) {
-    float s = horizontal_sum(acc[m]);
-    for (int64_t j = k; j < K; ++j) s += float(row[j]) * x[m * K + j];
-    out[m * ldo] = s;
-  }
+  for (int m = 0; m < R; ++m) out[m * ldo] = tail(row, x + m * K, k, K, horizontal_sum(acc[m]));
 }
 
 // y[m, n] for rows n0 ≤ n < n1 of W, every m (unscaled)
