@@ -100,6 +100,9 @@ class LayerKVCache:
             return
         if self.spare is None or self.spare.dtype != self.buffer.dtype:
             self.spare = torch.empty_like(self.buffer)
+        # a row's whole buffer is one contiguous block, copied at memcpy speed; the filled part alone is strided,
+        # copied element-wise at about a third of it: so the whole, unless most of it is still empty
+        n = self.buffer.shape[3] if 2 * n > self.buffer.shape[3] else n
         torch.index_select(self.buffer[..., :n, :], 1, rows, out=self.spare[..., :n, :])
         self.spare, buffer = self.buffer, self.spare
         self.hold(buffer)
