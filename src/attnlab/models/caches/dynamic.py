@@ -74,9 +74,9 @@ class LayerKVCache:
                    "got {shape_4} and {shape_5}", shape=self.keys.shape[0], shape_2=self.keys.shape[1],
                    shape_3=self.keys.shape[3], shape_4=tuple(key.shape), shape_5=tuple(value.shape))
             )
-        if self.context_length is not None and self.length + t > self.context_length:
+        if self.max_length is not None and self.length + t > self.max_length:
             raise ValueError(tr("LayerKVCache: {length} + {t} positions exceed context_length={context_length}",
-                                length=self.length, t=t, context_length=self.context_length))
+                                length=self.length, t=t, context_length=self.max_length))
         if key.dtype != self.keys.dtype:
             if self.length:
                 raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
