@@ -15,8 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-# measured on one CPU thread (benchmarks/bench_versions.py's beam_search_cached and generate_* cases): the
-# elementwise weighted sum wins from this many products of at most SHORT_PRODUCT keys and head_dim
+# measured on one CPU thread, products of (1, Tk) by (Tk, hd): the elementwise sum wins from this many of them
+# (1.5-3x at 256-1024, Tk 4-12, hd 16) while Tk and hd stay within SHORT_PRODUCT; below 64 products, or from Tk 40,
+# the matmul is as fast or faster
 MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
 # below this many keys torch's CPU softmax over the last axis is slower than over a leading one (4-6x at 2-7 keys,
 # 1024 rows; equal at 8, the AVX2 register's eight floats), from this many rows
@@ -36,7 +37,7 @@ def weighted_values(weights: Tensor, value: Tensor) -> Tensor:
 def softmax_last(scores: Tensor) -> Tensor:
     """``torch.softmax(scores, dim=-1)``; on a CPU, for many rows of fewer than :data:`SHORT_ROW` entries, over the
     entries moved to the front (torch makes that copy contiguous: a few kilobytes for a decoding step)."""
-    short = scores.shape[-1] < SHORT_ROW and scores.dim() >= 2 and scores.numel() >= MANY_ROWS * scores.shape[-1]
+    short = scores.shape[-1] < SHORT_ROW and scores.numel() >= MANY_ROWS * scores.shape[-1]
     if scores.device.type != "cpu" or not short:
         return torch.softmax(scores, dim=-1)
     return torch.softmax(scores.movedim(-1, 0), dim=0).movedim(0, -1)
