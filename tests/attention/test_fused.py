@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from attnlab.attention import GroupedQueryAttention, MultiHeadAttention
-from attnlab.attention.fused import fused_weights
+from attnlab.attention.fused import fixed_weights, fused_weights
 from attnlab.layers.swiglu import SwiGLU
 
 
@@ -44,6 +44,23 @@ def test_the_stacked_copy_is_made_once_and_rebuilt_when_a_weight_changes():
         torch.testing.assert_close(second[0][32:64], module.W_key.weight)
         module.load_state_dict({k: torch.zeros_like(v) for k, v in module.state_dict().items()})
         assert fused_weights(module, *maps(module))[0].abs().sum() == 0
+
+
+def test_within_a_fixed_weights_span_the_copy_is_checked_once_then_trusted():
+    module = modules()["mha"].eval()
+    with torch.no_grad():
+        before = fused_weights(module, *maps(module))
+        with fixed_weights():
+            module.W_key.weight.mul_(2)  # changed before the span's first use: that use sees it
+            first = fused_weights(module, *maps(module))
+            assert first[0] is not before[0]
+            torch.testing.assert_close(first[0][32:64], module.W_key.weight)
+            module.W_key.weight.mul_(2)  # the span promises no change: the copy is no longer checked
+            assert fused_weights(module, *maps(module))[0] is first[0]
+        with fixed_weights():  # a new span checks again
+            torch.testing.assert_close(fused_weights(module, *maps(module))[0][32:64], module.W_key.weight)
+        module.W_key.weight.mul_(2)  # outside any span: checked at every call
+        torch.testing.assert_close(fused_weights(module, *maps(module))[0][32:64], module.W_key.weight)
 
 
 def test_nothing_is_fused_in_training_with_autograd_or_with_a_hook():

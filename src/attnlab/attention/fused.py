@@ -16,13 +16,30 @@ memory of one more copy of the fused weights.
 
 from __future__ import annotations
 
+import itertools
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
 
 _ATTRIBUTE = "_fused_inference"  # where the stacked copy lives on the module: not a parameter, not saved
+_SPANS = itertools.count(1)
+_SPAN: ContextVar[int] = ContextVar("attnlab_fixed_weights", default=0)  # 0: outside any fixed_weights()
+
+
+@contextmanager
+def fixed_weights() -> Iterator[None]:
+    """A span in which no weight changes (a search's decoding loop, which calls nothing else): each stacked copy is
+    checked at its first use in the span, then trusted as it is, instead of being checked again at every step."""
+    token = _SPAN.set(next(_SPANS))
+    try:
+        yield
+    finally:
+        _SPAN.reset(token)
 
 
 def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor, Tensor | None]:
@@ -80,15 +97,20 @@ def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor
         # without moving their version counters, so the next evaluation must not trust a copy made before them.
         owner.__dict__.pop(_ATTRIBUTE, None)
         return None
-    if torch.compiler.is_compiling() or not all(calls_only_forward(m, nn.Linear) for m in linears):
+    if torch.compiler.is_compiling():
+        return None
+    held, span = owner.__dict__.get(_ATTRIBUTE), _SPAN.get()
+    if held is not None and span and held[2] == span:  # checked earlier in this fixed_weights() span
+        return held[1]
+    if not all(calls_only_forward(m, nn.Linear) for m in linears):
         return None
     tensors = _tensors(linears)
-    held = owner.__dict__.get(_ATTRIBUTE)
     if held is not None and _still(held, tensors):  # checked when it was made, and nothing has changed since
+        owner.__dict__[_ATTRIBUTE] = (*held[:2], span)
         return held[1]
     # made under inference_mode (no version counter to follow), or a tensor subclass (a quantized weight, say)
     if any(t.is_inference() or type(t) not in (Tensor, nn.Parameter) for t in tensors):
         return None
-    held = (([weakref.ref(t) for t in tensors], _stamps(tensors)), stack_linears(*linears))
+    held = (([weakref.ref(t) for t in tensors], _stamps(tensors)), stack_linears(*linears), span)
     owner.__dict__[_ATTRIBUTE] = held
     return held[1]

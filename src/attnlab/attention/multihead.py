@@ -160,8 +160,9 @@ class MultiHeadAttention(nn.Module):
         ``x``) or taken from ``memory_kv``, each split into heads: ``(B, H, Tq, hd)``, ``(B, H, Tk, hd)`` twice."""
         if memory is None and memory_kv is None:  # self-attention: one matmul where it is the same
             fused = fused_weights(self, self.W_query, self.W_key, self.W_value)  # inference: stacked once, kept
-            if fused is not None:
-                return tuple(self.split_heads(t) for t in F.linear(x, *fused).split(self.d_out, dim=-1))
+            if fused is not None:  # (B, T, 3 · d_out) -> q, k, v (B, H, T, hd): one view, one permute
+                b, n, _ = x.shape
+                return F.linear(x, *fused).view(b, n, 3, -1, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
             if self.may_stack():  # training: the weights stacked at each call (autograd flows through them)
                 return self.project_stacked(x)
         queries = self.split_heads(self.W_query(x))

@@ -15,6 +15,7 @@ from torch import Tensor
 from attnlab.functional.logit_options import softcap as cap_scores
 from attnlab.functional.logit_options import softmax_with_sinks
 from attnlab.functional.masks import open_empty_rows, rows_with_keys
+from attnlab.functional.single_query import softmax_last, weighted_values
 
 
 def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None = None,
@@ -66,10 +67,10 @@ def math_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | Non
     if has_keys is not None:
         mask = open_empty_rows(mask, has_keys)
     scores = attention_scores(query, key, scale, mask, softcap)
-    weights = torch.softmax(scores, dim=-1) if sinks is None else softmax_with_sinks(scores, sinks)
+    weights = softmax_last(scores) if sinks is None else softmax_with_sinks(scores, sinks)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)
-    output = weights @ value
+    output = weighted_values(weights, value)  # weights @ value
     if has_keys is not None:
         output = output.masked_fill(~has_keys, 0.0)
         if return_weights:  # in place where autograd does not need the softmax's output

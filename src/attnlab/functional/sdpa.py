@@ -8,6 +8,7 @@ runs the chosen backend. Modules that build q, k and v themselves (and check the
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Literal, overload
 
 import torch
@@ -40,10 +41,14 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     """
     groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    auto = backend if backend != "auto" else choose_backend(
-        call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap is not None,
-                   sinks is not None))
-    chosen = resolve_backend(backend, auto, return_weights)
+    if backend != "auto":
+        chosen = resolve_backend(backend, backend, return_weights)
+    elif query.device.type == "cpu":  # the rule's answer for these facts, asked once (a decoding loop asks often)
+        chosen = _cpu_choice(*_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
+                                     softcap is not None, sinks is not None))
+    else:
+        chosen = choose_backend(call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
+                                           softcap is not None, sinks is not None))
     return KERNELS[chosen].run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights,
                                softcap, sinks)
 
@@ -56,15 +61,30 @@ def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: 
     soft-capped scores (or sinks over many) on CUDA need it: the answer imports triton and queries the GPU (once per
     device).
     """
-    mask = ("causal" if is_causal else "none") if attn_mask is None else \
-        ("bool" if attn_mask.dtype == torch.bool else "float")
-    call = AttentionCall(query.device.type, query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights,
-                         str(query.dtype).removeprefix("torch."), mask, softcap=softcap, sinks=sinks)
+    call = AttentionCall(query.device.type, *_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
+                                                     softcap, sinks))
     if call.device == "cuda" and (needs_own_scores(call) or flash_measured_faster(call)):
         from attnlab.functional.flash import flash_can_run
 
         call = dataclasses.replace(call, flash=flash_can_run(query))
     return call
+
+
+def _facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
+           return_weights: bool, softcap: bool, sinks: bool) -> tuple:
+    """:class:`AttentionCall`'s fields after ``device``: ``(t_q, t_k, dropout, return_weights, dtype, mask, flash
+    (False: not probed), softcap, sinks)``."""
+    mask = ("causal" if is_causal else "none") if attn_mask is None else \
+        ("bool" if attn_mask.dtype == torch.bool else "float")
+    return (query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights, str(query.dtype).removeprefix("torch."),
+            mask, False, softcap, sinks)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cpu_choice(*facts: object) -> str:
+    """What ``"auto"`` runs on a CPU for :func:`_facts` (nothing to probe there: the rule is a pure function of
+    them)."""
+    return choose_backend(AttentionCall("cpu", *facts))
 
 
 def check_options(dropout_p: float, scale: float | None, backend: str, softcap: float | None = None) -> None:

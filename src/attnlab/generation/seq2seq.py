@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnlab.attention.fused import fixed_weights
 from attnlab.i18n import tr
 
 
@@ -109,13 +110,14 @@ class _Stepper:
 
 @contextmanager
 def _decoding(model: Any) -> Iterator[None]:
-    """Eval mode, without autograd, for the duration; the modules that were training train again after. Only the
-    modules in training mode are switched: walking them all twice would cost as much as a decoding step."""
+    """Eval mode, without autograd, the weights fixed (:func:`~attnlab.attention.fused.fixed_weights`), for the
+    duration; the modules that were training train again after. Only the modules in training mode are switched:
+    walking them all twice would cost as much as a decoding step."""
     training = [m for m in model.modules() if m.training]
     for m in training:
         m.training = False
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), fixed_weights():  # nothing but the search runs: its weights stay as they are
             yield
     finally:
         for m in training:

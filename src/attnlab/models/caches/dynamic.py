@@ -74,9 +74,9 @@ class LayerKVCache:
                    "got {shape_4} and {shape_5}", shape=self.keys.shape[0], shape_2=self.keys.shape[1],
                    shape_3=self.keys.shape[3], shape_4=tuple(key.shape), shape_5=tuple(value.shape))
             )
-        if self.context_length is not None and self.length + t > self.context_length:
+        if self.max_length is not None and self.length + t > self.max_length:
             raise ValueError(tr("LayerKVCache: {length} + {t} positions exceed context_length={context_length}",
-                                length=self.length, t=t, context_length=self.context_length))
+                                length=self.length, t=t, context_length=self.max_length))
         if key.dtype != self.keys.dtype:
             if self.length:
                 raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
@@ -100,6 +100,9 @@ class LayerKVCache:
             return
         if self.spare is None or self.spare.dtype != self.buffer.dtype:
             self.spare = torch.empty_like(self.buffer)
+        # a row's whole buffer is one contiguous block, copied at memcpy speed; the filled part alone is strided,
+        # copied element-wise at about a third of it: so the whole, unless most of it is still empty
+        n = self.buffer.shape[3] if 2 * n > self.buffer.shape[3] else n
         torch.index_select(self.buffer[..., :n, :], 1, rows, out=self.spare[..., :n, :])
         self.spare, buffer = self.buffer, self.spare
         self.hold(buffer)

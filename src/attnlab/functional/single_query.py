@@ -1,0 +1,43 @@
+"""One query against a few keys, many times over: a beam search's decoding step, where the CPU's small kernels lose.
+
+A decoding step with a cache multiplies ``(..., 1, Tk)`` weights by ``(..., Tk, hd)`` values, one small product per
+row and head. At beam search's sizes (256 rows × 4 heads, Tk 1-12, hd 16) the batched matmul spends more on each
+product's setup than on its arithmetic; an elementwise product summed over the keys is one pass over the values,
+2-3x faster. With few products, a long row or wide heads the matmul is as fast or faster (a GPT decoding one
+sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are equal (tested).
+
+torch's CPU softmax over a short last axis (fewer entries than one SIMD register holds) runs a scalar loop, several
+times slower than over a leading axis: :func:`softmax_last` moves the axis to the front there.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+# measured on one CPU thread, products of (1, Tk) by (Tk, hd): the elementwise sum wins from this many of them
+# (1.5-3x at 256-1024, Tk 4-12, hd 16) while Tk and hd stay within SHORT_PRODUCT; below 64 products, or from Tk 40,
+# the matmul is as fast or faster
+MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
+# below this many keys torch's CPU softmax over the last axis is slower than over a leading one (4-6x at 2-7 keys,
+# 1024 rows; equal at 8, the AVX2 register's eight floats), from this many rows
+SHORT_ROW, MANY_ROWS = 8, 64
+
+
+def weighted_values(weights: Tensor, value: Tensor) -> Tensor:
+    """``weights @ value``: ``(..., Tq, Tk)`` and ``(..., Tk, hd)`` -> ``(..., Tq, hd)``, batch axes broadcast."""
+    if (weights.shape[-2] == 1 and weights.device.type == "cpu" and weights.dtype == value.dtype
+            and max(value.shape[-2:]) <= SHORT_PRODUCT and weights.numel() >= MANY_PRODUCTS * weights.shape[-1]):
+        # (..., Tk, 1) · (..., Tk, hd) summed over the keys: weights of equal dtype only (autocast casts a matmul's
+        # operands; a product would promote them instead)
+        return (weights.transpose(-2, -1) * value).sum(-2, keepdim=True)
+    return weights @ value
+
+
+def softmax_last(scores: Tensor) -> Tensor:
+    """``torch.softmax(scores, dim=-1)``; on a CPU, for many rows of fewer than :data:`SHORT_ROW` entries, over the
+    entries moved to the front (torch makes that copy contiguous: a few kilobytes for a decoding step)."""
+    short = scores.shape[-1] < SHORT_ROW and scores.numel() >= MANY_ROWS * scores.shape[-1]
+    if scores.device.type != "cpu" or not short:
+        return torch.softmax(scores, dim=-1)
+    return torch.softmax(scores.movedim(-1, 0), dim=0).movedim(0, -1)
