@@ -107,7 +107,7 @@ def noted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-def quantized(model, scheme: str):
+def quantized(model: Any, scheme: str) -> Any:
     """``quantize(model, scheme)``, saying what a user waits for or gets: the int8 kernel's one-time build, or
     torch's slower kernels where it cannot be built."""
     from attnlab.layers import kernels
