@@ -157,3 +157,16 @@ def left_padded(lengths, t, seed=0):
 def hf_positions(mask):
     """transformers' generate: positions count the real tokens of each row."""
     return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def cached_and_full_logits(model, ids, mask, prefix):
+    """The logits of ``ids (B, T)`` (padding ``mask``) computed twice: the first ``prefix`` tokens at once and then
+    one token at a time through ``model.new_cache``, and in one forward without a cache."""
+    with torch.no_grad():
+        full = model(ids, attention_mask=mask).logits
+        cache = model.new_cache(ids.shape[0])
+        steps = [model(ids[:, :prefix], attention_mask=mask[:, :prefix], kv_cache=cache).logits]
+        for t in range(prefix, ids.shape[1]):
+            steps.append(model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], kv_cache=cache).logits)
+    return torch.cat(steps, 1), full
+

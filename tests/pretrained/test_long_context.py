@@ -11,7 +11,8 @@ import torch
 
 from attnlab.generation import PositionTableWarning, generate
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import VOCAB, write_checkpoint
+from hf_checkpoints import VOCAB, cached_and_full_logits, write_checkpoint
+from hf_checkpoints import left_padded as padded
 
 transformers = pytest.importorskip("transformers")
 ATOL = 1e-4
@@ -69,11 +70,8 @@ def prompt(t, b=1, seed=0):
 
 
 def left_padded(lengths, seed=1):
-    t = max(lengths)
-    ids, mask = prompt(t, len(lengths), seed), torch.zeros(len(lengths), t, dtype=torch.long)
-    for i, n in enumerate(lengths):
-        mask[i, t - n:] = 1
-    return ids.masked_fill(mask == 0, 0), mask
+    """Left-padded rows as long as the longest prompt (the shared builder's ids and mask)."""
+    return padded(lengths, max(lengths), seed)
 
 
 def test_every_scaling_reaches_the_loaded_model(dirs):
@@ -147,14 +145,9 @@ def test_longrope_cached_greedy_rebuilds_the_cache_as_transformers(dirs):
 def test_cache_equals_recomputation_past_the_window(dirs, rope):
     model, _ = load_causal_lm(dirs[f"llama-{rope}"])
     ids, mask = left_padded((30, 21), seed=2)
-    with torch.no_grad():
-        full = model(ids, attention_mask=mask).logits
-        cache = model.new_cache(2)
-        steps = [model(ids[:, :10], attention_mask=mask[:, :10], kv_cache=cache).logits]
-        for t in range(10, 30):
-            steps.append(model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], kv_cache=cache).logits)
+    cached, full = cached_and_full_logits(model, ids, mask, 10)
     real = mask.bool()
-    torch.testing.assert_close(torch.cat(steps, 1)[real], full[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(cached[real], full[real], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("arch", list(WINDOWED))

@@ -18,7 +18,7 @@ from attnlab.generation import generate
 from attnlab.inspect import capture, explain
 from attnlab.models import GPT, ModernDecoder
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import NEWER, OPTIONS, VOCAB, hf_positions, left_padded, write_checkpoint
+from hf_checkpoints import NEWER, OPTIONS, VOCAB, cached_and_full_logits, hf_positions, left_padded, write_checkpoint
 
 pytest.importorskip("transformers")
 ATOL = 1e-4
@@ -119,17 +119,12 @@ def test_greedy_40_tokens_equal_transformers(arch, storage, checkpoints):
 def test_kv_cache_equals_recomputation(arch, storage, checkpoints):
     model = checkpoints[arch, storage][2]
     ids, mask = left_padded((16, 11), 16, seed=2)
-    with torch.no_grad():
-        full = model(ids, attention_mask=mask).logits
-        cache = model.new_cache(2)
-        steps = [model(ids[:, :10], attention_mask=mask[:, :10], kv_cache=cache).logits]
-        for t in range(10, 16):
-            steps.append(model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], kv_cache=cache).logits)
+    cached, full = cached_and_full_logits(model, ids, mask, 10)
     real = mask.bool()
     # 1e-5 of the largest logit: Gemma 3's six sandwich-normed layers give logits up to ~10, and float32 rounding
     # grows with them
     scale = float(full[real].abs().max().clamp(min=1))
-    torch.testing.assert_close(torch.cat(steps, 1)[real], full[real], atol=1e-5 * scale, rtol=0)
+    torch.testing.assert_close(cached[real], full[real], atol=1e-5 * scale, rtol=0)
 
 
 @pytest.mark.parametrize("arch", NEWER)
