@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from attnlab.attention import GroupedQueryAttention, MultiHeadAttention
-from attnlab.attention.fused import fixed_weights, fused_weights
+from attnlab.attention.fused import fixed_weights, fused_map
 from attnlab.layers.swiglu import SwiGLU
 
 
@@ -30,48 +30,48 @@ def test_the_fused_inference_path_equals_the_separate_maps(name):
         separate = module(x)  # training mode: the maps called one by one (stacked, for MHA, with autograd off)
         module.eval()
         fused = module(x)
-        assert fused_weights(module, *maps(module)) is not None  # it did run fused
+        assert fused_map(module, *maps(module)) is not None  # it did run fused
     torch.testing.assert_close(fused, separate, rtol=1e-5, atol=1e-6)
 
 
 def test_the_stacked_copy_is_made_once_and_rebuilt_when_a_weight_changes():
     module = modules()["mha"].eval()
     with torch.no_grad():
-        first = fused_weights(module, *maps(module))
-        assert fused_weights(module, *maps(module))[0] is first[0]  # kept, not stacked again
+        first = fused_map(module, *maps(module))
+        assert fused_map(module, *maps(module))[0] is first[0]  # kept, not stacked again
         module.W_key.weight.mul_(2)  # in place: the version counter moves
-        second = fused_weights(module, *maps(module))
+        second = fused_map(module, *maps(module))
         torch.testing.assert_close(second[0][32:64], module.W_key.weight)
         module.load_state_dict({k: torch.zeros_like(v) for k, v in module.state_dict().items()})
-        assert fused_weights(module, *maps(module))[0].abs().sum() == 0
+        assert fused_map(module, *maps(module))[0].abs().sum() == 0
 
 
 def test_within_a_fixed_weights_span_the_copy_is_checked_once_then_trusted():
     module = modules()["mha"].eval()
     with torch.no_grad():
-        before = fused_weights(module, *maps(module))
+        before = fused_map(module, *maps(module))
         with fixed_weights():
             module.W_key.weight.mul_(2)  # changed before the span's first use: that use sees it
-            first = fused_weights(module, *maps(module))
+            first = fused_map(module, *maps(module))
             assert first[0] is not before[0]
             torch.testing.assert_close(first[0][32:64], module.W_key.weight)
             module.W_key.weight.mul_(2)  # the span promises no change: the copy is no longer checked
-            assert fused_weights(module, *maps(module))[0] is first[0]
+            assert fused_map(module, *maps(module))[0] is first[0]
         with fixed_weights():  # a new span checks again
-            torch.testing.assert_close(fused_weights(module, *maps(module))[0][32:64], module.W_key.weight)
+            torch.testing.assert_close(fused_map(module, *maps(module))[0][32:64], module.W_key.weight)
         module.W_key.weight.mul_(2)  # outside any span: checked at every call
-        torch.testing.assert_close(fused_weights(module, *maps(module))[0][32:64], module.W_key.weight)
+        torch.testing.assert_close(fused_map(module, *maps(module))[0][32:64], module.W_key.weight)
 
 
 def test_nothing_is_fused_in_training_with_autograd_or_with_a_hook():
     module = modules()["mha"]
     with torch.no_grad():
-        assert fused_weights(module, *maps(module)) is None  # training mode
+        assert fused_map(module, *maps(module)) is None  # training mode
     module.eval()
-    assert fused_weights(module, *maps(module)) is None  # autograd on
+    assert fused_map(module, *maps(module)) is None  # autograd on
     module.W_value.register_forward_hook(lambda m, args, out: out * 0)
     with torch.no_grad():
-        assert fused_weights(module, *maps(module)) is None
+        assert fused_map(module, *maps(module)) is None
         out = module(torch.randn(1, 3, 32))
     assert isinstance(module.W_value, nn.Linear) and out.shape == (1, 3, 32)
 

@@ -1,12 +1,13 @@
 """attnlab's int8 CPU kernel (``layers/kernels``) against a float64 product written here: every path through it
-(four rows of W at a time for one x row, one row of W against up to eight x rows, the tails of K and of the rows,
-the widened blocks for a prompt), the same bits on any number of threads, torch.compile, and the fallbacks."""
+(a block of four rows of W for one x row, one row of a block against up to four x rows, K and N not multiples of
+the layout's 16 and 4, the widened blocks for a prompt), the packed layout, the same bits on any number of threads
+and at any batch size, torch.compile, and the fallbacks."""
 
 import pytest
 import torch
 
 from attnlab.layers import kernels
-from attnlab.layers.quantized_linear import KERNEL_ROWS, Int8Linear
+from attnlab.layers.quantized_linear import KERNEL_ROWS, Int8Linear, pack_int8, unpack_int8
 
 pytestmark = pytest.mark.skipif(not kernels.ensure_int8_kernel(),
                                 reason=f"attnlab's int8 kernel cannot be built here: {kernels.int8_kernel_status()}")
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.skipif(not kernels.ensure_int8_kernel(),
 
 def reference(x, q):
     """``x (M, K)`` times the int8 weight and its scales, in float64."""
-    return (x.double() @ q.weight.double().t()) * q.scales.double()
+    return (x.double() @ q.codes().double().t()) * q.scales.double()
 
 
 def case(m, n, k, seed=0):
@@ -22,7 +23,7 @@ def case(m, n, k, seed=0):
     return torch.randn(m, k, generator=g), Int8Linear(torch.randn(n, k, generator=g))
 
 
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9, KERNEL_ROWS, KERNEL_ROWS + 1, 40])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9, 17, 40, KERNEL_ROWS, KERNEL_ROWS + 1])
 @pytest.mark.parametrize(("n", "k"), [(37, 45), (64, 768), (5, 8), (13, 3), (1030, 32)])
 def test_kernel_is_the_float64_product(m, n, k):
     """fp32 sums of K products: within 1e-5 of the largest output (the float64 sum is exact to far better)."""
@@ -31,6 +32,20 @@ def test_kernel_is_the_float64_product(m, n, k):
     got = q.matmul(x)
     assert got.dtype == torch.float32 and got.shape == (m, n)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
+@pytest.mark.parametrize(("n", "k"), [(8, 16), (37, 45), (1, 3), (1030, 32)])
+def test_the_packed_layout_holds_every_code_once(n, k):
+    """pack_int8 moves each code to its place in the kernel's layout and pads with zeros; unpack_int8 undoes it."""
+    codes = torch.randint(-127, 128, (n, k), dtype=torch.int8)
+    packed = pack_int8(codes)
+    assert packed.shape == (-(-n // 4) * 4, -(-k // 16) * 16)
+    assert torch.equal(unpack_int8(packed, n, k), codes)
+    assert packed.to(torch.int64).abs().sum() == codes.to(torch.int64).abs().sum()  # the padding is zeros
+    # block b, chunk c is one 64-byte line: rows 4b..4b+3 of W, inputs 16c..16c+15, row after row
+    if n >= 8 and k >= 32:
+        line = packed.flatten()[(1 * (-(-k // 16)) + 1) * 64:][:64].reshape(4, 16)
+        assert torch.equal(line, codes[4:8, 16:32])
 
 
 def test_the_op_is_called_for_decoding_rows(monkeypatch):
@@ -57,6 +72,7 @@ def test_the_same_bits_on_one_thread_and_on_two(m):
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(one, two)
+    assert torch.equal(q.matmul(x[-1:]), one[-1:])  # a row alone or in a batch: summed alike
 
 
 def test_bf16_inputs_run_the_fp32_kernel_and_come_back_in_bf16():
@@ -74,8 +90,9 @@ def test_torch_compile_traces_the_kernel():
 
 
 def test_bad_arguments_are_named_by_the_kernel():
-    x, q = case(1, 8, 16)
-    with pytest.raises(RuntimeError, match="x has 15 features, weight 16"):
+    x, q = case(1, 8, 40)
+    with pytest.raises(RuntimeError, match=r"x has 15 features and scales 8 rows, so the packed weight must be "
+                                           r"\(8, 16\), got \(8, 48\)"):
         torch.ops.attnlab_cpu.int8_linear(x[:, :15], q.weight, q.scales)
     with pytest.raises(RuntimeError, match="weight must be a contiguous"):
         torch.ops.attnlab_cpu.int8_linear(x, q.weight.float(), q.scales)

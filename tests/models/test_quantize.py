@@ -53,7 +53,8 @@ def test_int8_linear_is_the_hand_quantized_product(shape, kernel, monkeypatch):
     w, b, x = torch.randn(*shape, generator=g), torch.randn(shape[0], generator=g), torch.randn(3, 5, shape[1])
     q = Int8Linear(w, b)
     close(q(x), F.linear(x, hand_int8(w), b))
-    assert q.weight.dtype == torch.int8 and q.weight_bytes() == shape[0] * shape[1] + 4 * shape[0]
+    rows, width = (-(-shape[0] // 4) * 4, -(-shape[1] // 16) * 16) if q.packed else shape  # the kernel's padding
+    assert q.weight.dtype == torch.int8 and q.weight_bytes() == rows * width + 4 * shape[0]
 
 
 @pytest.mark.parametrize(("shape", "group"), [((64, 128), 32), ((50, 256), 128), ((16, 64), 64)])
@@ -95,6 +96,37 @@ def test_a_quantized_model_is_the_model_with_dequantized_weights(scheme, make):
     idx = torch.randint(0, 96, (2, 16))
     with torch.no_grad():
         close(model(idx).logits, reference(idx).logits)
+
+
+@pytest.mark.parametrize(("n", "k"), [(32, 64), (50, 45)])
+def test_stacked_int8_maps_give_each_map_s_numbers(n, k):
+    """Int8Linear.stack: the codes and scales side by side, not quantized again: the same bits as each map alone."""
+    g = torch.Generator().manual_seed(3)
+    maps = [Int8Linear(torch.randn(n + i, k, generator=g), None if i == 1 else torch.randn(n + i, generator=g))
+            for i in range(3)]
+    x = torch.randn(5, k, generator=g)
+    stacked = Int8Linear.stack(*maps)
+    assert stacked.out_features == sum(m.out_features for m in maps)
+    assert torch.equal(stacked(x), torch.cat([m(x) for m in maps], dim=-1))
+
+
+@pytest.mark.parametrize("make", ["gpt", "modern"])
+def test_inference_runs_q_k_v_as_one_int8_map(make):
+    """A quantized model at inference stacks q, k and v (and a SwiGLU's gate and up) once and keeps the stack; with
+    autograd on (no stacking) the logits are the same."""
+    torch.manual_seed(0)
+    model = quantize((GPT(GPTConfig(vocab_size=96, context_length=16, d_model=64, num_layers=2, num_heads=2))
+                      if make == "gpt" else
+                      ModernDecoder(ModernDecoderConfig(vocab_size=96, context_length=16, d_model=64, num_layers=2,
+                                                        num_heads=4, num_kv_heads=2, d_ff=128))).eval(), "int8")
+    idx = torch.randint(0, 96, (2, 16))
+    with torch.enable_grad():
+        separate = model(idx).logits
+    with torch.no_grad():
+        fused = model(idx).logits
+    kept = [m.__dict__["_fused_inference"][1] for m in model.modules() if "_fused_inference" in m.__dict__]
+    assert len(kept) == (2 if make == "gpt" else 4) and all(type(f) is Int8Linear for f in kept)
+    torch.testing.assert_close(fused, separate, rtol=1e-6, atol=1e-6 * separate.abs().max().item())
 
 
 def train_tiny_gpt(steps=300):

@@ -8,8 +8,9 @@ version counter, storage or dtype moved: ``load_state_dict``, ``.to()``, an in-p
 in training mode or with autograd on (an optimizer's fused kernels update weights without moving their version
 counters).
 
-Only at inference (eval mode, no autograd), only when calling each map would run ``nn.Linear.forward`` and nothing
-else (:func:`calls_only_forward`: a quantized or hooked map is called as it is), and
+Only at inference (eval mode, no autograd), only when calling each map would run its class's ``forward`` and nothing
+else (:func:`calls_only_forward`: a hooked or wrapped map is called as it is), for ``nn.Linear`` and for a map class
+that says how to stack its kind (a ``stack`` class method: the int8 maps, whose codes stack as they are), and
 not while ``torch.compile`` traces (reading a weight's version is host work a graph cannot hold). The price is the
 memory of one more copy of the fused weights.
 """
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
 
@@ -54,6 +57,27 @@ def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor
     return torch.cat(weights), torch.cat(biases)
 
 
+class StackedLinear(NamedTuple):
+    """Stacked ``nn.Linear`` maps: ``self(x)`` is their outputs side by side, ``(..., d_in)`` -> ``(..., Σ d_out)``."""
+
+    weight: Tensor
+    bias: Tensor | None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+def stacking(linears: tuple[nn.Module, ...]) -> Callable[..., Callable[[Tensor], Tensor]] | None:
+    """How to stack these maps into one (None: they cannot be): maps of one class, each calling nothing but its
+    ``forward``, the class ``nn.Linear`` or one with a ``stack`` class method."""
+    kind = type(linears[0])
+    if not all(calls_only_forward(m, kind) for m in linears):
+        return None
+    if kind is nn.Linear:
+        return lambda *maps: StackedLinear(*stack_linears(*maps))
+    return getattr(kind, "stack", None)
+
+
 def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
     """Whether ``module(x)`` would run ``cls.forward`` and nothing else, so that reading its weights directly (as
     :func:`stack_linears` does) is the same as calling it: a ``cls`` itself (not a subclass such as a LoRA or
@@ -68,9 +92,9 @@ def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
     return type(module) is cls and "forward" not in vars(module) and not any(hooks)
 
 
-def _tensors(linears: tuple[nn.Linear, ...]) -> list[Tensor]:
-    # read from each module's parameter dict: nn.Module.__getattr__ would cost a Python call per weight, per step
-    return [t for m in linears for t in m._parameters.values() if t is not None]
+def _tensors(linears: tuple[nn.Module, ...]) -> list[Tensor]:
+    # read from each module's own dicts: nn.Module.__getattr__ would cost a Python call per weight, per step
+    return [t for m in linears for d in (m._parameters, m._buffers) for t in d.values() if t is not None]
 
 
 def _stamps(tensors: list[Tensor]) -> list[tuple]:
@@ -87,11 +111,10 @@ def _still(held: tuple, tensors: list[Tensor]) -> bool:
         and _stamps(tensors) == stamps
 
 
-def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor | None] | None:
-    """The weight and bias of ``linears`` stacked as one map (``F.linear(x, w, b)`` is the concatenation of their
-    outputs), kept on ``owner``; None where the maps must be called one by one (training, autograd, compiling, a
-    map that is not a plain ``nn.Linear`` or whose weight is a tensor subclass, weights made under
-    ``inference_mode``)."""
+def fused_map(owner: nn.Module, *linears: nn.Module) -> Callable[[Tensor], Tensor] | None:
+    """``linears`` stacked as one map (``fused(x)`` is the concatenation of their outputs), kept on ``owner``; None
+    where the maps must be called one by one (training, autograd, compiling, maps that :func:`stacking` cannot
+    stack, a weight that is a tensor subclass or was made under ``inference_mode``)."""
     if owner.training or torch.is_grad_enabled():
         # Training is under way: drop the copy. An optimizer's fused or foreach kernels update the weights in place
         # without moving their version counters, so the next evaluation must not trust a copy made before them.
@@ -102,7 +125,8 @@ def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor
     held, span = owner.__dict__.get(_ATTRIBUTE), _SPAN.get()
     if held is not None and span and held[2] == span:  # checked earlier in this fixed_weights() span
         return held[1]
-    if not all(calls_only_forward(m, nn.Linear) for m in linears):
+    stack = stacking(linears)
+    if stack is None:
         return None
     tensors = _tensors(linears)
     if held is not None and _still(held, tensors):  # checked when it was made, and nothing has changed since
@@ -111,6 +135,6 @@ def fused_weights(owner: nn.Module, *linears: nn.Linear) -> tuple[Tensor, Tensor
     # made under inference_mode (no version counter to follow), or a tensor subclass (a quantized weight, say)
     if any(t.is_inference() or type(t) not in (Tensor, nn.Parameter) for t in tensors):
         return None
-    held = (([weakref.ref(t) for t in tensors], _stamps(tensors)), stack_linears(*linears), span)
+    held = (([weakref.ref(t) for t in tensors], _stamps(tensors)), stack(*linears), span)
     owner.__dict__[_ATTRIBUTE] = held
     return held[1]

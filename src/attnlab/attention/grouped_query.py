@@ -39,13 +39,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
-from attnlab.attention.fused import fused_weights
+from attnlab.attention.fused import fused_map
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
 from attnlab.functional.backends import KERNELS
 from attnlab.functional.logit_options import check_softcap
@@ -178,12 +177,12 @@ class GroupedQueryAttention(nn.Module):
     def project(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries ``(B, num_heads, T, head_dim)``, keys and values ``(B, num_kv_heads, T, head_dim)`` of
         ``x (B, T, d_in)``, the queries and keys rotated to ``positions`` ``(T,)`` or ``(B, T)`` if RoPE is on."""
-        fused = fused_weights(self, self.W_query, self.W_key, self.W_value)  # inference: one matmul, weights kept
+        fused = fused_map(self, self.W_query, self.W_key, self.W_value)  # inference: one matmul, weights kept
         if fused is None:
             queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)
         else:
             q_width, kv_width = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-            queries, keys, values = F.linear(x, *fused).split((q_width, kv_width, kv_width), dim=-1)
+            queries, keys, values = fused(x).split((q_width, kv_width, kv_width), dim=-1)
         if self.qk_norm == "projection":
             queries, keys = self.q_norm(queries), self.k_norm(keys)
         queries = self.split_heads(queries, self.num_heads)

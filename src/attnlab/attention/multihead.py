@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
-from attnlab.attention.fused import calls_only_forward, fused_weights, stack_linears
+from attnlab.attention.fused import calls_only_forward, fused_map, stack_linears
 from attnlab.functional import Backend, and_masks, attend
 
 
@@ -159,10 +159,10 @@ class MultiHeadAttention(nn.Module):
         """Steps 1 and 2: ``queries`` from ``x (B, Tq, d_in)``, ``keys`` and ``values`` from ``memory`` (default
         ``x``) or taken from ``memory_kv``, each split into heads: ``(B, H, Tq, hd)``, ``(B, H, Tk, hd)`` twice."""
         if memory is None and memory_kv is None:  # self-attention: one matmul where it is the same
-            fused = fused_weights(self, self.W_query, self.W_key, self.W_value)  # inference: stacked once, kept
+            fused = fused_map(self, self.W_query, self.W_key, self.W_value)  # inference: stacked once, kept
             if fused is not None:  # (B, T, 3 · d_out) -> q, k, v (B, H, T, hd): one view, one permute
                 b, n, _ = x.shape
-                return F.linear(x, *fused).view(b, n, 3, -1, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+                return fused(x).view(b, n, 3, -1, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
             if self.may_stack():  # training: the weights stacked at each call (autograd flows through them)
                 return self.project_stacked(x)
         queries = self.split_heads(self.W_query(x))

@@ -27,10 +27,11 @@ from attnlab.arguments import plain
 from attnlab.layers.kernels import ensure_int8_kernel, int8_kernel_ready
 
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # what torch's int4 kernel packs
-# attnlab's int8 kernel serves up to this many rows of x (decoding); a longer prompt widens W block by block and
-# runs torch's matmul, which does more arithmetic per weight than a kernel built to stream W
-KERNEL_ROWS = 16
-WIDEN_BLOCK = 1024  # rows of W widened to fp32 at a time: a few MiB, in cache when the product reads them
+# attnlab's int8 kernel serves up to this many rows of x (decoding, a prompt); a longer prompt widens W block by
+# block and runs torch's matmul, faster from about here on (measured: a 3072 × 768 map, 128 rows: 7.4 ms the kernel,
+# 7.0 ms widened; 32 rows: 1.8 ms and 3.7 ms)
+KERNEL_ROWS = 128
+WIDEN_BLOCK = 1024  # rows of W (a multiple of 4) widened to fp32 at a time: a few MiB, in cache when read
 TRAINING_MESSAGE = ("{owner}: a weight-only quantized model is for inference; it cannot be trained (train the "
                     "floating-point model, then quantize it)")
 
@@ -85,41 +86,84 @@ def int8_kernel_pays() -> bool:
 
 
 class Int8Linear(QuantizedLinear):
-    """``x Wᵀ + b`` with ``W`` in int8, one fp32 scale per output row (``weight (N, K)`` int8, ``scales (N,)``)."""
+    """``x Wᵀ + b`` with ``W`` in int8, one fp32 scale per output row (``scales (N,)``).
+
+    ``weight`` holds the int8 codes: ``(N, K)`` row by row, or, where attnlab's CPU kernel runs them, in the
+    kernel's layout (:func:`pack_int8`; ``packed`` says which). :meth:`codes` gives them row by row either way.
+    """
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
         super().__init__(weight.shape[1], weight.shape[0], bias)
         w = weight.detach().float()
         scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127  # (N,): a zero row keeps a tiny scale, not 0/0
-        self.register_buffer("weight", torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8))
+        self.store(torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8), scales)
+
+    def store(self, codes: Tensor, scales: Tensor) -> None:
+        """Keep ``codes (N, K)`` and ``scales (N,)``: as the kernel reads them where it runs (built once per machine,
+        loaded once per process), row by row elsewhere."""
+        self.packed = codes.device.type == "cpu" and ensure_int8_kernel()
+        self.register_buffer("weight", pack_int8(codes) if self.packed else codes)
         self.register_buffer("scales", scales)
-        if weight.device.type == "cpu":
-            ensure_int8_kernel()  # built once per machine, loaded once per process
 
     @classmethod
     def from_linear(cls, linear: nn.Linear) -> Int8Linear:
         return cls(linear.weight, linear.bias)
 
+    @classmethod
+    def stack(cls, *maps: Int8Linear) -> Int8Linear:
+        """One map whose outputs are ``maps``' side by side: their codes and scales stacked, not quantized again, so
+        each output is the same number as before (what :mod:`attnlab.attention.fused` keeps for q, k and v)."""
+        width = sum(m.out_features for m in maps)
+        bias = None
+        if any(m.bias is not None for m in maps):
+            bias = torch.cat([m.scales.new_zeros(m.out_features) if m.bias is None else m.bias for m in maps])
+        stacked = cls.__new__(cls)
+        QuantizedLinear.__init__(stacked, maps[0].in_features, width, bias)
+        stacked.store(torch.cat([m.codes() for m in maps]), torch.cat([m.scales for m in maps]))
+        return stacked
+
+    def codes(self, start: int = 0, stop: int | None = None) -> Tensor:
+        """Rows ``start:stop`` of the int8 codes ``(N, K)``, row by row (``start`` a multiple of 4)."""
+        stop = self.out_features if stop is None else min(stop, self.out_features)
+        if not self.packed:
+            return self.weight[start:stop]
+        return unpack_int8(self.weight[start: -(-stop // 4) * 4], stop - start, self.in_features)
+
     def dequantized(self) -> Tensor:
-        return self.weight.float() * self.scales[:, None]
+        return self.codes().float() * self.scales[:, None]
 
     def matmul(self, x: Tensor) -> Tensor:
-        if x.device.type == "cpu" and int8_kernel_ready():
-            return own_kernel_product(x, self.weight, self.scales)
+        if self.packed and x.device.type == "cpu" and int8_kernel_ready():
+            return own_kernel_product(x, self)
         if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and int8_kernel_pays():
-            return torch.ops.aten._weight_int8pack_mm(x.contiguous(), self.weight, self.scales.to(x.dtype))
-        return F.linear(x, self.weight.to(x.dtype)) * self.scales.to(x.dtype)  # the same numbers, converted first
+            return torch.ops.aten._weight_int8pack_mm(x.contiguous(), self.codes(), self.scales.to(x.dtype))
+        return F.linear(x, self.codes().to(x.dtype)) * self.scales.to(x.dtype)  # the same numbers, converted first
 
 
-def own_kernel_product(x: Tensor, weight: Tensor, scales: Tensor) -> Tensor:
-    """``x (M, K)`` times the int8 ``weight (N, K)`` and its ``scales (N,)`` with attnlab's kernel, in fp32 (a
-    token's activations are small). Past ``KERNEL_ROWS`` rows (a prompt), blocks of W are widened and multiplied by
-    torch's matmul instead."""
-    xf, scales = x.float(), scales.float()
+def pack_int8(codes: Tensor) -> Tensor:
+    """The int8 codes ``(N, K)`` in the layout attnlab's kernel streams (``int8_linear.cpp``): rows in blocks of
+    four, and in a block the four rows' next 16 inputs side by side, a 64-byte line at a time; zero rows and
+    inputs pad ``N`` and ``K`` up to multiples of 4 and 16. ``(N, K)`` -> ``(⌈N/4⌉·4, ⌈K/16⌉·16)``."""
+    n, k = codes.shape
+    blocks, chunks = -(-n // 4), -(-k // 16)
+    padded = F.pad(codes, (0, chunks * 16 - k, 0, blocks * 4 - n))
+    return padded.reshape(blocks, 4, chunks, 16).transpose(1, 2).contiguous().reshape(blocks * 4, chunks * 16)
+
+
+def unpack_int8(packed: Tensor, n: int, k: int) -> Tensor:
+    """:func:`pack_int8` undone: the first ``n`` rows and ``k`` inputs, row by row."""
+    rows, width = packed.shape
+    return packed.reshape(rows // 4, width // 16, 4, 16).transpose(1, 2).reshape(rows, width)[:n, :k]
+
+
+def own_kernel_product(x: Tensor, linear: Int8Linear) -> Tensor:
+    """``x (M, K)`` times the packed int8 map with attnlab's kernel, in fp32 (a token's activations are small). Past
+    ``KERNEL_ROWS`` rows (a prompt), blocks of W are widened and multiplied by torch's matmul instead."""
+    xf, scales = x.float(), linear.scales.float()
     if x.shape[0] <= KERNEL_ROWS:
-        return torch.ops.attnlab_cpu.int8_linear(xf, weight, scales).to(x.dtype)
-    return torch.cat([F.linear(xf, weight[i:i + WIDEN_BLOCK].float()) * scales[i:i + WIDEN_BLOCK]
-                      for i in range(0, weight.shape[0], WIDEN_BLOCK)], dim=-1).to(x.dtype)
+        return torch.ops.attnlab_cpu.int8_linear(xf, linear.weight, scales).to(x.dtype)
+    return torch.cat([F.linear(xf, linear.codes(i, i + WIDEN_BLOCK).float()) * scales[i:i + WIDEN_BLOCK]
+                      for i in range(0, linear.out_features, WIDEN_BLOCK)], dim=-1).to(x.dtype)
 
 
 class Int4Linear(QuantizedLinear):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int, expect_one_of
-from attnlab.attention.fused import fused_weights
+from attnlab.attention.fused import fused_map
 
 #: what may gate: SiLU (SwiGLU: Llama, Qwen, Mistral, Phi-3) or GELU's tanh form (GeGLU: Gemma)
 GATES = {"silu": F.silu, "gelu_tanh": partial(F.gelu, approximate="tanh")}
@@ -51,9 +51,9 @@ class SwiGLU(nn.Module):
             raise ValueError(
                 f"SwiGLU: x must have last dim {self.gate_proj.in_features} (d_model), got shape {tuple(x.shape)}"
             )
-        fused = fused_weights(self, self.gate_proj, self.up_proj)  # inference: one matmul, the weights kept stacked
+        fused = fused_map(self, self.gate_proj, self.up_proj)  # inference: one matmul, the weights kept stacked
         if fused is None:
             gate, up = self.gate_proj(x), self.up_proj(x)
         else:
-            gate, up = F.linear(x, *fused).chunk(2, dim=-1)
+            gate, up = fused(x).chunk(2, dim=-1)
         return self.down_proj(GATES[self.activation](gate) * up)

@@ -12,6 +12,7 @@ torch's kernels instead, says why once (:func:`int8_kernel_status`), and gives t
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import platform
@@ -39,6 +40,12 @@ def _why_not() -> str | None:
     return None
 
 
+def _library_name() -> str:
+    """The build's name, after its source: a changed kernel is a new build (and is said to be one), never an old
+    library loaded in its place."""
+    return "attnlab_cpu_" + hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:10]
+
+
 def _build() -> None:
     from torch.utils.cpp_extension import load_inline
 
@@ -50,14 +57,14 @@ def _build() -> None:
         pass
 
     _log.info("building attnlab's int8 CPU kernel (once; about a minute)")
-    load_inline("attnlab_cpu", cpp_sources=[SOURCE.read_text(encoding="utf-8")], is_python_module=False,
+    load_inline(_library_name(), cpp_sources=[SOURCE.read_text(encoding="utf-8")], is_python_module=False,
                 # -fopenmp: at::parallel_for is a template that runs on one thread unless OpenMP is on (torch's
                 # own libgomp is the one loaded, so the threads are torch's)
                 extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"], extra_ldflags=["-fopenmp"], verbose=False)
 
     @torch.library.register_fake("attnlab_cpu::int8_linear")
     def _(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:  # shapes for torch.compile
-        return x.new_empty(x.shape[0], weight.shape[0])
+        return x.new_empty(x.shape[0], scales.shape[0])
 
 
 def ensure_int8_kernel() -> bool:
@@ -85,7 +92,8 @@ def int8_kernel_built() -> bool:
     from torch.utils.cpp_extension import get_default_build_root
 
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())  # + "py311_cpu/" by default
-    return any(root.glob("attnlab_cpu*/attnlab_cpu*.so")) or any(root.glob("*/attnlab_cpu*/attnlab_cpu*.so"))
+    name = _library_name()
+    return any(root.glob(f"{name}/{name}*.so")) or any(root.glob(f"*/{name}/{name}*.so"))
 
 
 def int8_kernel_to_build() -> bool:

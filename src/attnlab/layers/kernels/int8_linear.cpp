@@ -1,19 +1,32 @@
 // attnlab's CPU kernel for weight-only int8 linear maps: y = (x Wᵀ) · s, W int8 (N, K), s fp32 (N,), x fp32 (M, K).
 //
 // Decoding reads every weight once per token, so its speed is the speed at which W streams from memory. An int8
-// weight is a quarter of an fp32 one; this kernel reads each int8 row once, widens it to fp32 in registers (AVX2:
-// 8 lanes) and multiplies it by up to eight rows of x (one row of W, decoding a batch) or by four rows of W at
-// once (decoding one sequence), so the fp32 copy of W never exists in memory.
-// Rows of W are split over torch's own threads (at::parallel_for). Built on first use by
-// torch.utils.cpp_extension (attnlab/layers/kernels/__init__.py); registered as torch.ops.attnlab_cpu.int8_linear.
+// weight is a quarter of an fp32 one; this kernel reads each int8 weight once, widens it to fp32 in registers
+// (AVX2: 8 lanes) and multiplies it by the rows of x, so the fp32 copy of W never exists in memory.
+//
+// W is stored packed (attnlab/layers/quantized_linear.py, pack_int8): rows in blocks of four, and within a block
+// the four rows' next 16 inputs side by side, one 64-byte cache line per step:
+//     packed[b, c] = W[4b : 4b + 4, 16c : 16c + 16]          (blocks × chunks × 4 × 16 bytes, zero-padded)
+// so a product walks W front to back as one stream. Measured on a 2-core EPYC guest: 6 -> 10-12 GB/s on one core,
+// 9-11 -> 14-17 GB/s on two, against four row-major rows read side by side (four streams, 768 bytes apart).
+// Each output is summed in one order (two accumulators, inputs 16c..16c+7 and 16c+8..16c+15, then their sum)
+// whatever the batch size or the split over threads: the same bits on one core or many.
+// Blocks are split over torch's own threads (at::parallel_for). Built on first use by torch.utils.cpp_extension
+// (attnlab/layers/kernels/__init__.py); registered as torch.ops.attnlab_cpu.int8_linear.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <immintrin.h>
 
-#include <cmath>
-
 namespace {
+
+constexpr int64_t kRows = 4;     // rows of W in a block
+constexpr int64_t kChunk = 16;   // inputs of a row in one step of a block
+constexpr int64_t kLine = kRows * kChunk;
+constexpr int kGroup = 8;        // rows of x multiplied together by one row of a block (8 accumulators: registers)
+// How far ahead of the multiply-adds W is requested from memory: one core waiting for one line at a time reads a
+// few GB/s; asking 2 KiB ahead keeps enough reads in flight (1, 2 and 4 KiB measured: 2 and 4 alike, 1 slower).
+constexpr int64_t kPrefetchBytes = 2048;
 
 inline float horizontal_sum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -21,100 +34,99 @@ inline float horizontal_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_hadd_ps(s, s));
 }
 
-// How far ahead of the multiply-adds the rows of W are requested from memory. One core waiting for one cache line
-// at a time reads a few GB/s; asking for the lines 4 KiB ahead keeps enough reads in flight to approach the
-// machine's bandwidth (measured: 4.5 -> 6.5-8 GB/s on one core of a 2-core EPYC guest).
-constexpr int64_t kPrefetchBytes = 4096;
-
 inline void prefetch(const int8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-
-// s + Σ row[j] · x[j] for the last K mod 8 inputs, written as explicit fmas so that every path (and every thread
-// split, which decides the path of a row) rounds it alike
-inline float tail(const int8_t* row, const float* x, int64_t k, int64_t K, float s) {
-  for (; k < K; ++k) s = std::fma(float(row[k]), x[k], s);
-  return s;
-}
 
 // 8 int8 weights at w, widened to 8 floats
 inline __m256 load8(const int8_t* w) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w))));
 }
 
-// out[i] = Σ_k w[i·K + k] · x[k] for four consecutive rows of W: one load of x feeds four multiply-adds, and four
-// rows stream from memory at once (a single stream leaves the memory system idle between loads)
-inline void four_rows(const int8_t* w, const float* x, int64_t K, float* out) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {
-    if ((k & 63) == 0)
-      for (int i = 0; i < 4; ++i) prefetch(w + i * K + k + kPrefetchBytes);
-    const __m256 xv = _mm256_loadu_ps(x + k);
-    a0 = _mm256_fmadd_ps(load8(w + k), xv, a0);
-    a1 = _mm256_fmadd_ps(load8(w + K + k), xv, a1);
-    a2 = _mm256_fmadd_ps(load8(w + 2 * K + k), xv, a2);
-    a3 = _mm256_fmadd_ps(load8(w + 3 * K + k), xv, a3);
+// out[i] = Σ_k W[i, k] · x[k] for the four rows of the block at p (one row of x: decoding one sequence)
+inline void block_times_row(const int8_t* p, const float* x, int64_t chunks, float* out) {
+  __m256 acc[kRows];
+  for (int i = 0; i < kRows; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < chunks; ++c, p += kLine, x += kChunk) {
+    prefetch(p + kPrefetchBytes);
+    const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm256_fmadd_ps(load8(p + i * kChunk), x0, acc[i]);
+    for (int i = 0; i < kRows; ++i) acc[i] = _mm256_fmadd_ps(load8(p + i * kChunk + 8), x1, acc[i]);
   }
-  const __m256 acc[4] = {a0, a1, a2, a3};
-  for (int i = 0; i < 4; ++i) out[i] = tail(w + i * K, x, k, K, horizontal_sum(acc[i]));
+  for (int i = 0; i < kRows; ++i) out[i] = horizontal_sum(acc[i]);
 }
 
-// out[m · ldo] = Σ_k row[k] · x[m · K + k] for R rows of x (R ≤ 8): each 8 weights are widened once and used R times
+// out[m · kRows] = Σ_k W[i, k] · x[m, k] for one row i of a block (p: the block + 16 i) and R rows of x (decoding
+// a batch): each 16 weights are widened once and used R times; the block is in L1 after its first row
 template <int R>
-inline void row_times(const int8_t* row, const float* x, int64_t K, int64_t ldo, float* out) {
+inline void row_times_rows(const int8_t* p, const float* x, int64_t ldx, int64_t chunks, float* out) {
   __m256 acc[R];
   for (int m = 0; m < R; ++m) acc[m] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {  // (prefetching here measured no faster: R rows of x give the core enough to do)
-    const __m256 w = load8(row + k);
-    for (int m = 0; m < R; ++m) acc[m] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + m * K + k), acc[m]);
+  for (int64_t c = 0; c < chunks; ++c, p += kLine) {
+    prefetch(p + kPrefetchBytes);
+    const __m256 w0 = load8(p), w1 = load8(p + 8);
+    for (int m = 0; m < R; ++m) acc[m] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + m * ldx + c * kChunk), acc[m]);
+    for (int m = 0; m < R; ++m) acc[m] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + m * ldx + c * kChunk + 8), acc[m]);
   }
-  for (int m = 0; m < R; ++m) out[m * ldo] = tail(row, x + m * K, k, K, horizontal_sum(acc[m]));
+  for (int m = 0; m < R; ++m) out[m * kRows] = horizontal_sum(acc[m]);
 }
 
-// y[m, n] for rows n0 ≤ n < n1 of W, every m (unscaled)
-void rows_of_y(const int8_t* w, const float* x, int64_t M, int64_t N, int64_t K, float* y, int64_t n0, int64_t n1) {
-  int64_t n = n0;
-  if (M == 1)  // decoding one sequence: four rows of W at a time
-    for (; n + 4 <= n1; n += 4) four_rows(w + n * K, x, K, y + n);
-  for (; n < n1; ++n) {
-    for (int64_t m = 0; m < M; m += 8) {  // the row stays in L1 for every group of eight x rows after the first
-      const int8_t* row = w + n * K;
-      const float* xm = x + m * K;
-      float* o = y + m * N + n;
-      switch (std::min<int64_t>(8, M - m)) {
-        case 1: row_times<1>(row, xm, K, N, o); break;
-        case 2: row_times<2>(row, xm, K, N, o); break;
-        case 3: row_times<3>(row, xm, K, N, o); break;
-        case 4: row_times<4>(row, xm, K, N, o); break;
-        case 5: row_times<5>(row, xm, K, N, o); break;
-        case 6: row_times<6>(row, xm, K, N, o); break;
-        case 7: row_times<7>(row, xm, K, N, o); break;
-        default: row_times<8>(row, xm, K, N, o); break;
-      }
+// out[m · kRows + i] for the block at p, rows m0 ≤ m < m0 + r of x (r ≤ kGroup)
+void block_times_rows(const int8_t* p, const float* x, int64_t ldx, int64_t r, int64_t chunks, float* out) {
+  for (int i = 0; i < kRows; ++i) {
+    const int8_t* row = p + i * kChunk;
+    switch (r) {
+      case 1: row_times_rows<1>(row, x, ldx, chunks, out + i); break;
+      case 2: row_times_rows<2>(row, x, ldx, chunks, out + i); break;
+      case 3: row_times_rows<3>(row, x, ldx, chunks, out + i); break;
+      case 4: row_times_rows<4>(row, x, ldx, chunks, out + i); break;
+      case 5: row_times_rows<5>(row, x, ldx, chunks, out + i); break;
+      case 6: row_times_rows<6>(row, x, ldx, chunks, out + i); break;
+      case 7: row_times_rows<7>(row, x, ldx, chunks, out + i); break;
+      default: row_times_rows<8>(row, x, ldx, chunks, out + i); break;
+    }
+  }
+}
+
+// y[m, n] for the blocks b0 ≤ b < b1, every m, scaled
+void blocks_of_y(const int8_t* w, const float* x, int64_t ldx, const float* s, int64_t M, int64_t N,
+                 int64_t chunks, float* y, int64_t b0, int64_t b1) {
+  float out[kGroup * kRows];
+  for (int64_t b = b0; b < b1; ++b) {
+    const int8_t* p = w + b * chunks * kLine;
+    const int64_t n0 = b * kRows, rows = std::min<int64_t>(kRows, N - n0);  // the last block may be padding
+    for (int64_t m0 = 0; m0 < M; m0 += kGroup) {
+      const int64_t r = std::min<int64_t>(kGroup, M - m0);
+      if (M == 1)
+        block_times_row(p, x, chunks, out);  // the same sums as row_times_rows<1>, four rows streamed at once
+      else
+        block_times_rows(p, x + m0 * ldx, ldx, r, chunks, out);
+      for (int64_t m = 0; m < r; ++m)
+        for (int64_t i = 0; i < rows; ++i) y[(m0 + m) * N + n0 + i] = out[m * kRows + i] * s[n0 + i];
     }
   }
 }
 
 at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& scales) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "int8_linear: x must be (M, K) float32");
+  TORCH_CHECK(scales.dim() == 1 && scales.scalar_type() == at::kFloat, "int8_linear: scales must be (N,) float32");
+  const int64_t M = x.size(0), K = x.size(1), N = scales.size(0);
+  const int64_t blocks = (N + kRows - 1) / kRows, chunks = (K + kChunk - 1) / kChunk;
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kChar && weight.is_contiguous(),
-              "int8_linear: weight must be a contiguous (N, K) int8 tensor");
-  TORCH_CHECK(x.size(1) == weight.size(1), "int8_linear: x has ", x.size(1), " features, weight ", weight.size(1));
-  TORCH_CHECK(scales.dim() == 1 && scales.size(0) == weight.size(0) && scales.scalar_type() == at::kFloat,
-              "int8_linear: scales must be (N,) float32");
-  const at::Tensor xc = x.contiguous(), sc = scales.contiguous();
-  const int64_t M = xc.size(0), K = xc.size(1), N = weight.size(0);
-  at::Tensor y = at::empty({M, N}, xc.options());
+              "int8_linear: weight must be a contiguous int8 tensor packed by pack_int8");
+  TORCH_CHECK(weight.size(0) == blocks * kRows && weight.size(1) == chunks * kChunk, "int8_linear: x has ", K,
+              " features and scales ", N, " rows, so the packed weight must be (", blocks * kRows, ", ",
+              chunks * kChunk, "), got (", weight.size(0), ", ", weight.size(1), ")");
+  // K not a multiple of 16: x padded with zeros, as the packed rows are (0 · 0 adds nothing, inf or nan included)
+  const at::Tensor xc = K % kChunk ? at::constant_pad_nd(x, {0, chunks * kChunk - K}) : x.contiguous();
+  const at::Tensor sc = scales.contiguous();
+  at::Tensor y = at::empty({M, N}, x.options());
   const float* xp = xc.data_ptr<float>();
-  const int8_t* wp = weight.data_ptr<int8_t>();
   const float* sp = sc.data_ptr<float>();
+  const int8_t* wp = weight.data_ptr<int8_t>();
   float* yp = y.data_ptr<float>();
   // at least ~32 KiB of weights per thread: a small product is not worth waking the other threads
-  const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 15) / std::max<int64_t>(K, 1));
-  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
-    rows_of_y(wp, xp, M, N, K, yp, n0, n1);
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = n0; n < n1; ++n) yp[m * N + n] *= sp[n];
+  const int64_t grain = std::max<int64_t>(4, (int64_t(1) << 15) / (chunks * kLine));
+  at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
+    blocks_of_y(wp, xp, chunks * kChunk, sp, M, N, chunks, yp, b0, b1);
   });
   return y;
 }
