@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnlab.layers import kernels
-from attnlab.layers.quantized_linear import KERNEL_ROWS, Int8Linear, pack_int8, unpack_int8
+from attnlab.layers.quantized_linear import KERNEL_ROWS, Int8Linear, QuantizedLinear, pack_int8, unpack_int8
 
 pytestmark = pytest.mark.skipif(not kernels.ensure_int8_kernel(),
                                 reason=f"attnlab's int8 kernel cannot be built here: {kernels.int8_kernel_status()}")
@@ -73,6 +73,19 @@ def test_the_same_bits_on_one_thread_and_on_two(m):
         torch.set_num_threads(threads)
     assert torch.equal(one, two)
     assert torch.equal(q.matmul(x[-1:]), one[-1:])  # a row alone or in a batch: summed alike
+
+
+@pytest.mark.parametrize("shape", [(64,), (1, 64), (5, 64), (2, 3, 64)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_forward_s_short_path_is_the_checked_path(shape, bias):
+    """A decoding step's forward hands x (..., K) and the bias to the kernel: the same shape and bits as the
+    product and the bias added by torch."""
+    g = torch.Generator().manual_seed(6)
+    q = Int8Linear(torch.randn(40, 64, generator=g), torch.randn(40, generator=g) if bias else None)
+    x = torch.randn(*shape, generator=g)
+    fast = q(x)
+    assert fast.shape == (*shape[:-1], 40)
+    assert torch.equal(fast, QuantizedLinear.forward(q, x))
 
 
 def test_bf16_inputs_run_the_fp32_kernel_and_come_back_in_bf16():

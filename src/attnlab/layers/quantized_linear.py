@@ -132,6 +132,15 @@ class Int8Linear(QuantizedLinear):
     def dequantized(self) -> Tensor:
         return self.codes().float() * self.scales[:, None]
 
+    def forward(self, x: Tensor) -> Tensor:
+        # decoding's path, as little host work as a step allows: fp32 rows on the CPU straight to the kernel, which
+        # takes (..., K), scales and adds the bias itself; anything else goes the checked way
+        if (self.packed and x.dtype is torch.float32 and x.is_cpu and self.scales.dtype is torch.float32
+                and not (self.training and torch.is_grad_enabled()) and x.shape[-1] == self.in_features
+                and x.numel() <= KERNEL_ROWS * self.in_features and int8_kernel_ready()):
+            return torch.ops.attnlab_cpu.int8_linear.default(x, self.weight, self.scales, self.bias)
+        return super().forward(x)
+
     def matmul(self, x: Tensor) -> Tensor:
         if self.packed and x.device.type == "cpu" and int8_kernel_ready():
             return own_kernel_product(x, self)

@@ -59,12 +59,15 @@ def _build() -> None:
     _log.info("building attnlab's int8 CPU kernel (once; about a minute)")
     load_inline(_library_name(), cpp_sources=[SOURCE.read_text(encoding="utf-8")], is_python_module=False,
                 # -fopenmp: at::parallel_for is a template that runs on one thread unless OpenMP is on (torch's
-                # own libgomp is the one loaded, so the threads are torch's)
-                extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"], extra_ldflags=["-fopenmp"], verbose=False)
+                # own libgomp is the one loaded, so the threads are torch's); -ffp-contract=off: a scale and a bias
+                # rounded one after the other, as torch's two operations would
+                extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp", "-ffp-contract=off"], extra_ldflags=["-fopenmp"],
+                verbose=False)
 
     @torch.library.register_fake("attnlab_cpu::int8_linear")
-    def _(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:  # shapes for torch.compile
-        return x.new_empty(x.shape[0], scales.shape[0])
+    def _(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor,
+          bias: torch.Tensor | None = None) -> torch.Tensor:  # shapes for torch.compile
+        return x.new_empty(*x.shape[:-1], scales.shape[0])
 
 
 def ensure_int8_kernel() -> bool:

@@ -1,4 +1,5 @@
-// attnlab's CPU kernel for weight-only int8 linear maps: y = (x Wᵀ) · s, W int8 (N, K), s fp32 (N,), x fp32 (M, K).
+// attnlab's CPU kernel for weight-only int8 linear maps: y = (x Wᵀ) · s + b, W int8 (N, K), s and b fp32 (N,),
+// x fp32 (..., K).
 //
 // Decoding reads every weight once per token, so its speed is the speed at which W streams from memory. An int8
 // weight is a quarter of an fp32 one; this kernel reads each int8 weight once, widens it to fp32 in registers
@@ -17,6 +18,9 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <immintrin.h>
+
+#include <optional>
+#include <vector>
 
 namespace {
 
@@ -86,9 +90,9 @@ void block_times_rows(const int8_t* p, const float* x, int64_t ldx, int64_t r, i
   }
 }
 
-// y[m, n] for the blocks b0 ≤ b < b1, every m, scaled
-void blocks_of_y(const int8_t* w, const float* x, int64_t ldx, const float* s, int64_t M, int64_t N,
-                 int64_t chunks, float* y, int64_t b0, int64_t b1) {
+// y[m, n] for the blocks b0 ≤ b < b1, every m: the sum times the row's scale, plus its bias (b: null for none)
+void blocks_of_y(const int8_t* w, const float* x, int64_t ldx, const float* s, const float* bias, int64_t M,
+                 int64_t N, int64_t chunks, float* y, int64_t b0, int64_t b1) {
   float out[kGroup * kRows];
   for (int64_t b = b0; b < b1; ++b) {
     const int8_t* p = w + b * chunks * kLine;
@@ -100,38 +104,53 @@ void blocks_of_y(const int8_t* w, const float* x, int64_t ldx, const float* s, i
       else
         block_times_rows(p, x + m0 * ldx, ldx, r, chunks, out);
       for (int64_t m = 0; m < r; ++m)
-        for (int64_t i = 0; i < rows; ++i) y[(m0 + m) * N + n0 + i] = out[m * kRows + i] * s[n0 + i];
+        for (int64_t i = 0; i < rows; ++i) {
+          const float scaled = out[m * kRows + i] * s[n0 + i];  // rounded, then the bias added: as torch would
+          y[(m0 + m) * N + n0 + i] = bias ? scaled + bias[n0 + i] : scaled;
+        }
     }
   }
 }
 
-at::Tensor int8_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& scales) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "int8_linear: x must be (M, K) float32");
+// x (..., K) -> (..., N)
+at::Tensor int8_linear(const at::Tensor& x_in, const at::Tensor& weight, const at::Tensor& scales,
+                       const std::optional<at::Tensor>& bias) {
+  TORCH_CHECK(x_in.dim() >= 1 && x_in.scalar_type() == at::kFloat, "int8_linear: x must be (..., K) float32");
   TORCH_CHECK(scales.dim() == 1 && scales.scalar_type() == at::kFloat, "int8_linear: scales must be (N,) float32");
-  const int64_t M = x.size(0), K = x.size(1), N = scales.size(0);
+  const int64_t K = x_in.size(-1), N = scales.size(0);
+  const at::Tensor x = x_in.reshape({-1, K});
+  const int64_t M = x.size(0);
   const int64_t blocks = (N + kRows - 1) / kRows, chunks = (K + kChunk - 1) / kChunk;
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kChar && weight.is_contiguous(),
               "int8_linear: weight must be a contiguous int8 tensor packed by pack_int8");
   TORCH_CHECK(weight.size(0) == blocks * kRows && weight.size(1) == chunks * kChunk, "int8_linear: x has ", K,
               " features and scales ", N, " rows, so the packed weight must be (", blocks * kRows, ", ",
               chunks * kChunk, "), got (", weight.size(0), ", ", weight.size(1), ")");
+  TORCH_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == N && bias->scalar_type() == at::kFloat),
+              "int8_linear: bias must be None or (N,) float32");
   // K not a multiple of 16: x padded with zeros, as the packed rows are (0 · 0 adds nothing, inf or nan included)
   const at::Tensor xc = K % kChunk ? at::constant_pad_nd(x, {0, chunks * kChunk - K}) : x.contiguous();
   const at::Tensor sc = scales.contiguous();
-  at::Tensor y = at::empty({M, N}, x.options());
+  const at::Tensor bc = bias ? bias->contiguous() : at::Tensor();
+  std::vector<int64_t> shape(x_in.sizes().begin(), x_in.sizes().end());
+  shape.back() = N;
+  at::Tensor y = at::empty(shape, x.options());
   const float* xp = xc.data_ptr<float>();
   const float* sp = sc.data_ptr<float>();
+  const float* bp = bias ? bc.data_ptr<float>() : nullptr;
   const int8_t* wp = weight.data_ptr<int8_t>();
   float* yp = y.data_ptr<float>();
   // at least ~32 KiB of weights per thread: a small product is not worth waking the other threads
   const int64_t grain = std::max<int64_t>(4, (int64_t(1) << 15) / (chunks * kLine));
   at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
-    blocks_of_y(wp, xp, chunks * kChunk, sp, M, N, chunks, yp, b0, b1);
+    blocks_of_y(wp, xp, chunks * kChunk, sp, bp, M, N, chunks, yp, b0, b1);
   });
   return y;
 }
 
 }  // namespace
 
-TORCH_LIBRARY(attnlab_cpu, m) { m.def("int8_linear(Tensor x, Tensor weight, Tensor scales) -> Tensor"); }
+TORCH_LIBRARY(attnlab_cpu, m) {
+  m.def("int8_linear(Tensor x, Tensor weight, Tensor scales, Tensor? bias=None) -> Tensor");
+}
 TORCH_LIBRARY_IMPL(attnlab_cpu, CPU, m) { m.impl("int8_linear", &int8_linear); }
