@@ -15,7 +15,7 @@ from torch import Tensor
 from attnlab.functional.logit_options import softcap as cap_scores
 from attnlab.functional.logit_options import softmax_with_sinks
 from attnlab.functional.masks import open_empty_rows, rows_with_keys
-from attnlab.functional.single_query import softmax_last, weighted_values
+from attnlab.functional.single_query import query_key_products, softmax_last, weighted_values
 
 
 def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None = None,
@@ -25,7 +25,7 @@ def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | No
 
     A bool mask writes ``-inf`` where attention is forbidden; a float mask is added (after the cap, as Gemma 2 does).
     """
-    scores = query @ key.transpose(-2, -1)
+    scores = query_key_products(query, key)  # query @ key.transpose(-2, -1)
     scores.mul_(scale)  # in place: the matmul's backward needs q and k, not this product
     scores = cap_scores(scores, softcap)
     if mask is None:

@@ -43,7 +43,7 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     if backend != "auto":
         chosen = resolve_backend(backend, backend, return_weights)
-    elif query.device.type == "cpu":  # the rule's answer for these facts, asked once (a decoding loop asks often)
+    elif query.is_cpu:  # the rule's answer for these facts, asked once (a decoding loop asks often)
         chosen = _cpu_choice(*_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
                                      softcap is not None, sinks is not None))
     else:
@@ -61,8 +61,8 @@ def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: 
     soft-capped scores (or sinks over many) on CUDA need it: the answer imports triton and queries the GPU (once per
     device).
     """
-    call = AttentionCall(query.device.type, *_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
-                                                     softcap, sinks))
+    call = _call(query.device.type, _facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap,
+                                           sinks))
     if call.device == "cuda" and (needs_own_scores(call) or flash_measured_faster(call)):
         from attnlab.functional.flash import flash_can_run
 
@@ -73,18 +73,24 @@ def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: 
 def _facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
            return_weights: bool, softcap: bool, sinks: bool) -> tuple:
     """:class:`AttentionCall`'s fields after ``device``: ``(t_q, t_k, dropout, return_weights, dtype, mask, flash
-    (False: not probed), softcap, sinks)``."""
+    (False: not probed), softcap, sinks)``, the dtype as it is (:func:`_call` names it: naming it at every call would
+    cost more than the cached choice saves)."""
     mask = ("causal" if is_causal else "none") if attn_mask is None else \
         ("bool" if attn_mask.dtype == torch.bool else "float")
-    return (query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights, str(query.dtype).removeprefix("torch."),
-            mask, False, softcap, sinks)
+    return (query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights, query.dtype, mask, False, softcap, sinks)
+
+
+def _call(device: str, facts: tuple) -> AttentionCall:
+    """The :class:`AttentionCall` of :func:`_facts` on ``device``, the dtype named as torch names it."""
+    t_q, t_k, dropout, weights, dtype, *rest = facts
+    return AttentionCall(device, t_q, t_k, dropout, weights, str(dtype).removeprefix("torch."), *rest)
 
 
 @functools.lru_cache(maxsize=4096)
 def _cpu_choice(*facts: object) -> str:
     """What ``"auto"`` runs on a CPU for :func:`_facts` (nothing to probe there: the rule is a pure function of
     them)."""
-    return choose_backend(AttentionCall("cpu", *facts))
+    return choose_backend(_call("cpu", facts))
 
 
 def check_options(dropout_p: float, scale: float | None, backend: str, softcap: float | None = None) -> None:

@@ -3,8 +3,11 @@
 A decoding step with a cache multiplies ``(..., 1, Tk)`` weights by ``(..., Tk, hd)`` values, one small product per
 row and head. At beam search's sizes (256 rows × 4 heads, Tk 1-12, hd 16) the batched matmul spends more on each
 product's setup than on its arithmetic; an elementwise product summed over the keys is one pass over the values,
-2-3x faster. With few products, a long row or wide heads the matmul is as fast or faster (a GPT decoding one
-sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are equal (tested).
+2-3x faster. The scores before them, ``(..., 1, hd)`` by ``(..., Tk, hd)`` transposed, are as small: torch's CPU
+matmul runs them in its scalar loop for tiny products (contraction · rows · columns under 400), where a product
+summed over ``hd`` is one vectorised pass. With few products, a long row or wide heads the matmul is as fast or
+faster (a GPT decoding one sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are
+equal (tested).
 
 torch's CPU softmax over a short last axis (fewer entries than one SIMD register holds) runs a scalar loop, several
 times slower than over a leading axis: :func:`softmax_last` moves the axis to the front there.
@@ -24,13 +27,26 @@ MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
 SHORT_ROW, MANY_ROWS = 8, 64
 
 
+def _many_short_products(one: Tensor, other: Tensor) -> bool:
+    """Whether ``one (..., 1, n)`` times ``other (..., Tk, hd)`` (one query's row, many times over) is faster
+    elementwise: on a CPU, in one dtype (autocast casts a matmul's operands; a product would promote them instead),
+    rows and heads many, ``Tk`` and ``hd`` short."""
+    return (one.shape[-2] == 1 and one.is_cpu and one.dtype == other.dtype
+            and max(other.shape[-2:]) <= SHORT_PRODUCT and one.numel() >= MANY_PRODUCTS * one.shape[-1])
+
+
+def query_key_products(query: Tensor, key: Tensor) -> Tensor:
+    """``query @ key.transpose(-2, -1)``: ``(..., Tq, hd)`` and ``(..., Tk, hd)`` -> ``(..., Tq, Tk)``, batch axes
+    broadcast."""
+    if _many_short_products(query, key) and not torch.is_autocast_enabled("cpu"):
+        return (query * key).sum(-1).unsqueeze(-2)  # (..., 1, hd) · (..., Tk, hd) summed over hd: (..., 1, Tk)
+    return query @ key.transpose(-2, -1)
+
+
 def weighted_values(weights: Tensor, value: Tensor) -> Tensor:
     """``weights @ value``: ``(..., Tq, Tk)`` and ``(..., Tk, hd)`` -> ``(..., Tq, hd)``, batch axes broadcast."""
-    if (weights.shape[-2] == 1 and weights.device.type == "cpu" and weights.dtype == value.dtype
-            and max(value.shape[-2:]) <= SHORT_PRODUCT and weights.numel() >= MANY_PRODUCTS * weights.shape[-1]):
-        # (..., Tk, 1) · (..., Tk, hd) summed over the keys: weights of equal dtype only (autocast casts a matmul's
-        # operands; a product would promote them instead)
-        return (weights.transpose(-2, -1) * value).sum(-2, keepdim=True)
+    if _many_short_products(weights, value):
+        return (weights.transpose(-2, -1) * value).sum(-2, keepdim=True)  # (..., Tk, 1) · (..., Tk, hd) over Tk
     return weights @ value
 
 
@@ -38,6 +54,6 @@ def softmax_last(scores: Tensor) -> Tensor:
     """``torch.softmax(scores, dim=-1)``; on a CPU, for many rows of fewer than :data:`SHORT_ROW` entries, over the
     entries moved to the front (torch makes that copy contiguous: a few kilobytes for a decoding step)."""
     short = scores.shape[-1] < SHORT_ROW and scores.numel() >= MANY_ROWS * scores.shape[-1]
-    if scores.device.type != "cpu" or not short:
+    if not scores.is_cpu or not short:  # is_cpu: device.type builds a string at every call
         return torch.softmax(scores, dim=-1)
     return torch.softmax(scores.movedim(-1, 0), dim=0).movedim(0, -1)

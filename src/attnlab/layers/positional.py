@@ -68,7 +68,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         _check_positions(x, self.d_model, self.context_length, offset, type(self).__name__)
-        return x + self.pe[offset : offset + x.shape[1]].to(x.dtype)
+        pe = self.pe[offset : offset + x.shape[1]]
+        return x + (pe if pe.dtype == x.dtype else pe.to(x.dtype))  # .to() parses its arguments even when a no-op
 
 
 class LearnedPositionalEmbedding(nn.Module):
