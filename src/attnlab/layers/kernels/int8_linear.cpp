@@ -10,8 +10,8 @@
 //     packed[b, c] = W[4b : 4b + 4, 16c : 16c + 16]          (blocks × chunks × 4 × 16 bytes, zero-padded)
 // so a product walks W front to back as one stream. Measured on a 2-core EPYC guest: 6 -> 10-12 GB/s on one core,
 // 9-11 -> 14-17 GB/s on two, against four row-major rows read side by side (four streams, 768 bytes apart).
-// Each output is summed in one order (two accumulators, inputs 16c..16c+7 and 16c+8..16c+15, then their sum)
-// whatever the batch size or the split over threads: the same bits on one core or many.
+// Each output is summed in one order (one 8-lane accumulator: inputs 16c..16c+7, then 16c+8..16c+15, chunk by
+// chunk; then its lanes) whatever the batch size or the split over threads: the same bits on one core or many.
 // Blocks are split over torch's own threads (at::parallel_for). Built on first use by torch.utils.cpp_extension
 // (attnlab/layers/kernels/__init__.py); registered as torch.ops.attnlab_cpu.int8_linear.
 #include <ATen/ATen.h>
