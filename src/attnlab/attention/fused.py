@@ -73,9 +73,11 @@ def stacking(linears: tuple[nn.Module, ...]) -> Callable[..., Callable[[Tensor],
     kind = type(linears[0])
     if not all(calls_only_forward(m, kind) for m in linears):
         return None
-    if kind is nn.Linear:
-        return lambda *maps: StackedLinear(*stack_linears(*maps))
-    return getattr(kind, "stack", None)
+    return _stack_plain if kind is nn.Linear else getattr(kind, "stack", None)
+
+
+def _stack_plain(*linears: nn.Linear) -> StackedLinear:
+    return StackedLinear(*stack_linears(*linears))
 
 
 def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
