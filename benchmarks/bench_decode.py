@@ -38,9 +38,9 @@ import torch
 from attnlab.bench.decoding import bytes_per_step, step_limit
 from attnlab.bench.machine import machine_facts, matmul_gflops, read_bandwidth
 from attnlab.files import atomic_write_text
+from attnlab.functional.kernels import cpu_kernels_status
 from attnlab.generation import generate
 from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
-from attnlab.layers.kernels import int8_kernel_status
 from attnlab.layers.quantized_linear import int8_kernel_pays
 from attnlab.models import quantize
 
@@ -223,9 +223,9 @@ def write(args, facts, matmul, read, speed: list[dict], qual: list[dict], load: 
              facts.summary(), "",
              f"- Limits measured in this run: memory read **{read.value:.1f} GB/s** ({read.what}, best of the "
              f"repeats; median {read.median:.1f}); fp32 matmul **{matmul.value:.0f} GFLOP/s**.",
-             f"- Load when the run started: `{load}`. Threads: {torch.get_num_threads()}. int8 products: "
-             f"{int8_kernel_status()}. `THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', '')}` (2 MiB "
-             "pages for large tensors, in both libraries).",
+             f"- Load when the run started: `{load}`. Threads: {torch.get_num_threads()}. int8 and few-row fp32 "
+             f"products: {cpu_kernels_status()}. `THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', '')}` "
+             "(2 MiB pages for large tensors, in both libraries).",
              f"- Greedy decoding, prompt {args.prompt} tokens, {args.new} new tokens (fewer where {args.repeats} runs "
              f"would take over {args.case_budget:.0f} s: \"new tokens\"); median of {args.repeats} runs after a "
              "warm-up. \"of limit\": steps/s over read bandwidth / bytes of weights read per step (for the variant's "

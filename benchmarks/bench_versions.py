@@ -1,12 +1,16 @@
 """Two versions of attnlab timed against each other, interleaved: did a change make a measured case slower?
 
-    .venv/bin/python benchmarks/bench_versions.py --base main                  # every case, 10 rounds
+    .venv/bin/python benchmarks/bench_versions.py --base main                  # every case, 12 rounds
     .venv/bin/python benchmarks/bench_versions.py --base HEAD~1 --cases mha_block,generate_cache --rounds 20
 
 The base's ``src/`` is taken from git (``git archive``), this tree's from the working copy. Each version runs in
-one long-lived process with one torch thread; the two take turns, round by round (the order alternating), so a
-busy machine slows both alike and the ratio new/base holds where the absolute times do not. Each call is timed
-in the worker's CPU seconds (``time.process_time``), so the time it spends waiting for a busy core is left out.
+``--workers`` long-lived processes with one torch thread; the versions take turns, round by round (the order
+alternating), so a busy machine slows both alike and the ratio new/base holds where the absolute times do not.
+Round ``r`` goes to each side's worker ``r mod workers``: a process keeps its own speed for its whole life (where
+its memory happened to land), and one worker per side made the same code differ by up to 8 % between runs (the
+same commit against itself, ``--base HEAD`` on a clean tree: 0.92 to 1.03), which several workers average out
+(four: 0.985 to 1.013). Each call is timed in the worker's CPU seconds (``time.process_time``), so the time it
+spends waiting for a busy core is left out.
 The cases are the measured figures that ``MultiHeadAttention`` and the decoding loop serve:
 
 * ``mha_block``: benchmarks/results/attention.md, the MHA block (d_model 768, 12 heads, T=1024, eval);
@@ -146,19 +150,20 @@ def spawn(src: Path) -> subprocess.Popen:
                             text=True, env=env, cwd=tempfile.gettempdir())
 
 
-def compare(base_src: Path, cases: list[str], rounds: int, reps: int) -> dict[str, dict[str, list[float]]]:
-    procs = {"base": spawn(base_src), "new": spawn(ROOT / "src")}
+def compare(base_src: Path, cases: list[str], rounds: int, reps: int,
+            workers: int = 1) -> dict[str, dict[str, list[float]]]:
+    procs = {"base": [spawn(base_src) for _ in range(workers)], "new": [spawn(ROOT / "src") for _ in range(workers)]}
     times: dict[str, dict[str, list[float]]] = {c: {"base": [], "new": []} for c in cases}
     try:
         for r in range(rounds):
             for case in cases:
                 for side in ("base", "new") if r % 2 == 0 else ("new", "base"):
-                    proc = procs[side]
+                    proc = procs[side][r % workers]
                     proc.stdin.write(f"{case} {reps}\n")
                     proc.stdin.flush()
                     times[case][side] += json.loads(proc.stdout.readline())
     finally:
-        for proc in procs.values():
+        for proc in procs["base"] + procs["new"]:
             proc.stdin.close()
             proc.wait()
     return times
@@ -168,8 +173,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="main", help="the git revision to compare against [main]")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
-    parser.add_argument("--rounds", type=int, default=10, help="turns each version takes per case [10]")
+    parser.add_argument("--rounds", type=int, default=12, help="turns each version takes per case [12]")
     parser.add_argument("--reps", type=int, default=3, help="timed calls per turn [3]")
+    parser.add_argument("--workers", type=int, default=4, help="processes per version, taking rounds in turn [4]")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -182,7 +188,7 @@ def main() -> None:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src"], capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        times = compare(Path(tmp) / "src", cases, args.rounds, args.reps)
+        times = compare(Path(tmp) / "src", cases, args.rounds, args.reps, args.workers)
     print(f"| case | {args.base} ms | this tree ms | this / {args.base} |\n|---|---|---|---|")
     for case, sides in times.items():
         base, new = statistics.median(sides["base"]), statistics.median(sides["new"])

@@ -135,12 +135,25 @@ def test_sample_with_a_sink_cache_is_generate_with_it(hf_dirs):
     (False, True, None)])
 def test_sample_in_int8_says_what_the_user_waits_for(hf_dirs, monkeypatch, to_build, ready, note):
     """The kernel's one-time build is announced before the wait, and torch's slower kernels after, with why."""
-    from attnlab.layers import kernels
+    from attnlab.functional import kernels
 
-    monkeypatch.setattr(kernels, "int8_kernel_to_build", lambda: to_build)
-    monkeypatch.setattr(kernels, "int8_kernel_ready", lambda: ready)
+    monkeypatch.setattr(kernels, "cpu_kernels_to_build", lambda: to_build)
+    monkeypatch.setattr(kernels, "cpu_kernels_ready", lambda: ready)
     monkeypatch.setitem(kernels._status, "why", "ATTNLAB_CPU_KERNELS=0 is set")
     r = CliRunner().invoke(main, ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "4",
                                   "--temperature", "0", "--quantize", "int8"], catch_exceptions=False)
     assert r.exit_code == 0 and r.stdout.startswith("To be")
     assert [line for line in r.stderr.splitlines() if "int8" in line] == ([note] if note else [])
+
+
+@pytest.mark.parametrize("to_build", [True, False])
+def test_sample_in_fp32_on_the_cpu_announces_the_kernels_build(hf_dirs, monkeypatch, to_build):
+    """fp32 decoding on a CPU runs attnlab's kernel, which generate builds the first time: said before the wait."""
+    from attnlab.functional import kernels
+
+    monkeypatch.setattr(kernels, "cpu_kernels_to_build", lambda: to_build)
+    r = CliRunner().invoke(main, ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "4",
+                                  "--temperature", "0"], catch_exceptions=False)
+    assert r.exit_code == 0 and r.stdout.startswith("To be")
+    note = "note: building attnlab's CPU kernels, once for this machine (about a minute)"
+    assert (note in r.stderr.splitlines()) == to_build

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.functional.kernels import cpu_kernels_status, ensure_cpu_kernels
 from attnlab.generation import generate
 from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
-from attnlab.layers.kernels import ensure_int8_kernel, int8_kernel_status
 from attnlab.layers.quantized_linear import Int4Linear, Int8Linear
 from attnlab.models import GPT, SCHEMES, GPTConfig, ModernDecoder, ModernDecoderConfig, is_quantized, quantize
 from attnlab.models.quantize import linears
@@ -44,10 +44,10 @@ def hand_int4(w, group):
 def test_int8_linear_is_the_hand_quantized_product(shape, kernel, monkeypatch):
     """Every way of multiplying: attnlab's kernel (where it builds), torch's int8 kernel (taken on AVX-512 where
     ours is not built) and the converted weight (elsewhere)."""
-    if kernel == "attnlab" and not ensure_int8_kernel():
-        pytest.skip(f"attnlab's int8 kernel is not built here: {int8_kernel_status()}")
+    if kernel == "attnlab" and not ensure_cpu_kernels():
+        pytest.skip(f"attnlab's int8 kernel is not built here: {cpu_kernels_status()}")
     if kernel != "attnlab":
-        monkeypatch.setattr("attnlab.layers.quantized_linear.int8_kernel_ready", lambda: False)
+        monkeypatch.setattr("attnlab.layers.quantized_linear.cpu_kernels_ready", lambda: False)
     monkeypatch.setattr("attnlab.layers.quantized_linear.int8_kernel_pays", lambda: kernel == "aten")
     g = torch.Generator().manual_seed(0)
     w, b, x = torch.randn(*shape, generator=g), torch.randn(shape[0], generator=g), torch.randn(3, 5, shape[1])

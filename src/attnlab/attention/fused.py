@@ -25,9 +25,10 @@ from contextvars import ContextVar
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
+
+from attnlab.functional.linear import linear
 
 _ATTRIBUTE = "_fused_inference"  # where the stacked copy lives on the module: not a parameter, not saved
 _SPANS = itertools.count(1)
@@ -64,7 +65,7 @@ class StackedLinear(NamedTuple):
     bias: Tensor | None
 
     def __call__(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)
 
 
 def stacking(linears: tuple[nn.Module, ...]) -> Callable[..., Callable[[Tensor], Tensor]] | None:

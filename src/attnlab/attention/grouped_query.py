@@ -47,6 +47,7 @@ from attnlab.attention.checks import as_batched, check_length, check_module_opti
 from attnlab.attention.fused import fused_map
 from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
 from attnlab.functional.backends import KERNELS
+from attnlab.functional.linear import Linear
 from attnlab.functional.logit_options import check_softcap
 
 #: where ``qk_norm`` normalises: each head's vector, or the whole projection
@@ -140,7 +141,7 @@ class GroupedQueryAttention(nn.Module):
         self.W_query = nn.Linear(d_in, num_heads * head_dim, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, num_kv_heads * head_dim, bias=qkv_bias)    # num_kv_heads only: the cache
         self.W_value = nn.Linear(d_in, num_kv_heads * head_dim, bias=qkv_bias)  # holds these, nothing more
-        self.out_proj = nn.Linear(num_heads * head_dim, d_out, bias=out_bias)
+        self.out_proj = Linear(num_heads * head_dim, d_out, bias=out_bias)
         self.dropout = nn.Dropout(dropout)
         self.qk_norm, self.softcap, self.scale = qk_norm, softcap, scale
         if qk_norm is not None:

@@ -23,6 +23,7 @@ from attnlab.attention.causal import CausalAttention
 from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
 from attnlab.attention.fused import calls_only_forward, fused_map, stack_linears
 from attnlab.functional import Backend, and_masks, attend
+from attnlab.functional.linear import Linear
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -123,7 +124,7 @@ class MultiHeadAttention(nn.Module):
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = nn.Linear(d_out, d_out, bias=out_bias)  # mixes what the heads found
+        self.out_proj = Linear(d_out, d_out, bias=out_bias)  # mixes what the heads found
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,

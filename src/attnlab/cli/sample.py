@@ -66,6 +66,8 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
         if scheme is not None:
             model = quantized(model, scheme)
+        elif dtype == "fp32" and next(model.parameters()).device.type == "cpu":
+            announce_fp32_kernel()
         if len(prompts) > 1:
             if compile_:
                 raise ValueError(tr("--compile decodes one prompt; several prompts (a padded batch) need no "
@@ -107,16 +109,24 @@ def noted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return result
 
 
+def announce_fp32_kernel() -> None:
+    """fp32 decoding on a CPU runs attnlab's kernel, built by ``generate`` the first time: say so before the wait."""
+    from attnlab.functional import kernels
+
+    if kernels.cpu_kernels_to_build():
+        click.echo(tr("note: building attnlab's CPU kernels, once for this machine (about a minute)"), err=True)
+
+
 def quantized(model: Any, scheme: str) -> Any:
     """``quantize(model, scheme)``, saying what a user waits for or gets: the int8 kernel's one-time build, or
     torch's slower kernels where it cannot be built."""
-    from attnlab.layers import kernels
+    from attnlab.functional import kernels
 
     on_cpu = next(model.parameters()).device.type == "cpu"
-    if on_cpu and scheme == "int8" and kernels.int8_kernel_to_build():
+    if on_cpu and scheme == "int8" and kernels.cpu_kernels_to_build():
         click.echo(tr("note: building attnlab's int8 CPU kernel, once for this machine (about a minute)"), err=True)
     model = quantize(model.eval(), scheme)
-    if on_cpu and scheme == "int8" and not kernels.int8_kernel_ready():
-        click.echo(tr("note: int8 products run on {status}", status=kernels.int8_kernel_status()), err=True)
+    if on_cpu and scheme == "int8" and not kernels.cpu_kernels_ready():
+        click.echo(tr("note: int8 products run on {status}", status=kernels.cpu_kernels_status()), err=True)
     return model
 

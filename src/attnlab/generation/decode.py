@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnlab.functional.kernels import ensure_cpu_kernels
+from attnlab.functional.linear import KERNEL_ROWS
 from attnlab.generation.compiled_decode import decode_compiled
 from attnlab.generation.loop import PositionTableWarning, decode_loop, last_logits, position_limit
 from attnlab.generation.ragged import encode_prompts, left_pad, unpad
@@ -91,6 +93,9 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     warn_if_cropped(model, idx.shape[1], max_new_tokens)
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
+    weight = next(model.parameters())
+    if weight.is_cpu and weight.dtype == torch.float32 and idx.shape[0] <= KERNEL_ROWS:
+        ensure_cpu_kernels()  # fp32 products of a few rows: attnlab's kernel (built once, about a minute)
     step = functools.partial(last_logits, model)
     kind = {"int8": True} if int8_cache else {}
     if sink_tokens is not None:

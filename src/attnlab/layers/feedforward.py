@@ -14,6 +14,8 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.functional.linear import Linear
+
 Activation = Literal["relu", "gelu", "gelu_tanh"]
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
@@ -51,8 +53,8 @@ class FeedForward(nn.Module):
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"FeedForward: dropout must be in [0, 1), got {dropout!r}")
         self.activation = activation
-        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.linear1 = Linear(d_model, d_ff, bias=bias)
+        self.linear2 = Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

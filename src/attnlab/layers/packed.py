@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.functional.linear import Linear
 from attnlab.layers.feedforward import FeedForward, activate
 
 _POST_OPS = {"none": ("none", ""), "relu": ("relu", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
@@ -82,7 +83,7 @@ def pack_linears(module: nn.Module) -> nn.Module:
     """
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is nn.Linear:
+            if type(child) in (nn.Linear, Linear):
                 fuse = parent.activation if isinstance(parent, FeedForward) and name == "linear1" else "none"
                 setattr(parent, name, PackedLinear.from_linear(child, activation=fuse))
     return module

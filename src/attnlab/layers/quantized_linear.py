@@ -8,7 +8,7 @@ scale (int8: one per row; int4: one scale and one offset per group of ``group_si
     int4 (asymmetric, per group): q = round((W − m) / s) ∈ [0, 15],  s = (max − min) / 15,  W ≈ q · s + m
 
 The products read the small weights and scale inside the kernel. int8 on a CPU runs attnlab's own AVX2 kernel
-(:mod:`attnlab.layers.kernels`, built on first use), since torch vectorizes its int8 kernel
+(:mod:`attnlab.functional.kernels`, built on first use), since torch vectorizes its int8 kernel
 (``aten._weight_int8pack_mm``) for AVX-512 only; where ours cannot be built, torch's is used on AVX-512 and
 elsewhere the int8 weight is converted to the input's dtype and multiplied (the same numbers;
 :func:`int8_kernel_pays`). int4 runs ``aten._weight_int4pack_mm_for_cpu``. Why not torchao: see docs/decoding.md.
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import plain
-from attnlab.layers.kernels import ensure_int8_kernel, int8_kernel_ready
+from attnlab.functional.kernels import cpu_kernels_ready, ensure_cpu_kernels
 
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # what torch's int4 kernel packs
 # attnlab's int8 kernel serves up to this many rows of x (decoding, a prompt); a longer prompt widens W block by
@@ -101,7 +101,7 @@ class Int8Linear(QuantizedLinear):
     def store(self, codes: Tensor, scales: Tensor) -> None:
         """Keep ``codes (N, K)`` and ``scales (N,)``: as the kernel reads them where it runs (built once per machine,
         loaded once per process), row by row elsewhere."""
-        self.packed = codes.device.type == "cpu" and ensure_int8_kernel()
+        self.packed = codes.device.type == "cpu" and ensure_cpu_kernels()
         self.register_buffer("weight", pack_int8(codes) if self.packed else codes)
         self.register_buffer("scales", scales)
 
@@ -137,12 +137,12 @@ class Int8Linear(QuantizedLinear):
         # takes (..., K), scales and adds the bias itself; anything else goes the checked way
         if (self.packed and x.dtype is torch.float32 and x.is_cpu and self.scales.dtype is torch.float32
                 and not (self.training and torch.is_grad_enabled()) and x.shape[-1] == self.in_features
-                and x.numel() <= KERNEL_ROWS * self.in_features and int8_kernel_ready()):
+                and x.numel() <= KERNEL_ROWS * self.in_features and cpu_kernels_ready()):
             return torch.ops.attnlab_cpu.int8_linear.default(x, self.weight, self.scales, self.bias)
         return super().forward(x)
 
     def matmul(self, x: Tensor) -> Tensor:
-        if self.packed and x.device.type == "cpu" and int8_kernel_ready():
+        if self.packed and x.device.type == "cpu" and cpu_kernels_ready():
             return own_kernel_product(x, self)
         if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and int8_kernel_pays():
             return torch.ops.aten._weight_int8pack_mm(x.contiguous(), self.codes(), self.scales.to(x.dtype))

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int, expect_one_of
 from attnlab.attention.fused import fused_map
+from attnlab.functional.linear import Linear
 
 #: what may gate: SiLU (SwiGLU: Llama, Qwen, Mistral, Phi-3) or GELU's tanh form (GeGLU: Gemma)
 GATES = {"silu": F.silu, "gelu_tanh": partial(F.gelu, approximate="tanh")}
@@ -44,7 +45,7 @@ class SwiGLU(nn.Module):
         self.activation = activation
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
-        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
+        self.down_proj = Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.gate_proj.in_features:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
+from attnlab.functional.linear import Linear
 from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
 from attnlab.models.config import Presets, common_checks
@@ -101,7 +102,7 @@ class GPT(LanguageModel):
             for i in range(c.num_layers)
         )
         self.ln_f = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)  # pre-LN needs a last norm
-        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.head = Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
         self.init_weights(residual_projections="linear2")

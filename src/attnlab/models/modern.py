@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
+from attnlab.functional.linear import Linear
 from attnlab.functional.logit_options import softcap
 from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
@@ -227,7 +228,7 @@ class ModernDecoder(LanguageModel):
             for i in range(c.num_layers)
         )
         self.norm_f = RMSNorm(c.d_model, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
-        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.head = Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight
         self.init_weights(residual_projections="down_proj")

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
+from attnlab.functional.linear import Linear
 from attnlab.functional.masks import key_mask
 from attnlab.i18n import tr
 from attnlab.layers import DecoderBlock, LayerNorm, SinusoidalPositionalEncoding, TransformerBlock
@@ -89,7 +90,7 @@ class Transformer(nn.Module):
         final = c.has_final_norm
         self.encoder_norm = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias) if final else None
         self.decoder_norm = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias) if final else None
-        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.head = Linear(c.d_model, c.vocab_size, bias=False)
         self.head.weight = self.embedding.weight  # tied: one matrix reads and writes tokens
         self._init_weights()
 

@@ -1,4 +1,4 @@
-"""attnlab's int8 CPU kernel (``layers/kernels``) against a float64 product written here: every path through it
+"""attnlab's int8 CPU kernel (``functional/kernels``) against a float64 product written here: every path through it
 (a block of four rows of W for one x row, one row of a block against up to four x rows, K and N not multiples of
 the layout's 16 and 4, the widened blocks for a prompt), the packed layout, the same bits on any number of threads
 and at any batch size, torch.compile, and the fallbacks."""
@@ -6,11 +6,11 @@ and at any batch size, torch.compile, and the fallbacks."""
 import pytest
 import torch
 
-from attnlab.layers import kernels
+from attnlab.functional import kernels
 from attnlab.layers.quantized_linear import KERNEL_ROWS, Int8Linear, QuantizedLinear, pack_int8, unpack_int8
 
-pytestmark = pytest.mark.skipif(not kernels.ensure_int8_kernel(),
-                                reason=f"attnlab's int8 kernel cannot be built here: {kernels.int8_kernel_status()}")
+pytestmark = pytest.mark.skipif(not kernels.ensure_cpu_kernels(),
+                                reason=f"attnlab's int8 kernel cannot be built here: {kernels.cpu_kernels_status()}")
 
 
 def reference(x, q):
@@ -121,8 +121,8 @@ def test_a_failed_build_warns_once_and_falls_back(monkeypatch):
     monkeypatch.setattr(kernels, "_status", {"tried": False, "ready": False, "why": "not built yet"})
     monkeypatch.setattr(kernels, "_build", lambda: (_ for _ in ()).throw(OSError("no such file: c++")))
     with pytest.warns(RuntimeWarning, match=r"could not be built \(the build failed: OSError"):
-        assert kernels.ensure_int8_kernel() is False
-    assert kernels.ensure_int8_kernel() is False  # asked again: no second build, no second warning
-    assert "the build failed" in kernels.int8_kernel_status()
+        assert kernels.ensure_cpu_kernels() is False
+    assert kernels.ensure_cpu_kernels() is False  # asked again: no second build, no second warning
+    assert "the build failed" in kernels.cpu_kernels_status()
     x, q = case(2, 8, 16)
     torch.testing.assert_close(q.matmul(x).double(), reference(x, q), rtol=1e-5, atol=1e-5)

@@ -13,7 +13,7 @@
 // Each output is summed in one order (one 8-lane accumulator: inputs 16c..16c+7, then 16c+8..16c+15, chunk by
 // chunk; then its lanes) whatever the batch size or the split over threads: the same bits on one core or many.
 // Blocks are split over torch's own threads (at::parallel_for). Built on first use by torch.utils.cpp_extension
-// (attnlab/layers/kernels/__init__.py); registered as torch.ops.attnlab_cpu.int8_linear.
+// (attnlab/functional/kernels/__init__.py); registered as torch.ops.attnlab_cpu.int8_linear.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>

@@ -1,13 +1,20 @@
 """attnlab's own CPU kernels, compiled from C++ the first time they are needed and cached by PyTorch.
 
-One kernel today: ``torch.ops.attnlab_cpu.int8_linear`` (``int8_linear.cpp``), the weight-only int8 product that
-decoding on a CPU is bound by. torch's own int8 kernel is vectorized for AVX-512 only, and on the AVX2 CPUs most
-machines have it runs a scalar loop; torchao's CPU path converts the whole weight to fp32 on every call
-(docs/decoding.md has the measurements). The build uses ``torch.utils.cpp_extension``: a C++ compiler and ninja,
-about a minute once, then a cached library in ``TORCH_EXTENSIONS_DIR`` (``~/.cache/torch_extensions`` by default).
+Two kernels, built into one library:
 
-Where it cannot be built (no compiler, no AVX2, not x86) or ``ATTNLAB_CPU_KERNELS=0`` is set, attnlab uses
-torch's kernels instead, says why once (:func:`int8_kernel_status`), and gives the same numbers more slowly.
+* ``torch.ops.attnlab_cpu.int8_linear`` (``int8_linear.cpp``), the weight-only int8 product that decoding on a
+  CPU is bound by. torch's own int8 kernel is vectorized for AVX-512 only, and on the AVX2 CPUs most machines have
+  it runs a scalar loop; torchao's CPU path converts the whole weight to fp32 on every call (docs/decoding.md has
+  the measurements).
+* ``torch.ops.attnlab_cpu.fp32_linear`` (``fp32_linear.cpp``), an fp32 ``nn.Linear`` product for the few rows of a
+  decoding step (:func:`attnlab.layers.linear.linear`), which reads the weights about twice as fast as torch's.
+
+The build uses ``torch.utils.cpp_extension``: a C++ compiler and ninja, about a minute once, then a cached library
+in ``TORCH_EXTENSIONS_DIR`` (``~/.cache/torch_extensions`` by default).
+
+Where they cannot be built (no compiler, no AVX2, not x86) or ``ATTNLAB_CPU_KERNELS=0`` is set, attnlab uses
+torch's kernels instead, says why once (:func:`cpu_kernels_status`), and gives the same numbers (to rounding, for
+fp32) more slowly.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("int8_linear.cpp")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("int8_linear.cpp", "fp32_linear.cpp"))
 DISABLE_VARIABLE = "ATTNLAB_CPU_KERNELS"
 _log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -30,20 +37,20 @@ _status: dict[str, object] = {"tried": False, "ready": False, "why": "not built 
 
 
 def _why_not() -> str | None:
-    """Why this machine cannot build the kernel, or None where it can."""
+    """Why this machine cannot build the kernels, or None where it can."""
     if os.environ.get(DISABLE_VARIABLE, "1") == "0":
         return f"{DISABLE_VARIABLE}=0 is set"
     if platform.machine().lower() not in ("x86_64", "amd64"):
-        return f"the kernel is written for x86-64 with AVX2, this machine is {platform.machine()}"
+        return f"the kernels are written for x86-64 with AVX2, this machine is {platform.machine()}"
     if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         return f"this CPU has no AVX2 (torch reports {torch.backends.cpu.get_cpu_capability()})"
     return None
 
 
 def _library_name() -> str:
-    """The build's name, after its source: a changed kernel is a new build (and is said to be one), never an old
+    """The build's name, after its sources: a changed kernel is a new build (and is said to be one), never an old
     library loaded in its place."""
-    return "attnlab_cpu_" + hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:10]
+    return "attnlab_cpu_" + hashlib.sha256(b"".join(s.read_bytes() for s in SOURCES)).hexdigest()[:10]
 
 
 def _build() -> None:
@@ -56,8 +63,8 @@ def _build() -> None:
     except ImportError:
         pass
 
-    _log.info("building attnlab's int8 CPU kernel (once; about a minute)")
-    load_inline(_library_name(), cpp_sources=[SOURCE.read_text(encoding="utf-8")], is_python_module=False,
+    _log.info("building attnlab's CPU kernels (once; about a minute)")
+    load_inline(_library_name(), cpp_sources=[s.read_text(encoding="utf-8") for s in SOURCES], is_python_module=False,
                 # -fopenmp: at::parallel_for is a template that runs on one thread unless OpenMP is on (torch's
                 # own libgomp is the one loaded, so the threads are torch's); -ffp-contract=off: a scale and a bias
                 # rounded one after the other, as torch's two operations would
@@ -69,9 +76,13 @@ def _build() -> None:
           bias: torch.Tensor | None = None) -> torch.Tensor:  # shapes for torch.compile
         return x.new_empty(*x.shape[:-1], scales.shape[0])
 
+    @torch.library.register_fake("attnlab_cpu::fp32_linear")
+    def _(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return x.new_empty(*x.shape[:-1], weight.shape[0])
 
-def ensure_int8_kernel() -> bool:
-    """Build and load the int8 kernel the first time it is asked for; whether it is ready. Never raises: a failed
+
+def ensure_cpu_kernels() -> bool:
+    """Build and load the kernels the first time they are asked for; whether they are ready. Never raises: a failed
     build is a warning (with the reason) and torch's kernels are used."""
     with _lock:
         if not _status["tried"]:
@@ -83,15 +94,15 @@ def ensure_int8_kernel() -> bool:
                     _status.update(ready=True, why="")
                 except Exception as error:  # a missing compiler or ninja: torch's kernels still work
                     why = f"the build failed: {type(error).__name__}: {str(error).strip().splitlines()[-1:]}"
-                    warnings.warn(f"attnlab: the int8 CPU kernel could not be built ({why}); using torch's "
+                    warnings.warn(f"attnlab: the CPU kernels could not be built ({why}); using torch's "
                                   "kernels (slower on CPUs without AVX-512)", RuntimeWarning, stacklevel=2)
             if why is not None:
                 _status["why"] = why
         return bool(_status["ready"])
 
 
-def int8_kernel_built() -> bool:
-    """Whether a build of the kernel is on disk already (loading it then takes a moment, not a minute)."""
+def cpu_kernels_built() -> bool:
+    """Whether a build of the kernels is on disk already (loading it then takes a moment, not a minute)."""
     from torch.utils.cpp_extension import get_default_build_root
 
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())  # + "py311_cpu/" by default
@@ -99,16 +110,16 @@ def int8_kernel_built() -> bool:
     return any(root.glob(f"{name}/{name}*.so")) or any(root.glob(f"*/{name}/{name}*.so"))
 
 
-def int8_kernel_to_build() -> bool:
-    """Whether asking for the kernel now would compile it (a minute): not loaded, not on disk, buildable here."""
-    return not _status["tried"] and _why_not() is None and not int8_kernel_built()
+def cpu_kernels_to_build() -> bool:
+    """Whether asking for the kernels now would compile them (a minute): not loaded, not on disk, buildable here."""
+    return not _status["tried"] and _why_not() is None and not cpu_kernels_built()
 
 
-def int8_kernel_ready() -> bool:
-    """Whether the int8 kernel is loaded (without building it)."""
+def cpu_kernels_ready() -> bool:
+    """Whether the kernels are loaded (without building them)."""
     return bool(_status["ready"])
 
 
-def int8_kernel_status() -> str:
-    """One line for the user: the kernel in use, or why not."""
-    return "attnlab's AVX2 kernel" if int8_kernel_ready() else f"torch's kernels ({_status['why']})"
+def cpu_kernels_status() -> str:
+    """One line for the user: the kernels in use, or why not."""
+    return "attnlab's AVX2 kernels" if cpu_kernels_ready() else f"torch's kernels ({_status['why']})"

@@ -1,0 +1,51 @@
+"""The linear map ``y = x Wᵀ + b``, with a faster product for the few rows of a decoding step on a CPU.
+
+Decoding one token per sequence multiplies every weight matrix by a handful of rows, so a step's speed is the
+speed at which the weights stream from memory. torch's product for such rows read fp32 weights at 8-12 GB/s on
+the 2-core machine attnlab is measured on, where a sum reads 19-24 GB/s; attnlab's kernel
+(``functional/kernels/fp32_linear.cpp``) reads them at 16-21 GB/s (docs/decoding.md). :func:`linear` sends a
+call there only when it is the same map: fp32 tensors on the CPU, at most :data:`KERNEL_ROWS` rows, nothing for
+autograd to record, no autocast; everything else goes to ``F.linear``. ``torch.compile`` calls the kernel too (an
+opaque op with a shape function). The two differ by rounding only (the sums run in another order; tested within 1e-5).
+
+:class:`Linear` is ``nn.Linear`` with this product: the same parameters, state dict and initialisation.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.functional.kernels import cpu_kernels_ready
+
+#: rows of x up to which the kernel runs (a decoding batch); more rows are a prompt or training, where torch's
+#: blocked matrix product (which reuses each weight for many rows) is the faster one
+KERNEL_ROWS = 8
+
+_PLAIN = (Tensor, nn.Parameter)  # not a DTensor or other subclass, whose own dispatch must run
+
+
+def on_kernel(x: Tensor, weight: Tensor) -> bool:
+    """Whether :func:`linear` would run attnlab's kernel for ``x`` and ``weight``."""
+    return (type(x) in _PLAIN and type(weight) in _PLAIN and x.dtype == weight.dtype == torch.float32
+            and x.is_cpu and weight.is_cpu and x.dim() >= 1 and x.shape[-1] == weight.shape[-1]
+            and x.numel() <= KERNEL_ROWS * weight.shape[-1] and weight.is_contiguous()
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+            and not torch.is_autocast_enabled("cpu") and cpu_kernels_ready())
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)``: ``x (..., d_in)``, ``weight (d_out, d_in)``, ``bias (d_out,)`` ->
+    ``(..., d_out)``; by attnlab's CPU kernel where :func:`on_kernel` says so."""
+    if on_kernel(x, weight) and (bias is None or (type(bias) in _PLAIN and bias.dtype == torch.float32 and bias.is_cpu
+                                                  and not (bias.requires_grad and torch.is_grad_enabled()))):
+        return torch.ops.attnlab_cpu.fp32_linear.default(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` whose product is :func:`linear`: ``(..., in_features)`` -> ``(..., out_features)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)

@@ -1,0 +1,130 @@
+"""``functional.linear`` and attnlab's fp32 CPU kernel (``functional/kernels/fp32_linear.cpp``): the float64
+product within fp32 rounding on every path through the kernel (blocks of four rows of W, the last rows, inputs past
+the last chunk of 16), the same bits for a row alone or in a batch and on any number of threads, which calls go to
+the kernel and which to ``F.linear`` (autograd, autocast, many rows, other dtypes), and ``Linear`` as a drop-in
+``nn.Linear``."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from attnlab.functional import kernels
+from attnlab.functional.linear import KERNEL_ROWS, Linear, linear, on_kernel
+
+pytestmark = pytest.mark.skipif(not kernels.ensure_cpu_kernels(),
+                                reason=f"attnlab's CPU kernels cannot be built here: {kernels.cpu_kernels_status()}")
+op = torch.ops.attnlab_cpu.fp32_linear
+
+
+def case(m, n, k, seed=0, bias=True):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(m, k, generator=g), torch.randn(n, k, generator=g),
+            torch.randn(n, generator=g) if bias else None)
+
+
+def reference(x, w, b):
+    y = x.double() @ w.double().t()
+    return y if b is None else y + b.double()
+
+
+def assert_fp32_close(got, want):
+    """fp32 sums of K products: within 1e-5 of the largest output (the float64 sum is exact to far better)."""
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, KERNEL_ROWS])
+@pytest.mark.parametrize(("n", "k"), [(37, 45), (64, 768), (5, 16), (13, 3), (1030, 32), (1, 1), (768, 3072)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_kernel_is_the_float64_product(m, n, k, bias):
+    x, w, b = case(m, n, k, bias=bias)
+    got = op(x, w, b)
+    assert got.shape == (m, n)
+    assert_fp32_close(got, reference(x, w, b))
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, KERNEL_ROWS), n=st.integers(1, 70), k=st.integers(1, 90), seed=st.integers(0, 2**16))
+def test_any_shape_is_the_float64_product(m, n, k, seed):
+    x, w, b = case(m, n, k, seed)
+    assert_fp32_close(op(x, w, b), reference(x, w, b))
+
+
+def test_a_row_gives_the_same_bits_alone_in_a_batch_and_on_any_number_of_threads():
+    """Each output is summed in one order: what a decoding batch returns for a row does not depend on the others,
+    nor on how the rows of W were split over threads."""
+    x, w, b = case(KERNEL_ROWS, 1030, 200, seed=3)
+    batch = op(x, w, b)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one_thread = op(x, w, b)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(batch, one_thread)
+    for i in range(KERNEL_ROWS):
+        assert torch.equal(op(x[i : i + 1], w, b), batch[i : i + 1])
+
+
+def test_x_of_any_rank_keeps_its_leading_shape():
+    x, w, b = case(6, 9, 20, seed=4)
+    assert torch.equal(op(x.view(2, 3, 20), w, b), op(x, w, b).view(2, 3, 9))
+    assert torch.equal(op(x[0], w, b), op(x[:1], w, b)[0])
+
+
+def test_bad_arguments_are_named_by_the_kernel():
+    x, w, b = case(1, 8, 40)
+    with pytest.raises(RuntimeError, match=r"x has 15 features, weight \(8, 40\)"):
+        op(x[:, :15], w, b)
+    with pytest.raises(RuntimeError, match="weight must be a contiguous"):
+        op(x, w.t(), b)
+    with pytest.raises(RuntimeError, match="bias must be None or"):
+        op(x, w, b[:3])
+
+
+def test_decoding_rows_go_to_the_kernel_and_the_rest_to_torch(monkeypatch):
+    """The kernel for a few fp32 rows without autograd; F.linear for more rows, for autograd, autocast, other
+    dtypes and strided weights. Both answer within fp32 rounding of each other."""
+    x, w, b = case(KERNEL_ROWS + 1, 16, 24)
+    with torch.no_grad():
+        assert on_kernel(x[:KERNEL_ROWS], w) and on_kernel(x[0], w)
+        assert not on_kernel(x, w)                                # a prompt: torch's blocked product
+        assert not on_kernel(x[:1].double(), w.double())          # fp32 only
+        assert not on_kernel(x[:1], w.t().contiguous().t())       # the kernel reads W row by row
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert not on_kernel(x[:1], w)                        # autocast computes in bf16: F.linear does
+    w.requires_grad_(True)
+    assert not on_kernel(x[:1], w)                                # autograd records F.linear
+    with torch.no_grad():
+        assert on_kernel(x[:1], w)
+        calls = []
+        monkeypatch.setattr("attnlab.functional.linear.torch.ops.attnlab_cpu",
+                            type("Ops", (), {"fp32_linear": type("O", (), {"default": staticmethod(
+                                lambda *a: calls.append(1) or op(*a))})}))
+        assert_fp32_close(linear(x[:2], w, b), reference(x[:2], w.detach(), b))
+        assert calls == [1]
+
+
+def test_the_gradient_is_torchs():
+    x, w, b = case(2, 8, 16, seed=6)
+    w.requires_grad_(True)
+    linear(x, w, b).sum().backward()
+    torch.testing.assert_close(w.grad, x.sum(0).expand(8, 16), rtol=1e-6, atol=1e-6)
+
+
+def test_linear_is_a_drop_in_nn_linear():
+    """The same parameters, state dict and initialisation (from one seed), and the same map to fp32 rounding."""
+    torch.manual_seed(0)
+    ours = Linear(24, 16)
+    torch.manual_seed(0)
+    theirs = nn.Linear(24, 16)
+    assert isinstance(ours, nn.Linear) and ours.state_dict().keys() == theirs.state_dict().keys()
+    for name, p in ours.state_dict().items():
+        assert torch.equal(p, theirs.state_dict()[name])
+    x = torch.randn(3, 24)
+    with torch.no_grad():
+        assert_fp32_close(ours(x), F.linear(x, theirs.weight, theirs.bias).double())
+    assert torch.equal(ours(x), theirs(x))  # with autograd on: F.linear itself
