@@ -128,3 +128,12 @@ def test_linear_is_a_drop_in_nn_linear():
     with torch.no_grad():
         assert_fp32_close(ours(x), F.linear(x, theirs.weight, theirs.bias).double())
     assert torch.equal(ours(x), theirs(x))  # with autograd on: F.linear itself
+
+
+def test_torch_compile_calls_the_kernel_in_one_graph():
+    """The op has a shape function: a compiled step keeps it, with no graph break around it (fullgraph)."""
+    lin = Linear(24, 16).eval()
+    x = torch.randn(2, 24)
+    with torch.no_grad():
+        compiled = torch.compile(lambda t: lin(t) * 2, fullgraph=True)  # ×2: exact
+        torch.testing.assert_close(compiled(x), lin(x) * 2, rtol=0, atol=0)

@@ -91,11 +91,11 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
         raise ValueError(tr("sliding_window={sliding_window} is the window of a sink cache; give sink_tokens with "
                             "it (0: the window alone)", sliding_window=sliding_window))
     warn_if_cropped(model, idx.shape[1], max_new_tokens)
-    if compile:
-        return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     weight = next(model.parameters())
     if weight.is_cpu and weight.dtype == torch.float32 and idx.shape[0] <= KERNEL_ROWS:
         ensure_cpu_kernels()  # fp32 products of a few rows: attnlab's kernel (built once, about a minute)
+    if compile:
+        return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     step = functools.partial(last_logits, model)
     kind = {"int8": True} if int8_cache else {}
     if sink_tokens is not None:
