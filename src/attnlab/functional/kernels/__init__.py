@@ -7,7 +7,7 @@ Two kernels, built into one library:
   it runs a scalar loop; torchao's CPU path converts the whole weight to fp32 on every call (docs/decoding.md has
   the measurements).
 * ``torch.ops.attnlab_cpu.fp32_linear`` (``fp32_linear.cpp``), an fp32 ``nn.Linear`` product for the few rows of a
-  decoding step (:func:`attnlab.layers.linear.linear`), which reads the weights about twice as fast as torch's.
+  decoding step (:func:`attnlab.functional.linear.linear`), which reads the weights about twice as fast as torch's.
 
 The build uses ``torch.utils.cpp_extension``: a C++ compiler and ninja, about a minute once, then a cached library
 in ``TORCH_EXTENSIONS_DIR`` (``~/.cache/torch_extensions`` by default).
