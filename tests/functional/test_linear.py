@@ -96,6 +96,8 @@ def test_decoding_rows_go_to_the_kernel_and_the_rest_to_torch(monkeypatch):
         assert not on_kernel(x[:1], w.t().contiguous().t())       # the kernel reads W row by row
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert not on_kernel(x[:1], w)                        # autocast computes in bf16: F.linear does
+        assert on_kernel(x[:1], w, b) and not on_kernel(x[:1], w, b.double())  # the bias too: fp32 only
+    assert not on_kernel(x[:1], w, b.clone().requires_grad_(True))  # autograd records a bias's F.linear as well
     w.requires_grad_(True)
     assert not on_kernel(x[:1], w)                                # autograd records F.linear
     with torch.no_grad():

@@ -26,20 +26,24 @@ KERNEL_ROWS = 8
 _PLAIN = (Tensor, nn.Parameter)  # not a DTensor or other subclass, whose own dispatch must run
 
 
-def on_kernel(x: Tensor, weight: Tensor) -> bool:
-    """Whether :func:`linear` would run attnlab's kernel for ``x`` and ``weight``."""
-    return (type(x) in _PLAIN and type(weight) in _PLAIN and x.dtype == weight.dtype == torch.float32
-            and x.is_cpu and weight.is_cpu and x.dim() >= 1 and x.shape[-1] == weight.shape[-1]
-            and x.numel() <= KERNEL_ROWS * weight.shape[-1] and weight.is_contiguous()
-            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+def on_kernel(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> bool:
+    """Whether :func:`linear` would run attnlab's kernel for ``x``, ``weight`` and ``bias``."""
+    if x.numel() > KERNEL_ROWS * weight.shape[-1] or (torch.is_grad_enabled() and (
+            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))):
+        return False  # a prompt, or training: the common answers first, so those calls pay little for asking
+    return (_plain_cpu_fp32(x) and _plain_cpu_fp32(weight) and (bias is None or _plain_cpu_fp32(bias))
+            and x.dim() >= 1 and x.shape[-1] == weight.shape[-1] and weight.is_contiguous()
             and not torch.is_autocast_enabled("cpu") and cpu_kernels_ready())
+
+
+def _plain_cpu_fp32(t: Tensor) -> bool:
+    return type(t) in _PLAIN and t.dtype == torch.float32 and t.is_cpu
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)``: ``x (..., d_in)``, ``weight (d_out, d_in)``, ``bias (d_out,)`` ->
     ``(..., d_out)``; by attnlab's CPU kernel where :func:`on_kernel` says so."""
-    if on_kernel(x, weight) and (bias is None or (type(bias) in _PLAIN and bias.dtype == torch.float32 and bias.is_cpu
-                                                  and not (bias.requires_grad and torch.is_grad_enabled()))):
+    if on_kernel(x, weight, bias):
         return torch.ops.attnlab_cpu.fp32_linear.default(x, weight, bias)
     return F.linear(x, weight, bias)
 
