@@ -66,8 +66,8 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
         if scheme is not None:
             model = quantized(model, scheme)
-        elif dtype == "fp32" and next(model.parameters()).device.type == "cpu":
-            announce_fp32_kernel()
+        else:
+            announce_fp32_kernel(model, len(prompts))
         if len(prompts) > 1:
             if compile_:
                 raise ValueError(tr("--compile decodes one prompt; several prompts (a padded batch) need no "
@@ -109,11 +109,12 @@ def noted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-def announce_fp32_kernel() -> None:
+def announce_fp32_kernel(model: Any, rows: int) -> None:
     """fp32 decoding on a CPU runs attnlab's kernel, built by ``generate`` the first time: say so before the wait."""
     from attnlab.functional import kernels
+    from attnlab.generation.decode import decodes_on_cpu_kernels
 
-    if kernels.cpu_kernels_to_build():
+    if decodes_on_cpu_kernels(model, rows) and kernels.cpu_kernels_to_build():
         click.echo(tr("note: building attnlab's CPU kernels, once for this machine (about a minute)"), err=True)
 
 

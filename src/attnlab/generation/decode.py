@@ -91,9 +91,8 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
         raise ValueError(tr("sliding_window={sliding_window} is the window of a sink cache; give sink_tokens with "
                             "it (0: the window alone)", sliding_window=sliding_window))
     warn_if_cropped(model, idx.shape[1], max_new_tokens)
-    weight = next(model.parameters())
-    if weight.is_cpu and weight.dtype == torch.float32 and idx.shape[0] <= KERNEL_ROWS:
-        ensure_cpu_kernels()  # fp32 products of a few rows: attnlab's kernel (built once, about a minute)
+    if decodes_on_cpu_kernels(model, idx.shape[0]):
+        ensure_cpu_kernels()  # built once, about a minute
     if compile:
         return decode_compiled(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id)
     step = functools.partial(last_logits, model)
@@ -104,6 +103,13 @@ def generate_stream(model: Any, idx: Tensor, max_new_tokens: int, temperature: f
     prefill = functools.partial(prefill_in_places, model) if sink_tokens is not None else step
     return decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id, attention_mask,
                        cache, prefill=prefill, step=step)
+
+
+def decodes_on_cpu_kernels(model: Any, rows: int) -> bool:
+    """Whether decoding ``rows`` sequences runs attnlab's fp32 CPU kernel (:mod:`attnlab.functional.linear`): a model
+    in fp32 on the CPU, at most ``KERNEL_ROWS`` rows a step."""
+    weight = next(model.parameters())
+    return weight.is_cpu and weight.dtype == torch.float32 and rows <= KERNEL_ROWS
 
 
 def prefill_in_places(model: Any, prompt: Tensor, cache: Any) -> Tensor:
