@@ -20,7 +20,10 @@ The cases are the measured figures that ``MultiHeadAttention`` and the decoding 
 * ``gpt_train_step``: train.md A's step (4 layers, 128 wide, block 64, batch 12, AdamW);
 * ``seq2seq_train_step``: seq2seq.md B's step (transformer-tiny, batch 64);
 * ``beam_search_cached``: seq2seq.md C's cached beam search (beam 4 over 64 sources, 12 tokens, the decoder's
-  KV cache and the memory's keys/values).
+  KV cache and the memory's keys/values);
+* by name only, where that search's time goes: ``beam_setup`` (encoding 64 sources and setting up the decoder for
+  their 256 beams), ``beam_steps`` (the same and 12 decoder steps), ``beam_setup_tiny`` and ``beam_steps_tiny``
+  (a 16-wide model, one source: a step there is all host overhead).
 """
 
 from __future__ import annotations
@@ -112,7 +115,39 @@ def beam_search_cached() -> Callable[[], object]:
     return torch.no_grad()(lambda: beam_search(model, src, beam_size=4, max_new_tokens=12, use_cache=True))
 
 
-CASES: dict[str, Callable[[], Callable[[], object]]] = {
+def beam_decoder(steps: int, d_model: int = 64, sources: int = 64) -> Callable[[], object]:
+    """The cached beam search's decoder alone: encode ``sources`` sources, set up the cache for 4 beams each, then
+    ``steps`` decoding steps of all the beams (no search around them, no reordering). With ``steps=0`` it is the
+    set-up alone, so the difference of the two is the steps' time. The decoder's way in changed with the
+    restructuring (``Transformer.incremental_decoder`` before it, ``new_cache`` and ``decode_step`` after), so
+    this case asks which the version has."""
+    import torch
+
+    from attnlab.models import Transformer, TransformerConfig
+
+    g = torch.Generator().manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=256, d_model=d_model, num_heads=4, num_encoder_layers=2,
+                                          num_decoder_layers=2, d_ff=4 * d_model, dropout=0.0,
+                                          context_length=40)).eval()
+    src = torch.randint(3, 200, (sources, 20), generator=g)
+    rows = 4 * sources
+
+    @torch.inference_mode()
+    def run() -> None:
+        memory = model.encode(src)
+        if hasattr(model, "incremental_decoder"):
+            step, tokens = model.incremental_decoder(memory, src != 0, 4, 12), torch.ones(rows, dtype=torch.long)
+        else:
+            cache, tokens = model.new_cache(memory, src != 0, 12, beams=4), torch.ones(rows, 1, dtype=torch.long)
+
+            def step(t):
+                return model.decode_step(t, cache)
+        for _ in range(steps):
+            step(tokens)
+    return run
+
+
+FIGURES: dict[str, Callable[[], Callable[[], object]]] = {
     "mha_block": mha_block,
     "generate_cache": lambda: _generate(6, 384, 6, 100, True),
     "generate_recompute": lambda: _generate(6, 384, 6, 30, False),
@@ -121,6 +156,15 @@ CASES: dict[str, Callable[[], Callable[[], object]]] = {
     "seq2seq_train_step": seq2seq_train_step,
     "beam_search_cached": beam_search_cached,
 }
+# where beam_search_cached's time goes (asked for by name): the decoder's set-up, and its steps at the case's
+# size and at a tiny one (d_model 16, one source), where a step is all host overhead
+PARTS: dict[str, Callable[[], Callable[[], object]]] = {
+    "beam_setup": lambda: beam_decoder(0),
+    "beam_steps": lambda: beam_decoder(12),
+    "beam_setup_tiny": lambda: beam_decoder(0, d_model=16, sources=1),
+    "beam_steps_tiny": lambda: beam_decoder(12, d_model=16, sources=1),
+}
+CASES = {**FIGURES, **PARTS}
 
 
 def worker() -> None:
@@ -172,7 +216,8 @@ def compare(base_src: Path, cases: list[str], rounds: int, reps: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="main", help="the git revision to compare against [main]")
-    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
+    parser.add_argument("--cases", default=",".join(FIGURES),
+                        help=f"comma-separated, of: {', '.join(CASES)} [the measured figures: {', '.join(FIGURES)}]")
     parser.add_argument("--rounds", type=int, default=12, help="turns each version takes per case [12]")
     parser.add_argument("--reps", type=int, default=3, help="timed calls per turn [3]")
     parser.add_argument("--workers", type=int, default=4, help="processes per version, taking rounds in turn [4]")

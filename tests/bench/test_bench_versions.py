@@ -26,3 +26,13 @@ def test_a_case_against_head_gives_a_row_with_its_ratio():
 def test_an_unknown_case_is_named():
     result = run("--cases", "nope")
     assert result.returncode == 2 and "unknown cases ['nope']" in result.stderr
+
+
+def test_the_beam_search_parts_run_by_name_and_not_by_default():
+    result = run("--base", "HEAD", "--cases", "beam_setup_tiny,beam_steps_tiny", "--rounds", "2", "--reps", "1",
+                 "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("|")[1].strip() for line in result.stdout.splitlines() if line.startswith("| beam_")}
+    assert rows == {"beam_setup_tiny", "beam_steps_tiny"}
+    default = " ".join(run("--help").stdout.split()).split("the measured figures:")[1]  # argparse wraps lines
+    assert "beam_search_cached" in default and "beam_steps" not in default

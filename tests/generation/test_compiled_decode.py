@@ -101,6 +101,31 @@ def test_rotary_positions_decode_past_the_context_in_a_static_cache_of_the_whole
     assert compiled_decode._CACHES[m][1].context_length == 64
 
 
+@pytest.mark.parametrize(("new", "slots"), [(11, 16), (30, 24)])
+def test_the_static_cache_holds_the_sequence_not_the_whole_context(new, slots):
+    """Every step attends over every slot: 5 + 11 positions get 16 slots (a power of two), not the table's 24;
+    5 + 30 get the table's 24 (the loop crops and recomputes past it)."""
+    m, prompt = model(), torch.randint(0, 61, (2, 5))
+    out = generate(m, prompt, new, temperature=0, compile=True)
+    assert compiled_decode._CACHES[m][1].context_length == slots
+    assert torch.equal(out, generate(m, prompt, new, temperature=0))
+
+
+def test_longer_sequences_reuse_the_compiled_step(monkeypatch):
+    """The cache's length is dynamic in the compiled step: 64 and 128 slots are one graph, not a compile each."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()  # forget the sizes earlier tests compiled for (torch would have made them dynamic)
+    monkeypatch.setattr(compiled_decode, "_STEPS", {})
+    m, prompt = model(ctx=256), torch.randint(0, 61, (2, 5))
+    generate(m, prompt, 40, temperature=0, compile=True)  # 64 slots
+    graphs = counters["stats"]["unique_graphs"]
+    out = generate(m, prompt, 100, temperature=0, compile=True)  # 128 slots
+    assert compiled_decode._CACHES[m][1].context_length == 128
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert torch.equal(out, generate(m, prompt, 100, temperature=0))
+
+
 @pytest.mark.parametrize(("scaling", "name"), [
     ({"type": "dynamic", "factor": 2.0}, "dynamic NTK"),
     ({"type": "longrope", "factor": 2.0, "original_context_length": 12, "short_factor": [1.0] * 4,

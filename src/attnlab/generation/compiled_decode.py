@@ -46,11 +46,17 @@ def compiled_step(model: Any, device: torch.device) -> Callable[[Any, Tensor, An
 
 
 def static_length(model: Any, needed: int) -> int:
-    """The positions a static cache is allocated for: a learned position table's size, or, for rotary positions,
-    which decode past ``context_length``, at least ``needed`` (rounded up to a power of two, so that a few sizes
-    serve every call: each size is a new graph)."""
+    """The positions a static cache is allocated for: the sequence's ``needed`` positions rounded up to a power of
+    two, at most a learned position table's size (rotary positions decode past ``context_length``: no cap).
+
+    Every step attends over every slot, the ones not yet filled masked, so the cache is sized to the sequence, not
+    to the model's context: gpt2-small's 1,024 slots for a 128-token sequence read 66 MB of keys and values more
+    per token, 4-5 ms of a 40 ms step on a 2-core CPU. Powers of two, so that a cache is reused across calls of
+    about the same length; the length is dynamic in the compiled step (:func:`_any_length`), so no size recompiles.
+    """
     limit = position_limit(model)
-    return limit if limit is not None else max(model.config.context_length, 1 << (needed - 1).bit_length())
+    size = 1 << (needed - 1).bit_length()
+    return size if limit is None else min(size, limit)
 
 
 def _take_cache(model: Any, batch: int, length: int) -> tuple[tuple, Any]:
@@ -64,7 +70,17 @@ def _take_cache(model: Any, batch: int, length: int) -> tuple[tuple, Any]:
     if held is not None and held[0] == key:
         held[1].reset()
         return held
-    return key, model.new_cache(batch, length, static=True)
+    return key, _any_length(model.new_cache(batch, length, static=True))
+
+
+def _any_length(cache: Any) -> Any:
+    """``cache`` with its number of slots marked dynamic, so that one graph serves every size :func:`static_length`
+    gives (each size would otherwise compile anew: tens of seconds on a CPU)."""
+    torch._dynamo.maybe_mark_dynamic(cache.slots, 0)
+    for layer in cache.layers:
+        torch._dynamo.maybe_mark_dynamic(layer.keys, 2)
+        torch._dynamo.maybe_mark_dynamic(layer.values, 2)
+    return cache
 
 
 def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,

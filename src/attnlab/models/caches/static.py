@@ -8,8 +8,9 @@ the position of the next token is a tensor on the device, and every step returns
 only on how many tokens it adds, it changes nothing on the host and reads nothing back from the device:
 one graph, captured once, replayed for every token.
 
-The price is attending over all ``context_length`` slots at every step instead of the filled ones; on a GPU
-decoding is bound by launching kernels and reading the weights, not by that. The buffers start at zero, so a
+The price is attending over all ``context_length`` slots at every step instead of the filled ones, so the
+compiled decoding loop allocates the cache for the sequence it decodes (rounded up to a power of two), not for the
+model's whole context (:func:`attnlab.generation.compiled_decode.static_length`). The buffers start at zero, so a
 masked slot adds exactly ``0 · 0``, never NaN.
 """
 
