@@ -52,7 +52,8 @@ def static_length(model: Any, needed: int) -> int:
     Every step attends over every slot, the ones not yet filled masked, so the cache is sized to the sequence, not
     to the model's context: gpt2-small's 1,024 slots for a 128-token sequence read 66 MB of keys and values more
     per token, 4-5 ms of a 40 ms step on a 2-core CPU. Powers of two, so that a cache is reused across calls of
-    about the same length; the length is dynamic in the compiled step (:func:`_any_length`), so no size recompiles.
+    about the same length; the length is dynamic in the compiled step (:func:`_any_length`), so a longer call does
+    not compile again (but for one split, at 32 slots, where the single-query products change their method).
     """
     limit = position_limit(model)
     size = 1 << (needed - 1).bit_length()
@@ -74,8 +75,8 @@ def _take_cache(model: Any, batch: int, length: int) -> tuple[tuple, Any]:
 
 
 def _any_length(cache: Any) -> Any:
-    """``cache`` with its number of slots marked dynamic, so that one graph serves every size :func:`static_length`
-    gives (each size would otherwise compile anew: tens of seconds on a CPU)."""
+    """``cache`` with its number of slots marked dynamic, so that one graph serves the sizes :func:`static_length`
+    gives (otherwise the second size would compile again, tens of seconds on a CPU, before torch made it dynamic)."""
     torch._dynamo.maybe_mark_dynamic(cache.slots, 0)
     for layer in cache.layers:
         torch._dynamo.maybe_mark_dynamic(layer.keys, 2)
