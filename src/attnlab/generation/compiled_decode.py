@@ -53,7 +53,7 @@ def static_length(model: Any, needed: int) -> int:
     to the model's context: gpt2-small's 1,024 slots for a 128-token sequence read 66 MB of keys and values more
     per token, 4-5 ms of a 40 ms step on a 2-core CPU. Powers of two, so that a cache is reused across calls of
     about the same length; the length is dynamic in the compiled step (:func:`_any_length`), so a longer call does
-    not compile again (but for one split, at 32 slots, where the single-query products change their method).
+    not compile again (but at the splits, 8 and 32 slots, where the single-query path changes its method).
     """
     limit = position_limit(model)
     size = 1 << (needed - 1).bit_length()
