@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
-from babel.messages.mofile import write_mo
+from babel.messages.mofile import read_mo, write_mo
 from babel.messages.pofile import read_po
 
 from attnlab import i18n
@@ -58,10 +58,24 @@ def test_a_translation_keeps_the_fields_and_the_markup():
     assert not wrong
 
 
+def entries(catalog) -> tuple[set, dict]:
+    """A catalog's translated messages and its header, without the line naming the babel that wrote it."""
+    def frozen(text):
+        return tuple(text) if isinstance(text, (list, tuple)) else text
+    messages = {(frozen(m.id), frozen(m.string), m.context) for m in catalog
+                if m.id and m.string and not m.fuzzy}
+    return messages, {k: v for k, v in catalog.mime_headers if k != "Generated-By"}
+
+
 def test_the_shipped_catalog_is_the_po_compiled():
+    """Compared message by message, not byte by byte: each babel writes its own version into the .mo."""
     compiled = io.BytesIO()
     write_mo(compiled, zh_catalog(), use_fuzzy=False)
-    assert (LOCALES / "zh" / "LC_MESSAGES" / "attnlab.mo").read_bytes() == compiled.getvalue(), "run `make messages`"
+    with open(LOCALES / "zh" / "LC_MESSAGES" / "attnlab.mo", "rb") as f:
+        shipped = entries(read_mo(f))
+    expected = entries(read_mo(io.BytesIO(compiled.getvalue())))
+    assert len(expected[0]) > 400
+    assert shipped == expected, "run `make messages`"
 
 
 def test_messages_are_templates_not_formatted_strings():

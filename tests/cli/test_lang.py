@@ -124,8 +124,12 @@ def test_bench_help_names_every_backend():
 
 def test_the_click_messages_translated_are_clicks_own():
     """The click messages in the catalog are worded as this click words them (an upgrade that rewords one fails
-    here, instead of leaving it in English)."""
-    own = {m for *_, message, _c, _ctx in extract_from_dir(str(Path(click.__file__).parent),
-                                                            keywords={"_": None, "ngettext": (1, 2)})
+    here, instead of leaving it in English). Click hands a few to ``_`` through a variable
+    (``_(extra["required"])``), where no extractor sees them: those are at least a string literal in its source."""
+    folder = Path(click.__file__).parent
+    own = {m for *_, message, _c, _ctx in extract_from_dir(str(folder), keywords={"_": None, "ngettext": (1, 2)})
            for m in (message if isinstance(message, tuple) else (message,))}
-    assert not set(CLICK_MESSAGES) - own - {"Commands"}, set(CLICK_MESSAGES) - own
+    source = "\n".join(path.read_text(encoding="utf-8") for path in folder.glob("*.py"))
+    unseen = set(CLICK_MESSAGES) - own - {"Commands"}
+    assert len(unseen) <= 2, unseen  # a babel that stopped extracting click at all would pass the next line
+    assert not {m for m in unseen if f'"{m}"' not in source and f"'{m}'" not in source}, unseen

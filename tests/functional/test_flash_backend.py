@@ -113,10 +113,11 @@ def test_a_device_flash_cannot_run_on_is_named_with_the_reason():
 def test_without_triton_the_error_says_how_to_get_it(monkeypatch):
     monkeypatch.setattr(flash, "_kernels", None)  # as when `import triton` failed
     monkeypatch.setattr(flash, "_IMPORT_ERROR", "ModuleNotFoundError: No module named 'triton'")
-    message = (f"backend='flash' cannot run on {DEVICE}: triton is not installed (pip install 'attnlab[gpu]'; "
+    q, k, v = qkv()
+    message = (f"backend='flash' cannot run on {q.device}: triton is not installed (pip install 'attnlab[gpu]'; "
                f"ModuleNotFoundError: No module named 'triton'); backend='sdpa' or 'auto' run everywhere")
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        scaled_dot_product_attention(*qkv(), backend="flash")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):  # a GPU's device is named "cuda:0"
+        scaled_dot_product_attention(q, k, v, backend="flash")
 
 
 def test_a_module_training_with_dropout_on_flash_is_refused():
