@@ -5,6 +5,8 @@ same run, call for call.
     PYTHONPATH=src python benchmarks/bench_gpu.py --quick         # small sizes: a smoke test of the run on a GPU
     PYTHONPATH=src python benchmarks/bench_gpu.py --dry-run --out /tmp/gpu.md   # no GPU: made-up timings, to check
                                                                                 # the report's code (the tests do)
+    python benchmarks/bench_gpu.py --from-log run1.log run2.log   # the report of what runs printed (a run stopped
+                                                                  # at a time limit prints its figures, no report)
 
 A. Attention, bf16, forward and forward + backward, every backend against torch's
    ``F.scaled_dot_product_attention`` at (4,16,4096,64), (1,16,16384,128), (8,12,1024,64), causal and not, and
@@ -23,7 +25,9 @@ Finally the run prints, and writes, the rows of ``attnlab.functional.backends.FL
 from __future__ import annotations
 
 import argparse
+import ast
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -344,8 +348,9 @@ def speed(result: dict, name: str, reference: str = "torch") -> str:
     return f"{ref / ours:.2f}×"
 
 
-def report(facts: list[str], attention, training, decoding, rows, sizes: Sizes, quick: bool, dry: bool) -> str:
-    flag = " --dry-run" if dry else " --quick" if quick else ""
+def report(facts: list[str], attention, training, decoding, rows, sizes: Sizes, quick: bool, dry: bool,
+           from_log: bool = False) -> str:
+    flag = " --dry-run" if dry else " --quick" if quick else " --from-log" if from_log else ""
     lines = [f"# attnlab on a GPU{' (DRY RUN: made-up figures)' if dry else ''}", "",
              f"Written by `benchmarks/bench_gpu.py`{flag}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
              *[f"- {f}" for f in facts], "",
@@ -407,6 +412,37 @@ def _ratio(result: dict, name: str) -> str:
     return str(ours)
 
 
+# ---------------------------------------------------------------- a report from what runs printed
+LOG_LINE = re.compile(r"^(?:facts: (?P<facts>.*)|attention (?P<shape>\([\d, ]+\)) (?P<label>[a-z +]+): (?P<att>.*)"
+                      r"|training (?P<dtype>fp32|bf16) dropout (?P<dropout>[\d.]+): (?P<train>.*)"
+                      r"|decoding batch (?P<batch>\d+): (?P<dec>.*))$")
+
+
+def read_logs(paths: list[Path]) -> tuple[list[str], list, list, list]:
+    """``(facts, attention, training, decoding)`` from the lines runs printed, in order (a run stopped at a time
+    limit prints each figure as it is measured but writes no report); a later line of the same case wins."""
+    facts: list[str] = []
+    attention: dict = {}
+    training: dict = {}
+    decoding: dict = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            m = LOG_LINE.match(line.strip())
+            if m is None:
+                continue
+            if m["facts"] is not None:
+                facts += [f for f in m["facts"].split("; ") if f not in facts]
+            elif m["shape"] is not None:
+                case = AttentionCase(ast.literal_eval(m["shape"]), "causal" in m["label"], "padding" in m["label"])
+                attention[case] = (case, *ast.literal_eval(m["att"]))
+            elif m["dtype"] is not None:
+                key = (m["dtype"], float(m["dropout"]))
+                training[key] = (key, ast.literal_eval(m["train"]))
+            else:
+                decoding[int(m["batch"])] = (int(m["batch"]), ast.literal_eval(m["dec"]))
+    return facts, list(attention.values()), list(training.values()), list(decoding.values())
+
+
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test on a GPU")
@@ -414,8 +450,21 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--parts", default="attention,training,decoding",
                         help="comma-separated: attention, training, decoding  [default: all]")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"the report  [default: {RESULTS}]")
+    parser.add_argument("--from-log", type=Path, nargs="+", metavar="LOG",
+                        help="measure nothing: the report of the figures these runs' printed lines hold")
     args = parser.parse_args(argv)
     from attnlab.files import atomic_write_text
+
+    if args.from_log:
+        facts, attention, training, decoding = read_logs(args.from_log)
+        if not (attention or training or decoding):
+            parser.error(f"--from-log: no figure in {[str(p) for p in args.from_log]}")
+        facts.append(f"assembled with --from-log from the lines that {len(args.from_log)} run(s) printed; a case "
+                     f"missing from a table was not measured")
+        rows = flash_rows(attention)
+        atomic_write_text(args.out, report(facts, attention, training, decoding, rows, FULL, False, False, True))
+        print(f"FLASH_FASTER = {rows!r}\nwrote {args.out}")
+        return args.out
 
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = sorted(set(parts) - {"attention", "training", "decoding"})
@@ -424,6 +473,7 @@ def main(argv: list[str] | None = None) -> Path:
                      f"decoding")
     sizes = QUICK if args.quick else FULL
     run = DryRun() if args.dry_run else GpuRun()
+    print(f"facts: {'; '.join(run.facts())}", flush=True)
     attention, training, decoding = [], [], []
     if "attention" in parts:
         for case in attention_cases(sizes):

@@ -8,7 +8,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The shape ``shapes`` broadcast to, NumPy's rule (right-aligned; each dim equal or 1); ValueError where they do
+    not broadcast. Plain Python: ``np.broadcast_shapes`` costs ~10 µs, as much as a small attention call."""
+    first = tuple(shapes[0])
+    if all(tuple(s) == first for s in shapes[1:]):  # the usual call: nothing to broadcast
+        return first
+    n = max(len(s) for s in shapes)
+    out = []
+    for dims in zip(*((1,) * (n - len(s)) + tuple(s) for s in shapes), strict=True):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
 
 
 def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
@@ -32,7 +46,7 @@ def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
             f"key and value must have the same sequence length (dim -2), got key {key} and value {value}"
         )
     try:
-        return tuple(np.broadcast_shapes(query[:-2], key[:-2], value[:-2]))
+        return broadcast_shapes(query[:-2], key[:-2], value[:-2])
     except ValueError:
         raise ValueError(f"query, key and value batch dims must broadcast, got {query}, {key}, {value}") from None
 
@@ -50,7 +64,7 @@ def check_mask_shape(mask: Sequence[int], batch: tuple[int, ...], t_q: int, t_k:
     """A mask must broadcast to the scores' shape ``(batch..., Tq, Tk)`` without growing it."""
     mask, target = tuple(mask), (*batch, t_q, t_k)
     try:
-        ok = tuple(np.broadcast_shapes(mask, target)) == target
+        ok = broadcast_shapes(mask, target) == target
     except ValueError:
         ok = False
     if not ok:

@@ -85,3 +85,24 @@ def test_gpt2_weights_copy_into_our_gpt_exactly(bench):
     idx = torch.randint(0, 97, (2, 20))
     with torch.no_grad():
         torch.testing.assert_close(ours(idx).logits, hf(idx).logits, atol=1e-5, rtol=0)
+
+
+def test_from_log_rebuilds_the_report_a_run_would_have_written(bench, tmp_path, capsys):
+    """A run stopped at a time limit prints its figures and writes no report: --from-log writes it from them."""
+    written = bench.main(["--dry-run", "--out", str(tmp_path / "run.md")]).read_text(encoding="utf-8")
+    log = tmp_path / "run.log"
+    log.write_text(capsys.readouterr().out, encoding="utf-8")
+    assert log.read_text(encoding="utf-8").startswith("facts: DRY RUN")
+    rebuilt = bench.main(["--from-log", str(log), "--out", str(tmp_path / "gpu.md")]).read_text(encoding="utf-8")
+    body = [line for line in written.splitlines() if line.startswith(("|", "FLASH_FASTER"))]
+    assert body and body == [line for line in rebuilt.splitlines() if line.startswith(("|", "FLASH_FASTER"))]
+    assert "assembled with --from-log from the lines that 1 run(s) printed" in rebuilt
+    assert "Written by `benchmarks/bench_gpu.py` --from-log" in rebuilt
+
+
+def test_from_log_without_figures_is_refused(bench, tmp_path, capsys):
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing measured\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        bench.main(["--from-log", str(empty), "--out", str(tmp_path / "gpu.md")])
+    assert "--from-log: no figure in" in capsys.readouterr().err and not (tmp_path / "gpu.md").exists()

@@ -19,9 +19,10 @@ head) starts each row's running softmax: ``m = sink``, ``l = 1``, ``acc = 0``; i
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import Tensor
+
+from attnlab.arguments import broadcast_shapes
 
 BLOCK_Q = 128
 BLOCK_K = 256
@@ -69,7 +70,7 @@ def _key_end(is_causal: bool, qe: int, t_k: int) -> int:
 
 
 def _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, softcap=None, sinks=None):
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     t_q, t_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
     out = q.new_zeros(*batch, t_q, d_v)
     lse = q.new_full((*batch, t_q, 1), float("inf"))  # +inf marks rows with nothing to attend to

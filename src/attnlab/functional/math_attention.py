@@ -7,11 +7,11 @@ with, as options, Gemma 2's soft-capping of the scores and gpt-oss's sinks (:mod
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab.arguments import broadcast_shapes
 from attnlab.functional.logit_options import softcap as cap_scores
 from attnlab.functional.logit_options import softmax_with_sinks
 from attnlab.functional.masks import open_empty_rows, rows_with_keys
@@ -30,8 +30,9 @@ def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | No
     scores = cap_scores(scores, softcap)
     if mask is None:
         return scores
-    if tuple(np.broadcast_shapes(mask.shape, scores.shape)) != tuple(scores.shape):
-        scores = scores.expand(np.broadcast_shapes(mask.shape, scores.shape)).clone()  # mask adds batch dims
+    shape = broadcast_shapes(mask.shape, scores.shape)
+    if shape != tuple(scores.shape):
+        scores = scores.expand(shape).clone()  # the mask adds batch dims
     if mask.dtype == torch.bool:
         return scores.masked_fill_(~mask, float("-inf"))
     return scores.add_(mask.to(scores.dtype))
