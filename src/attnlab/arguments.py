@@ -18,10 +18,12 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     n = max(len(s) for s in shapes)
     out = []
     for dims in zip(*((1,) * (n - len(s)) + tuple(s) for s in shapes), strict=True):
-        sizes = {d for d in dims if d != 1}
-        if len(sizes) > 1:
-            raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
-        out.append(sizes.pop() if sizes else 1)
+        size = 1
+        for d in dims:  # comparisons only: torch.compile's symbolic sizes must not be hashed (that fixes them)
+            if d != 1 and size not in (1, d):
+                raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+            size = d if d != 1 else size
+        out.append(size)
     return tuple(out)
 
 
