@@ -11,10 +11,10 @@ against the same float64 reference: the usual standard for fused attention.
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 
 from attnlab.functional import BACKENDS, scaled_dot_product_attention
+from half_precision import assert_within_torchs_error, errors, torch_sdpa, with_grads
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
                                                    reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")]
@@ -42,31 +42,6 @@ def case(b, h, t_q, t_k, d, dtype, padding, seed=0):
     return q, k, v, mask
 
 
-def run(fn, q, k, v, g_out):
-    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    out = fn(q, k, v)
-    return [out, *torch.autograd.grad(out, (q, k, v), g_out)]
-
-
-def torch_sdpa(mask, is_causal, kernel=None):
-    """torch's SDPA (its choice of kernel, or the one named) with our semantics for a mask plus is_causal."""
-
-    def fn(q, k, v):
-        merged = mask
-        if mask is not None and is_causal:  # torch refuses a mask with is_causal: merge them
-            merged = mask & torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device="cuda").tril()
-        if kernel is None:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=merged, is_causal=is_causal and mask is None)
-        with sdpa_kernel(kernel):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=merged, is_causal=is_causal and mask is None)
-
-    return fn
-
-
-def errors(got, want):
-    return [(a.double() - b).abs().max().item() for a, b in zip(got, want, strict=True)]
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("shape", "is_causal", "padding"), [
@@ -79,19 +54,19 @@ def test_every_backend_and_dtype_matches_float64(backend, dtype, shape, is_causa
     b, h, t_q, t_k, d = shape
     q, k, v, mask = case(b, h, t_q, t_k, d, dtype, padding)
     g_out = torch.randn(q.shape, device="cuda").to(dtype)
-    ours = run(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, backend=backend),
-               q, k, v, g_out)
-    want = run(torch_sdpa(mask, is_causal, SDPBackend.MATH), q.double(), k.double(), v.double(), g_out.double())
+    ours = with_grads(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal,
+                                                                    backend=backend), q, k, v, g_out)
+    want = with_grads(torch_sdpa(mask, is_causal, SDPBackend.MATH), q.double(), k.double(), v.double(),
+                      g_out.double())
     assert all(torch.isfinite(t).all() for t in ours) and all(t.dtype == dtype for t in ours)
     mine = errors(ours, want)
     if dtype == torch.float32:
         fwd, grad = (1e-5, 1e-4) if backend in ("sdpa", "flash", "auto") else (2e-5, 1e-4)
         assert mine[0] <= fwd and max(mine[1:]) <= grad, mine
         return
-    fused = errors(run(torch_sdpa(mask, is_causal), q, k, v, g_out), want)
-    textbook = errors(run(torch_sdpa(mask, is_causal, SDPBackend.MATH), q, k, v, g_out), want)
-    for name, e, f, m in zip(("out", "dq", "dk", "dv"), mine, fused, textbook, strict=True):
-        assert e <= 2 * max(f, m) + 1e-3, f"{backend} {name}: ours {e:.2e}, torch fused {f:.2e}, torch math {m:.2e}"
+    fused = errors(with_grads(torch_sdpa(mask, is_causal), q, k, v, g_out), want)
+    textbook = errors(with_grads(torch_sdpa(mask, is_causal, SDPBackend.MATH), q, k, v, g_out), want)
+    assert_within_torchs_error(backend, mine, fused, textbook)
 
 
 def test_auto_never_runs_chunked_on_cuda(monkeypatch):
