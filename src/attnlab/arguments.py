@@ -8,23 +8,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """The shape ``shapes`` broadcast to, NumPy's rule (right-aligned; each dim equal or 1); ValueError where they do
-    not broadcast. Plain Python: ``np.broadcast_shapes`` costs ~10 µs, as much as a small attention call."""
+    """``np.broadcast_shapes`` as a tuple (ValueError where they do not broadcast), answering the usual call, where
+    the shapes are equal, without it: NumPy's takes ~3 µs, half of what torch's own attention call on small tensors
+    takes."""
     first = tuple(shapes[0])
-    if all(tuple(s) == first for s in shapes[1:]):  # the usual call: nothing to broadcast
+    if all(tuple(s) == first for s in shapes[1:]):  # compared, never hashed: torch.compile's symbolic sizes stay free
         return first
-    n = max(len(s) for s in shapes)
-    out = []
-    for dims in zip(*((1,) * (n - len(s)) + tuple(s) for s in shapes), strict=True):
-        size = 1
-        for d in dims:  # comparisons only: torch.compile's symbolic sizes must not be hashed (that fixes them)
-            if d != 1 and size not in (1, d):
-                raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
-            size = d if d != 1 else size
-        out.append(size)
-    return tuple(out)
+    return tuple(np.broadcast_shapes(*shapes))
 
 
 def qkv_batch(query: Sequence[int], key: Sequence[int], value: Sequence[int],
