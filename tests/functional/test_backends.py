@@ -48,6 +48,8 @@ def test_flash_only_where_measured_faster(monkeypatch):
     assert choose_backend(cuda("bool", flash=True, t=4096)) == "flash"
     assert choose_backend(cuda("bool", flash=True, t=8192)) == "flash"
     assert choose_backend(cuda("bool", flash=True, t=2048)) == "sdpa"       # shorter than measured
+    decoding = AttentionCall("cuda", 1, 8192, dtype="bfloat16", mask="bool", flash=True)
+    assert choose_backend(decoding) == "sdpa"  # one query over many keys: not what was measured
     assert choose_backend(cuda("bool", "float16", flash=True, t=4096)) == "sdpa"  # another dtype: not measured
     assert choose_backend(cuda("float", flash=True, t=4096)) == "sdpa"     # another mask kind: not measured
     assert choose_backend(cuda("none", flash=True, t=4096)) == "sdpa"

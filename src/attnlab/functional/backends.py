@@ -148,10 +148,11 @@ FEW_QUERIES, FEW_SCORES = 8, 512
 DROPOUT_CHUNKED_FROM = 1024 * 1024
 
 #: Where ``backend="flash"`` was *measured* faster than torch's fused kernel on CUDA, forward and forward +
-#: backward: ``(mask kind, dtype) -> the number of keys from which it wins``. ``benchmarks/bench_gpu.py`` prints
-#: the rows its run supports; only rows measured on a GPU belong here, as written at the end of
-#: ``benchmarks/results/gpu.md`` (an H100: a bfloat16 padding mask at 4096 keys, 1.16× forward, 1.04× forward +
-#: backward; with a causal mask too 2.29× and 1.80×). Elsewhere on CUDA ``"auto"`` runs torch's kernel.
+#: backward: ``(mask kind, dtype) -> the number of keys from which it wins``. It was measured with as many queries
+#: as keys, so a call needs that many of both (a decoding step's few queries were not measured).
+#: ``benchmarks/bench_gpu.py`` prints the rows its run supports; only rows measured on a GPU belong here, as written
+#: at the end of ``benchmarks/results/gpu.md`` (an H100: a bfloat16 padding mask at 4096 keys, 1.16× forward, 1.04×
+#: forward + backward; with a causal mask too 2.29× and 1.80×). Elsewhere on CUDA ``"auto"`` runs torch's kernel.
 FLASH_FASTER: dict[tuple[str, str], int] = {("bool", "bfloat16"): 4096}
 
 
@@ -186,7 +187,7 @@ class AttentionCall:
 def flash_measured_faster(call: AttentionCall) -> bool:
     """Whether :data:`FLASH_FASTER` holds a measurement saying flash beats torch's kernel for this call."""
     since = FLASH_FASTER.get((call.mask, call.dtype))
-    return since is not None and call.t_k >= since
+    return since is not None and min(call.t_q, call.t_k) >= since
 
 
 def choose_backend(call: AttentionCall) -> str:
