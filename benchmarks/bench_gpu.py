@@ -456,6 +456,9 @@ def main(argv: list[str] | None = None) -> Path:
     from attnlab.files import atomic_write_text
 
     if args.from_log:
+        missing = [str(p) for p in args.from_log if not p.is_file()]
+        if missing:
+            parser.error(f"--from-log: no such file: {', '.join(missing)}")
         facts, attention, training, decoding = read_logs(args.from_log)
         if not (attention or training or decoding):
             parser.error(f"--from-log: no figure in {[str(p) for p in args.from_log]}")

@@ -106,3 +106,6 @@ def test_from_log_without_figures_is_refused(bench, tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench.main(["--from-log", str(empty), "--out", str(tmp_path / "gpu.md")])
     assert "--from-log: no figure in" in capsys.readouterr().err and not (tmp_path / "gpu.md").exists()
+    with pytest.raises(SystemExit):
+        bench.main(["--from-log", str(tmp_path / "gone.log"), "--out", str(tmp_path / "gpu.md")])
+    assert f"--from-log: no such file: {tmp_path / 'gone.log'}" in capsys.readouterr().err
