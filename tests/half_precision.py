@@ -6,6 +6,18 @@ import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
 
+def case(b, h, t_q, t_k, d, dtype, padding, device="cpu", seed=0):
+    """Seeded q ``(B, H, Tq, D)``, k and v ``(B, H, Tk, D)`` in ``dtype`` on ``device``, and with ``padding`` a
+    ``(B, 1, 1, Tk)`` padding mask in which every other sequence is a quarter padding (else None)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    q, k, v = (torch.randn(b, h, t, d, generator=g, device=device).to(dtype) for t in (t_q, t_k, t_k))
+    mask = None
+    if padding:
+        lengths = torch.tensor([t_k, t_k * 3 // 4] * b, device=device)[:b]
+        mask = (torch.arange(t_k, device=device)[None, :] < lengths[:, None])[:, None, None, :]
+    return q, k, v, mask
+
+
 def with_grads(fn, q, k, v, g_out) -> list[torch.Tensor]:
     """``[output, dq, dk, dv]`` of ``fn(q, k, v)`` for the output gradient ``g_out``."""
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))

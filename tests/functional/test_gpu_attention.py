@@ -14,7 +14,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from attnlab.functional import BACKENDS, scaled_dot_product_attention
-from half_precision import assert_within_torchs_error, errors, torch_sdpa, with_grads
+from half_precision import assert_within_torchs_error, case, errors, torch_sdpa, with_grads
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
                                                    reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")]
@@ -32,16 +32,6 @@ def no_tf32():
     matmul.allow_tf32, cudnn.allow_tf32 = before
 
 
-def case(b, h, t_q, t_k, d, dtype, padding, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    q, k, v = (torch.randn(b, h, t, d, generator=g, device="cuda").to(dtype) for t in (t_q, t_k, t_k))
-    mask = None
-    if padding:  # every other sequence is a quarter padding: a (B, 1, 1, Tk) padding mask
-        lengths = torch.tensor([t_k, t_k * 3 // 4] * b, device="cuda")[:b]
-        mask = (torch.arange(t_k, device="cuda")[None, :] < lengths[:, None])[:, None, None, :]
-    return q, k, v, mask
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("shape", "is_causal", "padding"), [
@@ -52,7 +42,7 @@ def case(b, h, t_q, t_k, d, dtype, padding, seed=0):
 ])
 def test_every_backend_and_dtype_matches_float64(backend, dtype, shape, is_causal, padding):
     b, h, t_q, t_k, d = shape
-    q, k, v, mask = case(b, h, t_q, t_k, d, dtype, padding)
+    q, k, v, mask = case(b, h, t_q, t_k, d, dtype, padding, device="cuda")
     g_out = torch.randn(q.shape, device="cuda").to(dtype)
     ours = with_grads(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal,
                                                                     backend=backend), q, k, v, g_out)

@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend
 
 from attnlab.functional import scaled_dot_product_attention
 from attnlab.functional.precision import in_float32, low_precision
-from half_precision import assert_within_torchs_error, errors, torch_sdpa, with_grads
+from half_precision import assert_within_torchs_error, case, errors, torch_sdpa, with_grads
 
 SHAPES = [  # (B, H, Tq, Tk, D), is_causal, padding
     ((2, 4, 300, 700, 64), True, True),
@@ -17,19 +17,12 @@ SHAPES = [  # (B, H, Tq, Tk, D), is_causal, padding
 ]
 
 
-def case(b, h, t_q, t_k, d, dtype, padding):
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(b, h, t, d, generator=g).to(dtype) for t in (t_q, t_k, t_k))
-    lengths = torch.tensor([t_k, t_k * 3 // 4] * b)[:b]
-    mask = (torch.arange(t_k)[None, :] < lengths[:, None])[:, None, None, :] if padding else None
-    return q, k, v, mask, torch.randn(b, h, t_q, d, generator=g).to(dtype)
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("backend", ["math", "chunked", "sdpa", "auto"])
 @pytest.mark.parametrize(("shape", "is_causal", "padding"), SHAPES)
 def test_half_precision_is_as_accurate_as_torchs(backend, dtype, shape, is_causal, padding):
-    q, k, v, mask, g_out = case(*shape, dtype, padding)
+    q, k, v, mask = case(*shape, dtype, padding)
+    g_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
     ours = with_grads(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal,
                                                                     backend=backend), q, k, v, g_out)
     want = with_grads(torch_sdpa(mask, is_causal, SDPBackend.MATH), q.double(), k.double(), v.double(),
@@ -42,7 +35,7 @@ def test_half_precision_is_as_accurate_as_torchs(backend, dtype, shape, is_causa
 
 @pytest.mark.parametrize("backend", ["math", "chunked"])
 def test_under_autocast_the_result_is_in_autocasts_dtype_and_computed_in_float32(backend):
-    q, k, v, mask, _ = case(1, 2, 64, 96, 32, torch.float32, True)
+    q, k, v, mask = case(1, 2, 64, 96, 32, torch.float32, True)
     with torch.autocast("cpu", torch.bfloat16):
         out = scaled_dot_product_attention(q, k, v, mask, backend=backend)
     assert out.dtype == torch.bfloat16
