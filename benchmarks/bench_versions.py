@@ -19,8 +19,9 @@ The cases are the measured figures that ``MultiHeadAttention`` and the decoding 
   Python, so any overhead in the loop or the forward shows;
 * ``gpt_train_step``: train.md A's step (4 layers, 128 wide, block 64, batch 12, AdamW);
 * ``seq2seq_train_step``: seq2seq.md B's step (transformer-tiny, batch 64);
-* ``beam_search_cached``: seq2seq.md C's cached beam search (beam 4 over 64 sources, 12 tokens, the decoder's
-  KV cache and the memory's keys/values);
+* ``beam_search_cached``: seq2seq.md C's cached beam search, scaled down (beam 4 over 64 sources, 12 tokens, the
+  decoder's KV cache and the memory's keys/values), where the host's work per step weighs 16 times more;
+* ``beam_search_dates``: the same search at the figure's own size (1,000 sources of 8-30 ids, 11 tokens);
 * by name only, where that search's time goes: ``beam_setup`` (encoding 64 sources and setting up the decoder for
   their 256 beams), ``beam_steps`` (the same and 12 decoder steps), ``beam_setup_tiny`` and ``beam_steps_tiny``
   (a 16-wide model, one source: a step there is all host overhead).
@@ -115,6 +116,23 @@ def beam_search_cached() -> Callable[[], object]:
     return torch.no_grad()(lambda: beam_search(model, src, beam_size=4, max_new_tokens=12, use_cache=True))
 
 
+def beam_search_dates() -> Callable[[], object]:
+    """seq2seq.md C's cached beam search at the figure's own size: beam 4 over 1,000 sources of 8 to 30 ids
+    (padded), transformer-tiny's shape, 11 new tokens (a date and its eos). Random weights, so every search runs
+    all 11 steps."""
+    import torch
+
+    from attnlab.generation.seq2seq import beam_search
+    from attnlab.models import Transformer, TransformerConfig
+
+    g = torch.Generator().manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=256, d_model=64, num_heads=4, num_encoder_layers=2,
+                                          num_decoder_layers=2, d_ff=256, dropout=0.0, context_length=128)).eval()
+    src = torch.randint(3, 200, (1000, 30), generator=g)
+    src[torch.arange(30) >= torch.randint(8, 31, (1000, 1), generator=g)] = 0  # pad_id
+    return torch.no_grad()(lambda: beam_search(model, src, beam_size=4, max_new_tokens=11, use_cache=True))
+
+
 def beam_decoder(steps: int, d_model: int = 64, sources: int = 64) -> Callable[[], object]:
     """The cached beam search's decoder alone: encode ``sources`` sources, set up the cache for 4 beams each, then
     ``steps`` decoding steps of all the beams (no search around them, no reordering). With ``steps=0`` it is the
@@ -155,6 +173,7 @@ FIGURES: dict[str, Callable[[], Callable[[], object]]] = {
     "gpt_train_step": gpt_train_step,
     "seq2seq_train_step": seq2seq_train_step,
     "beam_search_cached": beam_search_cached,
+    "beam_search_dates": beam_search_dates,
 }
 # where beam_search_cached's time goes (asked for by name): the decoder's set-up, and its steps at the case's
 # size and at a tiny one (d_model 16, one source), where a step is all host overhead

@@ -28,12 +28,12 @@ _PLAIN = (Tensor, nn.Parameter)  # not a DTensor or other subclass, whose own di
 
 def on_kernel(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> bool:
     """Whether :func:`linear` would run attnlab's kernel for ``x``, ``weight`` and ``bias``."""
-    if x.numel() > KERNEL_ROWS * weight.shape[-1] or (torch.is_grad_enabled() and (
+    if not cpu_kernels_ready() or x.numel() > KERNEL_ROWS * weight.shape[-1] or (torch.is_grad_enabled() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))):
-        return False  # a prompt, or training: the common answers first, so those calls pay little for asking
+        return False  # not loaded, a prompt, or training: the common answers first, so those calls pay little
     return (_plain_cpu_fp32(x) and _plain_cpu_fp32(weight) and (bias is None or _plain_cpu_fp32(bias))
             and x.dim() >= 1 and x.shape[-1] == weight.shape[-1] and weight.is_contiguous()
-            and not torch.is_autocast_enabled("cpu") and cpu_kernels_ready())
+            and not torch.is_autocast_enabled("cpu"))
 
 
 def _plain_cpu_fp32(t: Tensor) -> bool:

@@ -73,7 +73,7 @@ def math_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | Non
         weights = F.dropout(weights, p=dropout_p, training=True)
     output = weighted_values(weights, value)  # weights @ value
     if has_keys is not None:
-        output = output.masked_fill(~has_keys, 0.0)
+        output = output.masked_fill_(~has_keys, 0.0)  # in place: a fresh product, which no backward needs
         if return_weights:  # in place where autograd does not need the softmax's output
             weights = weights.masked_fill(~has_keys, 0.0) if weights.requires_grad else \
                 weights.masked_fill_(~has_keys, 0.0)

@@ -130,7 +130,8 @@ class KVCache:
     layer with a sliding window (``windows[i]``); ``cache[i]`` goes to block ``i``.
 
     ``length`` is the number of positions already cached, i.e. the position of the next token. An
-    encoder-decoder's cache also holds the memory's key mask ``memory_mask (B, 1, 1, S)`` (None: no padding).
+    encoder-decoder's cache also holds the memory's key mask ``memory_mask (B, 1, 1, S)``, bool or a float term added
+    to the scores (0 where real, -inf at padding; None: no padding).
     """
 
     def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int | None, head_dim: int,
