@@ -89,3 +89,35 @@ def test_bad_input(idx, err, match):
 def test_bad_config_type():
     with pytest.raises(TypeError, match="GPTConfig"):
         GPT({"vocab_size": 5})
+
+
+@pytest.mark.parametrize("keep", [1, 3, 16])
+def test_logits_to_keep_gives_the_last_positions_logits(keep):
+    """What a decoding loop's prompt asks for: the last positions' logits only, equal to those of every position's
+    (to rounding: the head multiplies fewer rows), with or without a cache."""
+    model, idx = small(), torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        every = model(idx).logits
+        kept = model(idx, logits_to_keep=keep).logits
+        cached = model(idx[:, -4:], kv_cache=_filled(model, idx[:, :-4]), logits_to_keep=1).logits
+    assert kept.shape == (2, keep, 50)
+    torch.testing.assert_close(kept, every[:, -keep:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(cached, every[:, -1:], atol=1e-5, rtol=0)
+
+
+def _filled(model, idx):
+    cache = model.new_cache(idx.shape[0])
+    model(idx, kv_cache=cache)
+    return cache
+
+
+@pytest.mark.parametrize(("keep", "targets", "match"), [
+    (-1, False, r"logits_to_keep must be an int >= 0 \(0: every position\), got -1"),
+    (True, False, "logits_to_keep must be an int >= 0"),
+    (1.0, False, "got 1.0"),
+    (1, True, "logits_to_keep=1 keeps only the last positions' logits, and the loss over targets"),
+])
+def test_logits_to_keep_bad_values(keep, targets, match):
+    model, idx = small(), torch.randint(0, 50, (2, 8))
+    with pytest.raises(ValueError, match=match):
+        model(idx, targets=idx if targets else None, logits_to_keep=keep)

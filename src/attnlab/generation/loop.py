@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from attnlab.generation.sampling import sample
+from attnlab.models.language_model import LanguageModel
 
 # (tokens (B, T), cache, attention_mask=... when there is padding) -> logits of the last position (B, vocab_size)
 Step = Callable[..., Tensor]
@@ -68,7 +69,10 @@ def crop(seq: Tensor, limit: int | None) -> Tensor:
 
 
 def last_logits(model: Any, tokens: Tensor, cache: Any = None, **mask: Tensor) -> Tensor:
-    """The model's forward over ``tokens (B, T)`` (after what ``cache`` holds): logits of the last position."""
+    """The model's forward over ``tokens (B, T)`` (after what ``cache`` holds): logits of the last position (an
+    attnlab language model computes no others)."""
+    if isinstance(model, LanguageModel):
+        mask["logits_to_keep"] = 1
     return model(tokens, kv_cache=cache, **mask).logits[:, -1]
 
 

@@ -140,7 +140,7 @@ class LanguageModel(nn.Module):
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, attention_mask: Tensor | None = None,
                 return_weights: bool = False, kv_cache: KVCache | None = None,
-                head_mask: Tensor | None = None) -> CausalLMOutput:
+                head_mask: Tensor | None = None, logits_to_keep: int = 0) -> CausalLMOutput:
         """``idx (B, T)`` token ids -> :class:`CausalLMOutput` with ``logits (B, T, vocab_size)``.
 
         Args:
@@ -157,8 +157,18 @@ class LanguageModel(nn.Module):
                 holds, and their keys and values are added to it.
             head_mask: ``(num_layers, num_heads)``: head h of layer l has its output multiplied by
                 ``head_mask[l, h]`` before ``out_proj`` (0 removes it); differentiable, for head importance.
+            logits_to_keep: the logits of the last ``logits_to_keep`` positions only, ``(B, logits_to_keep,
+                vocab_size)`` (0: of every position; Hugging Face's name). A decoding loop's prompt needs only the
+                last one's: the head over every position of a 32-token prompt costs GPT-2 small as much as a
+                decoding step (its 50,257 × 768 matrix times 32 rows). Not with ``targets``.
         """
         c = self.config
+        if isinstance(logits_to_keep, bool) or not isinstance(logits_to_keep, int) or logits_to_keep < 0:
+            raise ValueError(f"{type(self).__name__}: logits_to_keep must be an int >= 0 (0: every position), got "
+                             f"{logits_to_keep!r}")
+        if logits_to_keep and targets is not None:
+            raise ValueError(f"{type(self).__name__}: logits_to_keep={logits_to_keep} keeps only the last positions' "
+                             "logits, and the loss over targets needs every position's: give one or the other")
         offset = 0 if kv_cache is None else kv_cache.length
         mask, positions = check_decoder_inputs(type(self).__name__, idx, targets, attention_mask, c.vocab_size,
                                                self.position_limit, offset)
@@ -167,7 +177,7 @@ class LanguageModel(nn.Module):
         x = dropped(self.drop, self.embed(idx, positions, offset))
         x = self.run_blocks(x, mask, positions, kv_cache, return_weights, head_mask)
         x, attentions = x if return_weights else (x, None)
-        logits = self.logits(x)
+        logits = self.logits(x[:, -logits_to_keep:] if logits_to_keep else x)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
