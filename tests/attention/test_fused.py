@@ -109,3 +109,18 @@ def test_a_cast_after_the_copy_was_made_is_seen():
         m.to(torch.bfloat16)
         out = m(x.to(torch.bfloat16))
     assert out.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("name", ["mha", "gqa", "swiglu"])
+def test_while_compile_traces_the_plain_maps_run_side_by_side(name, monkeypatch):
+    """No stacked copy in a graph: each plain map through attnlab's product (its CPU kernel where it applies, not
+    torch's slower one for a few rows), the outputs side by side; a hooked map is called as it is."""
+    module = modules()[name].eval()
+    x = torch.randn(2, 1, 32)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    with torch.no_grad():
+        fused = fused_map(module, *maps(module))
+        torch.testing.assert_close(fused(x), torch.cat([m(x) for m in maps(module)], -1), atol=1e-6, rtol=0)
+        assert not module.__dict__.get("_fused_inference")  # nothing kept
+        maps(module)[0].register_forward_hook(lambda *_: None)
+        assert fused_map(module, *maps(module)) is None
