@@ -34,3 +34,13 @@ def test_padding_mask_rejects(bad, err, msg):
 def test_causal_mask_rejects_nonpositive():
     with pytest.raises(ValueError, match="t_q must be a positive int, got 0"):
         causal_mask(0)
+
+
+def test_additive_mask_adds_what_the_bool_mask_fills():
+    from attnlab.functional.masks import additive_mask
+
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    bias = additive_mask(mask, torch.bfloat16)
+    assert bias.dtype == torch.bfloat16 and bias.shape == mask.shape
+    scores = torch.randn(4, 2, 3)
+    assert torch.equal(scores + bias.float(), scores.masked_fill(~mask, float("-inf")))

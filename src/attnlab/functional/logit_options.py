@@ -21,6 +21,8 @@ import math
 import torch
 from torch import Tensor
 
+from attnlab.functional.masks import additive_mask
+
 
 def softcap(scores: Tensor, cap: float | None) -> Tensor:
     """``cap · tanh(scores / cap)`` (None: the scores as they are). Example: ``softcap(torch.tensor([100.]), 50)``
@@ -80,7 +82,7 @@ def with_sink_key(key: Tensor, value: Tensor, mask: Tensor | None, sinks: Tensor
     if mask is None:
         bias = query.new_zeros(1, t_k)
     elif mask.dtype == torch.bool:
-        bias = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill_(~mask, float("-inf"))
+        bias = additive_mask(mask, query.dtype)
     else:
         bias = mask.to(query.dtype)
     shape = torch.broadcast_shapes(bias.shape[:-2], query.shape[:-2])

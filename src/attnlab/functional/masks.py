@@ -53,6 +53,11 @@ def padding_mask(attention_mask: Tensor) -> Tensor:
     return key_mask(attention_mask)
 
 
+def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A bool mask (True = may attend) as the term added to the scores: 0 where allowed, -inf where not."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
 def key_mask(attention_mask: Tensor) -> Tensor:
     """:func:`padding_mask` for a mask already checked at the door: ``(B, T)`` -> bool ``(B, 1, 1, T)``, no checks."""
     return attention_mask.bool()[:, None, None, :]

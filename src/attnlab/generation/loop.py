@@ -71,9 +71,8 @@ def crop(seq: Tensor, limit: int | None) -> Tensor:
 def last_logits(model: Any, tokens: Tensor, cache: Any = None, **mask: Tensor) -> Tensor:
     """The model's forward over ``tokens (B, T)`` (after what ``cache`` holds): logits of the last position (an
     attnlab language model computes no others)."""
-    if isinstance(model, LanguageModel):
-        mask["logits_to_keep"] = 1
-    return model(tokens, kv_cache=cache, **mask).logits[:, -1]
+    keep = {"logits_to_keep": 1} if isinstance(model, LanguageModel) else {}
+    return model(tokens, kv_cache=cache, **mask, **keep).logits[:, -1]
 
 
 @torch.no_grad()
