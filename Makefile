@@ -37,8 +37,12 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "chromium could not be installed: the browser test will skip"
 
+# Two processes, each taking whole test files (--dist loadfile), so that a file's shared fixtures (the notebooks'
+# kernel runs, the multi-process training runs) are built once: 9.5 minutes of tests instead of 13.5 on two cores.
+TEST_WORKERS ?= 2
+
 test: lint browser
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(VENV)/.dev
 	$(PY) benchmarks/bench_attention.py
