@@ -319,3 +319,19 @@ def test_enable_gqa_with_masks_of_every_shape_equals_torch(backend, mask_kind):
         _, w_rep = scaled_dot_product_attention(q, k.repeat_interleave(3, 1), v.repeat_interleave(3, 1),
                                                 attn_mask=mask, return_weights=True)
         torch.testing.assert_close(w, w_rep, atol=1e-6, rtol=0)  # (B, Hq, Tq, Tk): per query head
+
+
+def test_the_automatic_choice_compiles_without_a_warning(monkeypatch):
+    """Under torch.compile, ``"auto"`` decides without its lru_cache, which dynamo warns about tracing through."""
+    import warnings
+
+    import torch._dynamo.utils as dynamo_utils
+
+    monkeypatch.setattr(dynamo_utils, "warn_once_cache", set())  # a warning given earlier in the session counts too
+    torch._dynamo.reset()
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    compiled = torch.compile(lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True), backend="eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = compiled(q, k, v)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=0, atol=1e-5)

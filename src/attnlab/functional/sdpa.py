@@ -44,8 +44,10 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
     if backend != "auto":
         chosen = resolve_backend(backend, backend, return_weights)
     elif query.is_cpu:  # the rule's answer for these facts, asked once (a decoding loop asks often)
-        chosen = _cpu_choice(*_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
-                                     softcap is not None, sinks is not None))
+        # torch.compile decides once per graph anyway, and warns about tracing through a cache
+        choose = _cpu_choice.__wrapped__ if torch.compiler.is_compiling() else _cpu_choice
+        chosen = choose(*_facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap is not None,
+                                sinks is not None))
     else:
         chosen = choose_backend(call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
                                            softcap is not None, sinks is not None))
