@@ -38,7 +38,7 @@ browser:
 		apt-get install -y -qq chromium) >/dev/null 2>&1 || echo "chromium could not be installed: the browser test will skip"
 
 # Two processes, each taking whole test files (--dist loadfile), so that a file's shared fixtures (the notebooks'
-# kernel runs, the multi-process training runs) are built once: 9.5 minutes of tests instead of 13.5 on two cores.
+# kernel runs, the multi-process training runs) are built once: about 10 minutes of tests instead of 13.5 on two cores.
 TEST_WORKERS ?= 2
 
 test: lint browser

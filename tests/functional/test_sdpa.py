@@ -328,7 +328,6 @@ def test_the_automatic_choice_compiles_without_a_warning(monkeypatch):
     import torch._dynamo.utils as dynamo_utils
 
     monkeypatch.setattr(dynamo_utils, "warn_once_cache", set())  # a warning given earlier in the session counts too
-    torch._dynamo.reset()
     q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
     compiled = torch.compile(lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True), backend="eager")
     with warnings.catch_warnings():
