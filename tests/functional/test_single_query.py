@@ -42,7 +42,7 @@ def test_query_key_products_equal_the_matmul(rows, heads, t_q, t_k, hd, broadcas
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=st.integers(1, 300), t_k=st.integers(1, 12), masked=st.booleans())
+@given(rows=st.integers(1, 300), t_k=st.integers(1, 20), masked=st.booleans())
 def test_softmax_last_equals_torch_softmax(rows, t_k, masked):
     g = torch.Generator().manual_seed(rows * 100 + t_k)
     scores = torch.randn(rows, 4, 1, t_k, generator=g)

@@ -9,8 +9,9 @@ summed over ``hd`` is one vectorised pass. With few products, a long row or wide
 faster (a GPT decoding one sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are
 equal (tested).
 
-torch's CPU softmax over a short last axis (fewer entries than one SIMD register holds) runs a scalar loop, several
-times slower than over a leading axis: :func:`softmax_last` moves the axis to the front there.
+torch's CPU softmax over a short last axis (fewer entries than one SIMD register holds: 8 floats with AVX2, 16 with
+AVX-512) runs a scalar loop, 5-13x slower than over a leading axis: :func:`softmax_last` moves the axis to the front
+there.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from torch import Tensor
 # (1.5-3x at 256-1024, Tk 4-12, hd 16) while Tk and hd stay within SHORT_PRODUCT; below 64 products, or from Tk 40,
 # the matmul is as fast or faster
 MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
-# below this many keys torch's CPU softmax over the last axis is slower than over a leading one (4-6x at 2-7 keys,
-# 1024 rows; equal at 8, the AVX2 register's eight floats), from this many rows
-SHORT_ROW, MANY_ROWS = 8, 64
+# below this many keys torch's CPU softmax over the last axis is slower than over a leading one, from this many rows:
+# the floats one of torch's vector registers holds (AVX2: 4-6x at 2-7 keys, 1024 rows, equal at 8; AVX-512: 10-13x at
+# 2-15 keys, 4000 rows, and 0.8x at 16)
+SHORT_ROW = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
+MANY_ROWS = 64
 
 
 def _many_short_products(one: Tensor, other: Tensor) -> bool:
