@@ -9,9 +9,9 @@ summed over ``hd`` is one vectorised pass. With few products, a long row or wide
 faster (a GPT decoding one sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are
 equal (tested).
 
-torch's CPU softmax over a short last axis (fewer entries than one SIMD register holds: 8 floats with AVX2, 16 with
-AVX-512) runs a scalar loop, 5-13x slower than over a leading axis: :func:`softmax_last` moves the axis to the front
-there.
+torch's CPU softmax over a short last axis (fewer entries than one vector register holds: 8 floats with AVX2, 16 with
+AVX-512, twice as many bf16 or fp16 values) runs a scalar loop, 4-13x slower than over a leading axis:
+:func:`softmax_last` moves the axis to the front there.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ from torch import Tensor
 # (1.5-3x at 256-1024, Tk 4-12, hd 16) while Tk and hd stay within SHORT_PRODUCT; below 64 products, or from Tk 40,
 # the matmul is as fast or faster
 MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
-# below this many keys torch's CPU softmax over the last axis is slower than over a leading one, from this many rows:
-# the floats one of torch's vector registers holds (AVX2: 4-6x at 2-7 keys, 1024 rows, equal at 8; AVX-512: 10-13x at
-# 2-15 keys, 4000 rows, and 0.8x at 16)
-SHORT_ROW = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
+# torch's CPU softmax over the last axis runs a scalar loop below one vector register of entries: slower there than
+# over a leading axis, from MANY_ROWS rows. A register holds VECTOR_BYTES (AVX2 32, AVX-512 64): 8 or 16 floats, 16 or
+# 32 bf16/fp16 values. Measured on one thread, 4,000 rows: AVX-512 float32 10-13x at 2-15 keys, 0.8x at 16; bf16 and
+# fp16 5-8x at 4-20 keys, equal at 32; torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) float32 9-10x at 4-7 keys,
+# 0.8x at 8; bf16 3-4x at 4-15 keys, equal at 16
+VECTOR_BYTES = 64 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 32
+SHORT_ROW = {dtype: VECTOR_BYTES // dtype.itemsize for dtype in (torch.float32, torch.bfloat16, torch.float16)}
 MANY_ROWS = 64
 
 
@@ -54,9 +57,10 @@ def weighted_values(weights: Tensor, value: Tensor) -> Tensor:
 
 
 def softmax_last(scores: Tensor) -> Tensor:
-    """``torch.softmax(scores, dim=-1)``; on a CPU, for many rows of fewer than :data:`SHORT_ROW` entries, over the
-    entries moved to the front (torch makes that copy contiguous: a few kilobytes for a decoding step)."""
-    short = scores.shape[-1] < SHORT_ROW and scores.numel() >= MANY_ROWS * scores.shape[-1]
+    """``torch.softmax(scores, dim=-1)``; on a CPU, for many rows of fewer entries than one vector register holds
+    (:data:`SHORT_ROW` of the dtype), over the entries moved to the front (torch makes that copy contiguous: a few
+    kilobytes for a decoding step)."""
+    short = scores.shape[-1] < SHORT_ROW.get(scores.dtype, 0) and scores.numel() >= MANY_ROWS * scores.shape[-1]
     if not scores.is_cpu or not short:  # is_cpu: device.type builds a string at every call
         return torch.softmax(scores, dim=-1)
     return torch.softmax(scores.movedim(-1, 0), dim=0).movedim(0, -1)
