@@ -10,7 +10,7 @@ faster (a GPT decoding one sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays
 equal (tested).
 
 torch's CPU softmax over a short last axis (fewer entries than one vector register holds: 8 floats with AVX2, 16 with
-AVX-512, twice as many bf16 or fp16 values) runs a scalar loop, 4-13x slower than over a leading axis:
+AVX-512, twice as many bf16 or fp16 values) runs a scalar loop, 3-13x slower than over a leading axis:
 :func:`softmax_last` moves the axis to the front there.
 """
 
@@ -24,10 +24,10 @@ from torch import Tensor
 # the matmul is as fast or faster
 MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
 # torch's CPU softmax over the last axis runs a scalar loop below one vector register of entries: slower there than
-# over a leading axis, from MANY_ROWS rows. A register holds VECTOR_BYTES (AVX2 32, AVX-512 64): 8 or 16 floats, 16 or
-# 32 bf16/fp16 values. Measured on one thread, 4,000 rows: AVX-512 float32 10-13x at 2-15 keys, 0.8x at 16; bf16 and
-# fp16 5-8x at 4-20 keys, equal at 32; torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) float32 9-10x at 4-7 keys,
-# 0.8x at 8; bf16 3-4x at 4-15 keys, equal at 16
+# over a leading axis, from MANY_ROWS rows. A register holds VECTOR_BYTES (AVX2 32, AVX-512 64): 8 or 16 floats, 16
+# or 32 bf16/fp16 values. The move's speed-up, one thread, 4,000 rows: AVX-512 float32 10-13x at 2-15 keys, 0.8x at
+# 16; bf16 and fp16 5-8x at 4-20 keys, equal at 32; torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) float32 9-10x at
+# 4-7 keys, 0.8x at 8; bf16 3-4x at 4-15 keys, equal at 16
 VECTOR_BYTES = 64 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 32
 SHORT_ROW = {dtype: VECTOR_BYTES // dtype.itemsize for dtype in (torch.float32, torch.bfloat16, torch.float16)}
 MANY_ROWS = 64
