@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from attnlab.functional import math_attention
 from attnlab.functional.single_query import (
     MANY_PRODUCTS,
+    SHORT_ROW,
     query_key_products,
-    short_row,
     softmax_last,
     weighted_values,
 )
@@ -56,16 +56,6 @@ def test_softmax_last_equals_torch_softmax(rows, t_k, masked, dtype):
     torch.testing.assert_close(out, torch.softmax(scores, dim=-1), **tol)
 
 
-@pytest.mark.parametrize("vector_bytes", [32, 64])  # AVX2, AVX-512
-def test_short_rows_are_under_64_bytes_and_not_one_avx2_register(monkeypatch, vector_bytes):
-    monkeypatch.setattr("attnlab.functional.single_query.VECTOR_BYTES", vector_bytes)
-    moved = [n for n in range(1, 41) if short_row(n, torch.float32)]
-    assert moved == [n for n in range(1, 16) if vector_bytes == 64 or n != 8]
-    moved = [n for n in range(1, 41) if short_row(n, torch.bfloat16)]
-    assert moved == [n for n in range(1, 32) if vector_bytes == 64 or n != 16]
-    assert short_row(20, torch.float16) and not short_row(4, torch.float64)
-
-
 def ops(fn, *args) -> set[str]:
     with torch.profiler.profile() as prof:
         fn(*args)
@@ -75,10 +65,10 @@ def ops(fn, *args) -> set[str]:
 def test_both_forms_are_taken_at_the_beam_search_sizes_and_only_there():
     # 256 rows x 4 heads, one query, 6 keys of 16: the moved softmax and the elementwise sum, not torch's own kernels
     scores, value = torch.randn(256, 4, 1, 6), torch.randn(256, 4, 6, 16)
-    assert short_row(scores.shape[-1], scores.dtype) and MANY_PRODUCTS <= 256 * 4
+    assert scores.shape[-1] < SHORT_ROW[torch.float32] and MANY_PRODUCTS <= 256 * 4
     assert not softmax_last(scores).is_contiguous()  # moved to the front and back
-    assert softmax_last(torch.randn(256, 4, 1, 16)).is_contiguous()  # 64 bytes: torch's own
-    assert not softmax_last(torch.randn(256, 4, 1, 17).bfloat16()).is_contiguous()  # 34 bytes of bf16: moved
+    assert softmax_last(torch.randn(256, 4, 1, SHORT_ROW[torch.float32])).is_contiguous()  # torch's own
+    assert not softmax_last(torch.randn(256, 4, 1, SHORT_ROW[torch.float32]).bfloat16()).is_contiguous()  # 2x wider
     assert softmax_last(torch.randn(256, 4, 1, 6, dtype=torch.float64)).is_contiguous()  # unmeasured: torch's own
     assert "aten::bmm" not in ops(weighted_values, scores, value)
     query = torch.randn(256, 4, 1, 16)

@@ -9,9 +9,9 @@ summed over ``hd`` is one vectorised pass. With few products, a long row or wide
 faster (a GPT decoding one sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are
 equal (tested).
 
-torch's CPU softmax over a short last axis (under 64 bytes: 16 floats, 32 bf16 or fp16 values) runs its scalar
-loop for the whole row or its tail, 2-13x slower than over a leading axis: :func:`softmax_last` moves the axis to
-the front there.
+torch's CPU softmax over a short last axis (fewer entries than one vector register holds: 8 floats with AVX2, 16 with
+AVX-512, twice as many bf16 or fp16 values) runs a scalar loop, 3-13x slower than over a leading axis:
+:func:`softmax_last` moves the axis to the front there.
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ from torch import Tensor
 # (1.5-3x at 256-1024, Tk 4-12, hd 16) while Tk and hd stay within SHORT_PRODUCT; below 64 products, or from Tk 40,
 # the matmul is as fast or faster
 MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
-# torch's CPU softmax over the last axis is slow on rows shorter than 64 bytes (16 floats, 32 bf16/fp16 values): with
-# AVX-512 such a row is less than one vector register, which it runs in a scalar loop; with AVX2 it is one register
-# and a tail, which costs as much. Moved to a leading axis, MANY_ROWS rows or more run faster there, except a row of
-# exactly one AVX2 register (8 floats, 16 bf16). The move's speed-up, one thread, 4,000 rows:
-# AVX-512 float32 8-13x at 2-15 keys, 0.9x at 16; bf16 3-7x at 4-31, 0.75x at 32; torch's AVX2 kernels
-# (ATEN_CPU_CAPABILITY=avx2) float32 9-10x at 4-7 keys, 0.8x at 8, 1.7-2.7x at 9-15, 0.6x at 16; bf16 1.1-4.5x at
-# 4-31 keys, 0.6x at 32
+# torch's CPU softmax over the last axis runs a scalar loop below one vector register of entries: slower there than
+# over a leading axis, from MANY_ROWS rows. A register holds VECTOR_BYTES (AVX2 32, AVX-512 64): 8 or 16 floats, 16
+# or 32 bf16/fp16 values. The move's speed-up, one thread, 4,000 rows: AVX-512 float32 10-13x at 2-15 keys, 0.8x at
+# 16; bf16 and fp16 5-8x at 4-20 keys, equal at 32; torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) float32 9-10x at
+# 4-7 keys, 0.8x at 8; bf16 3-4x at 4-15 keys, equal at 16
 VECTOR_BYTES = 64 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 32
-SHORT_ROW_BYTES = 64
+SHORT_ROW = {dtype: VECTOR_BYTES // dtype.itemsize for dtype in (torch.float32, torch.bfloat16, torch.float16)}
 MANY_ROWS = 64
 
 
@@ -58,18 +56,11 @@ def weighted_values(weights: Tensor, value: Tensor) -> Tensor:
     return weights @ value
 
 
-def short_row(n: int, dtype: torch.dtype) -> bool:
-    """Whether torch's CPU softmax over a last axis of ``n`` entries of ``dtype`` is the slow one: shorter than
-    :data:`SHORT_ROW_BYTES`, and not whole vector registers (float32, bf16 and fp16; other dtypes are not measured)."""
-    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        return False
-    return n * dtype.itemsize < SHORT_ROW_BYTES and (n * dtype.itemsize) % VECTOR_BYTES != 0
-
-
 def softmax_last(scores: Tensor) -> Tensor:
-    """``torch.softmax(scores, dim=-1)``; on a CPU, for many :func:`short_row` rows, over the entries moved to the
-    front (torch makes that copy contiguous: a few kilobytes for a decoding step)."""
-    n = scores.shape[-1]
-    if not scores.is_cpu or scores.numel() < MANY_ROWS * n or not short_row(n, scores.dtype):
-        return torch.softmax(scores, dim=-1)  # is_cpu first: device.type builds a string at every call
+    """``torch.softmax(scores, dim=-1)``; on a CPU, for many rows of fewer entries than one vector register holds
+    (:data:`SHORT_ROW` of the dtype), over the entries moved to the front (torch makes that copy contiguous: a few
+    kilobytes for a decoding step)."""
+    short = scores.shape[-1] < SHORT_ROW.get(scores.dtype, 0) and scores.numel() >= MANY_ROWS * scores.shape[-1]
+    if not scores.is_cpu or not short:  # is_cpu: device.type builds a string at every call
+        return torch.softmax(scores, dim=-1)
     return torch.softmax(scores.movedim(-1, 0), dim=0).movedim(0, -1)
