@@ -27,7 +27,8 @@ MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
 # over a leading axis, from MANY_ROWS rows. A register holds VECTOR_BYTES (AVX2 32, AVX-512 64): 8 or 16 floats, 16
 # or 32 bf16/fp16 values. The move's speed-up, one thread, 4,000 rows: AVX-512 float32 10-13x at 2-15 keys, 0.8x at
 # 16; bf16 and fp16 5-8x at 4-20 keys, equal at 32; torch's AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) float32 9-10x at
-# 4-7 keys, 0.8x at 8; bf16 3-4x at 4-15 keys, equal at 16
+# 4-7 keys, 0.8x at 8; bf16 3-4x at 4-15 keys, equal at 16. (AVX2 also softmaxes 9-15 floats 2.6x faster moved, but
+# the weighted sum after reads moved weights strided and loses as much: no gain for the two together, a loss at 15.)
 VECTOR_BYTES = 64 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 32
 SHORT_ROW = {dtype: VECTOR_BYTES // dtype.itemsize for dtype in (torch.float32, torch.bfloat16, torch.float16)}
 MANY_ROWS = 64
