@@ -1,12 +1,13 @@
 """The linear map ``y = x Wᵀ + b``, with a faster product for the few rows of a decoding step on a CPU.
 
 Decoding one token per sequence multiplies every weight matrix by a handful of rows, so a step's speed is the
-speed at which the weights stream from memory. torch's product for such rows read fp32 weights at 8-12 GB/s on
-the 2-core machine attnlab is measured on, where a sum reads 19-24 GB/s; attnlab's kernel
-(``functional/kernels/fp32_linear.cpp``) reads them at 16-21 GB/s (docs/decoding.md). :func:`linear` sends a
-call there only when it is the same map: fp32 tensors on the CPU, at most :data:`KERNEL_ROWS` rows, nothing for
-autograd to record, no autocast; everything else goes to ``F.linear``. ``torch.compile`` calls the kernel too (an
-opaque op with a shape function). The two differ by rounding only (the sums run in another order; tested within 1e-5).
+speed at which the weights stream from memory. torch's product for one such row reads fp32 weights at about half
+the speed of a plain sum on the 2-core machines attnlab is measured on; attnlab's kernel
+(``functional/kernels/fp32_linear.cpp``) reads them about as fast as the sum (benchmarks/results/linear.md).
+:func:`linear` sends a call there only when it is the same map: fp32 tensors on the CPU, at most
+:data:`KERNEL_ROWS` rows, nothing for autograd to record, no autocast; everything else goes to ``F.linear``.
+``torch.compile`` calls the kernel too (an opaque op with a shape function). The two differ by rounding only (the
+sums run in another order; tested within 1e-5).
 
 :class:`Linear` is ``nn.Linear`` with this product: the same parameters, state dict and initialisation.
 """
