@@ -136,21 +136,22 @@ def test_the_buffers_grow_by_powers_of_two_and_keep_what_they_hold():
         layer.update(torch.randn(2, 3, 3, 4), torch.randn(2, 3, 3, 4))
 
 
+@pytest.mark.parametrize("filled", [1, 6])  # of 8: the filled part gathered alone, or the whole buffer
 @pytest.mark.parametrize("rows", [[2, 0, 0, 1], [1, 1, 0, 2, 2, 0, 1, 1]])  # a beam step; then more rows (beams)
-def test_following_rows_gathers_keys_and_values_alike(rows):
+def test_following_rows_gathers_keys_and_values_alike(rows, filled):
     """Keys and values share one buffer: a reorder gathers both, by the same rows, and the filled positions only
     need to be right (what the attention reads); checked against indexing the tensors held before."""
     cache = KVCache(2, 4, num_heads=3, context_length=8, head_dim=5)
     g = torch.Generator().manual_seed(0)
     for layer in cache.layers:
-        layer.update(torch.randn(4, 3, 6, 5, generator=g), torch.randn(4, 3, 6, 5, generator=g))
-    before = [(layer.keys[:, :, :6].clone(), layer.values[:, :, :6].clone()) for layer in cache.layers]
+        layer.update(torch.randn(4, 3, filled, 5, generator=g), torch.randn(4, 3, filled, 5, generator=g))
+    before = [(layer.keys[:, :, :filled].clone(), layer.values[:, :, :filled].clone()) for layer in cache.layers]
     index = torch.tensor(rows)
     cache.reorder(index)
     for layer, (keys, values) in zip(cache.layers, before, strict=True):
-        assert layer.keys.shape[0] == len(rows) and layer.length == 6
-        torch.testing.assert_close(layer.keys[:, :, :6], keys[index], atol=0, rtol=0)
-        torch.testing.assert_close(layer.values[:, :, :6], values[index], atol=0, rtol=0)
+        assert layer.keys.shape[0] == len(rows) and layer.length == filled
+        torch.testing.assert_close(layer.keys[:, :, :filled], keys[index], atol=0, rtol=0)
+        torch.testing.assert_close(layer.values[:, :, :filled], values[index], atol=0, rtol=0)
         key, value = layer.update(torch.ones(len(rows), 3, 1, 5), 2 * torch.ones(len(rows), 3, 1, 5))
         torch.testing.assert_close(key, torch.cat([keys[index], torch.ones(len(rows), 3, 1, 5)], 2), atol=0, rtol=0)
         torch.testing.assert_close(value, torch.cat([values[index], 2 * torch.ones(len(rows), 3, 1, 5)], 2),

@@ -95,14 +95,16 @@ class LayerKVCache:
         number of rows (each source's beams, at the start), a new buffer of those rows."""
         n = self.length
         if rows.shape[0] != self.buffer.shape[1]:
-            self.hold(self.buffer.index_select(1, rows))
+            buffer = self.buffer.new_empty(self.buffer.shape[0], rows.shape[0], *self.buffer.shape[2:])
+            torch.index_select(self.buffer[..., :n, :], 1, rows, out=buffer[..., :n, :])
+            self.hold(buffer)
             self.spare = None
             return
         if self.spare is None or self.spare.dtype != self.buffer.dtype:
             self.spare = torch.empty_like(self.buffer)
         # a row's whole buffer is one contiguous block, copied at memcpy speed; the filled part alone is strided,
-        # copied element-wise at about a third of it: so the whole, unless most of it is still empty
-        n = self.buffer.shape[3] if 2 * n > self.buffer.shape[3] else n
+        # copied element-wise at about a quarter of it: so the whole, unless three quarters are still empty
+        n = self.buffer.shape[3] if 4 * n > self.buffer.shape[3] else n
         torch.index_select(self.buffer[..., :n, :], 1, rows, out=self.spare[..., :n, :])
         self.spare, buffer = self.buffer, self.spare
         self.hold(buffer)
