@@ -30,6 +30,8 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import argparse
 import copy
+import importlib.metadata
+import importlib.util
 import statistics
 import tempfile
 import time
@@ -143,6 +145,15 @@ def torchao_int8(model):
     return m
 
 
+def torchao_note(args) -> str:
+    """Whether the torchao rows are in the table, and if not, why."""
+    if not args.torchao:
+        return "torchao left out (`--no-torchao`)."
+    if importlib.util.find_spec("torchao") is None:
+        return "torchao is not installed (the `quant` extra): its rows are left out."
+    return f"torchao {importlib.metadata.version('torchao')}."
+
+
 def bench_model(name: str, hf, model, args) -> list[dict]:
     """Every variant at batch 1 and 8, each against HF generate timed just before it."""
     candidates = variants(model)
@@ -231,7 +242,7 @@ def write(args, facts, matmul, reads: list, speed: list[dict], qual: list[dict],
              f"**{matmul.value:.0f} GFLOP/s**.",
              f"- Load when the run started: `{load}`. Threads: {torch.get_num_threads()}. int8 and few-row fp32 "
              f"products: {cpu_kernels_status()}. `THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', '')}` "
-             "(2 MiB pages for large tensors, in both libraries).",
+             "(2 MiB pages for large tensors, in both libraries). " + torchao_note(args),
              f"- Greedy decoding, prompt {args.prompt} tokens, {args.new} new tokens (fewer where {args.repeats} runs "
              f"would take over {args.case_budget:.0f} s: \"new tokens\"); median of {args.repeats} runs after a "
              "warm-up. \"of limit\": steps/s over read bandwidth / bytes of weights read per step (for the variant's "
