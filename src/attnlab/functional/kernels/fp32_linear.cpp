@@ -6,8 +6,8 @@
 // guests where a plain sum reads 19-30 GB/s. Where x is small (up to 12 KiB: one row of 3,072 inputs, four of
 // 768), this loop walks W front to back, one row after the other, each row against every row of x: one stream,
 // which the hardware prefetcher follows at the speed of a sum. Reading four rows of W side by side instead (four
-// streams, a row apart) read 13-15 GB/s on one core of an AVX-512 EPYC where the row-by-row loop reads 20-22 and
-// a sum 20-23 (benchmarks/results/linear.md). A bigger x (a batch of long rows) no longer stays in the first-level
+// streams, a row apart) read 13-15 GB/s on one core of an AVX-512 EPYC where the row-by-row loop reads 21-23 and
+// a sum 19-22 (benchmarks/results/linear.md). A bigger x (a batch of long rows) no longer stays in the first-level
 // cache beside W, and there the four rows side by side, each against one row of x at a time, measured faster.
 // No software prefetch: asking ahead measured slower.
 // Each output is summed in one order (two 8-lane accumulators over inputs 16c..16c+7 and 16c+8..16c+15, chunk by
