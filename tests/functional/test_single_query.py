@@ -1,5 +1,5 @@
-"""One query against a few keys: the elementwise scores, the elementwise weighted sum and the moved softmax equal the
-matmul and torch's softmax, for every shape on either side of the thresholds, with broadcast batch axes, gradients
+"""One query against a few keys: the elementwise weighted sum and the moved softmax equal the matmul and torch's
+softmax, for every shape on either side of the thresholds, with broadcast batch axes, gradients
 and in bf16."""
 
 import pytest
@@ -11,7 +11,6 @@ from attnlab.functional import math_attention
 from attnlab.functional.single_query import (
     MANY_PRODUCTS,
     SHORT_ROW,
-    query_key_products,
     softmax_last,
     weighted_values,
 )
@@ -27,18 +26,6 @@ def test_weighted_values_equal_the_matmul(rows, heads, t_q, t_k, hd, broadcast):
     out = weighted_values(weights, value)
     assert out.shape == (rows, heads, t_q, hd)
     torch.testing.assert_close(out, weights @ value, rtol=1e-5, atol=1e-6)
-
-
-@settings(max_examples=40, deadline=None)
-@given(rows=st.integers(1, 80), heads=st.integers(1, 4), t_q=st.sampled_from([1, 1, 2]), t_k=st.integers(1, 40),
-       hd=st.sampled_from([1, 8, 16, 33]), broadcast=st.booleans())
-def test_query_key_products_equal_the_matmul(rows, heads, t_q, t_k, hd, broadcast):
-    g = torch.Generator().manual_seed(rows * 1000 + t_k)
-    query = torch.randn(rows, heads, t_q, hd, generator=g)
-    key = torch.randn(1 if broadcast else rows, heads, t_k, hd, generator=g)
-    out = query_key_products(query, key)
-    assert out.shape == (rows, heads, t_q, t_k)
-    torch.testing.assert_close(out, query @ key.transpose(-2, -1), rtol=1e-5, atol=1e-5)
 
 
 @settings(max_examples=40, deadline=None)
@@ -71,25 +58,8 @@ def test_both_forms_are_taken_at_the_beam_search_sizes_and_only_there():
     assert not softmax_last(torch.randn(256, 4, 1, SHORT_ROW[torch.float32]).bfloat16()).is_contiguous()  # 2x wider
     assert softmax_last(torch.randn(256, 4, 1, 6, dtype=torch.float64)).is_contiguous()  # unmeasured: torch's own
     assert "aten::bmm" not in ops(weighted_values, scores, value)
-    query = torch.randn(256, 4, 1, 16)
-    assert "aten::bmm" not in ops(query_key_products, query, value)  # the scores: one pass, not 1024 tiny products
-    assert "aten::bmm" in ops(query_key_products, query[:2], value[:2])
-    assert "aten::bmm" in ops(query_key_products, torch.randn(256, 4, 2, 16), value)
     assert "aten::bmm" in ops(weighted_values, scores[:2, :4], value[:2, :4])  # 8 products: the matmul
     assert "aten::bmm" in ops(weighted_values, torch.randn(256, 4, 2, 6), value)  # two queries: the matmul
-
-
-def test_scores_gradients_and_autocast_follow_the_matmul():
-    g = torch.Generator().manual_seed(3)
-    q0, k0 = torch.randn(100, 4, 1, 16, generator=g), torch.randn(100, 4, 5, 16, generator=g)
-    q1, k1, q2, k2 = (t.clone().requires_grad_() for t in (q0, k0, q0, k0))
-    up = torch.randn(100, 4, 1, 5, generator=g)
-    (query_key_products(q1, k1) * up).sum().backward()
-    ((q2 @ k2.transpose(-2, -1)) * up).sum().backward()
-    torch.testing.assert_close(q1.grad, q2.grad, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(k1.grad, k2.grad, rtol=1e-5, atol=1e-6)
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # float32 operands: autocast's matmul, in bfloat16
-        assert query_key_products(q0, k0).dtype == (q0 @ k0.transpose(-2, -1)).dtype == torch.bfloat16
 
 
 def test_gradients_equal_the_matmul_path():

@@ -75,6 +75,16 @@ def test_beam_search_with_the_cache_gives_the_same_tokens_and_scores(model, sour
     torch.testing.assert_close(cached[1], uncached[1], atol=1e-5, rtol=0)
 
 
+def test_the_first_step_decodes_one_row_per_source(model, sources, monkeypatch):
+    """At the first step a source's beams are all its bos: one row per source is decoded, then each gets its beams
+    (the tokens are those of the uncached search, which repeats the memory for the beams: tested above)."""
+    rows, step = [], type(model).decode_step
+    monkeypatch.setattr(type(model), "decode_step", lambda self, tgt, cache: rows.append(tgt.shape[0]) or
+                        step(self, tgt, cache))
+    beam_search(model, sources, beam_size=3, max_new_tokens=4)
+    assert rows[0] == len(sources) and set(rows[1:]) == {3 * len(sources)} and len(rows) > 1
+
+
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_beam_size_one_is_greedy(model, sources, use_cache):
     tokens, scores = beam_search(model, sources, beam_size=1, alpha=0.0, use_cache=use_cache)

@@ -119,11 +119,14 @@ def test_cache_rejects_wrong_shapes():
     assert cache.length == 0 and cache.layers[1].length == 0
 
 
-def test_the_buffers_grow_by_powers_of_two_and_keep_what_they_hold():
+@pytest.mark.parametrize("positions_first", [False, True])
+def test_the_buffers_grow_by_powers_of_two_and_keep_what_they_hold(positions_first):
     from attnlab.models import LayerKVCache
 
-    layer = LayerKVCache(2, 3, context_length=40, head_dim=4, dtype=torch.float32, device=None)
+    layer = LayerKVCache(2, 3, context_length=40, head_dim=4, dtype=torch.float32, device=None,
+                         positions_first=positions_first)
     assert layer.keys.shape == (2, 3, 16, 4) and layer.context_length == 40
+    assert layer.storage.shape == ((2, 16, 2, 3, 4) if positions_first else (2, 2, 3, 16, 4))
     steps = [torch.randn(2, 3, t, 4) for t in (5, 12, 1, 20)]  # 5, 17, 18, 38 positions
     capacities = []
     for k in steps:
@@ -136,12 +139,13 @@ def test_the_buffers_grow_by_powers_of_two_and_keep_what_they_hold():
         layer.update(torch.randn(2, 3, 3, 4), torch.randn(2, 3, 3, 4))
 
 
+@pytest.mark.parametrize("positions_first", [False, True])  # rows first (a GPT's) or positions first (a search's)
 @pytest.mark.parametrize("filled", [1, 6])  # of 8: the filled part gathered alone, or the whole buffer
 @pytest.mark.parametrize("rows", [[2, 0, 0, 1], [1, 1, 0, 2, 2, 0, 1, 1]])  # a beam step; then more rows (beams)
-def test_following_rows_gathers_keys_and_values_alike(rows, filled):
+def test_following_rows_gathers_keys_and_values_alike(rows, filled, positions_first):
     """Keys and values share one buffer: a reorder gathers both, by the same rows, and the filled positions only
     need to be right (what the attention reads); checked against indexing the tensors held before."""
-    cache = KVCache(2, 4, num_heads=3, context_length=8, head_dim=5)
+    cache = KVCache(2, 4, num_heads=3, context_length=8, head_dim=5, positions_first=positions_first)
     g = torch.Generator().manual_seed(0)
     for layer in cache.layers:
         layer.update(torch.randn(4, 3, filled, 5, generator=g), torch.randn(4, 3, filled, 5, generator=g))

@@ -15,7 +15,7 @@ from attnlab.arguments import broadcast_shapes
 from attnlab.functional.logit_options import softcap as cap_scores
 from attnlab.functional.logit_options import softmax_with_sinks
 from attnlab.functional.masks import open_empty_rows, rows_with_keys
-from attnlab.functional.single_query import query_key_products, softmax_last, weighted_values
+from attnlab.functional.single_query import softmax_last, weighted_values
 
 
 def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None = None,
@@ -25,17 +25,22 @@ def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | No
 
     A bool mask writes ``-inf`` where attention is forbidden; a float mask is added (after the cap, as Gemma 2 does).
     """
-    scores = query_key_products(query, key)  # query @ key.transpose(-2, -1)
+    scores = query @ key.transpose(-2, -1)
     scores.mul_(scale)  # in place: the matmul's backward needs q and k, not this product
     scores = cap_scores(scores, softcap)
     if mask is None:
         return scores
-    shape = broadcast_shapes(mask.shape, scores.shape)
-    if shape != tuple(scores.shape):
-        scores = scores.expand(shape).clone()  # the mask adds batch dims
+    if not _fits(mask.shape, scores.shape):
+        scores = scores.expand(broadcast_shapes(mask.shape, scores.shape)).clone()  # the mask adds batch dims
     if mask.dtype == torch.bool:
         return scores.masked_fill_(~mask, float("-inf"))
     return scores.add_(mask.to(scores.dtype))
+
+
+def _fits(mask: torch.Size, scores: torch.Size) -> bool:
+    """Whether a mask of shape ``mask`` broadcasts to ``scores`` without enlarging it (a key padding mask
+    ``(B, 1, 1, Tk)`` does): compared here, where a general broadcast of the two would cost more than the add."""
+    return len(mask) <= len(scores) and all(m in (1, s) for m, s in zip(reversed(mask), reversed(scores), strict=False))
 
 
 def attention_weights(scores: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -3,11 +3,13 @@
 A decoding step with a cache multiplies ``(..., 1, Tk)`` weights by ``(..., Tk, hd)`` values, one small product per
 row and head. At beam search's sizes (256 rows × 4 heads, Tk 1-12, hd 16) the batched matmul spends more on each
 product's setup than on its arithmetic; an elementwise product summed over the keys is one pass over the values,
-2-3x faster. The scores before them, ``(..., 1, hd)`` by ``(..., Tk, hd)`` transposed, are as small: torch's CPU
-matmul runs them in its scalar loop for tiny products (contraction · rows · columns under 400), where a product
-summed over ``hd`` is one vectorised pass. With few products, a long row or wide heads the matmul is as fast or
-faster (a GPT decoding one sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are
-equal (tested).
+2-3x faster. With few products, a long row or wide heads the matmul is as fast or faster (a GPT decoding one
+sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are equal (tested).
+
+The scores before them, ``(..., 1, hd)`` by ``(..., Tk, hd)`` transposed, stay a matmul: summed elementwise over
+``hd`` they measured 1.3-2x slower at every size from 64 to 4,000 rows (4 heads, Tk 2-11, keys read from a cache's
+buffer; AVX-512 and AVX2 kernels alike), since broadcasting the query over the keys leaves the product an inner
+loop of ``hd`` numbers.
 
 torch's CPU softmax over a short last axis (fewer entries than one vector register holds: 8 floats with AVX2, 16 with
 AVX-512, twice as many bf16 or fp16 values) runs a scalar loop, 3-13x slower than over a leading axis:
@@ -40,14 +42,6 @@ def _many_short_products(one: Tensor, other: Tensor) -> bool:
     rows and heads many, ``Tk`` and ``hd`` short."""
     return (one.shape[-2] == 1 and one.is_cpu and one.dtype == other.dtype
             and max(other.shape[-2:]) <= SHORT_PRODUCT and one.numel() >= MANY_PRODUCTS * one.shape[-1])
-
-
-def query_key_products(query: Tensor, key: Tensor) -> Tensor:
-    """``query @ key.transpose(-2, -1)``: ``(..., Tq, hd)`` and ``(..., Tk, hd)`` -> ``(..., Tq, Tk)``, batch axes
-    broadcast."""
-    if _many_short_products(query, key) and not torch.is_autocast_enabled("cpu"):
-        return (query * key).sum(-1).unsqueeze(-2)  # (..., 1, hd) · (..., Tk, hd) summed over hd: (..., 1, Tk)
-    return query @ key.transpose(-2, -1)
 
 
 def weighted_values(weights: Tensor, value: Tensor) -> Tensor:

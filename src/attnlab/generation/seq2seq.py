@@ -71,7 +71,8 @@ def _check_max_new_tokens(model: Any, max_new_tokens: int | None) -> int:
 
 class _Stepper:
     """The decoder's next-token log-probabilities ``(N, V)`` for a growing ``tokens (N, t)`` (bos first), ``N = B ·
-    beams`` rows grouped by source, with or without the cache; pad and bos are never chosen.
+    beams`` rows grouped by source (at the first step one row per source, before :meth:`reorder` gives each source
+    its beams), with or without the cache; pad and bos are never chosen.
 
     With the cache, each call feeds the newest token to :meth:`~attnlab.models.Transformer.decode_step`, whose
     cache keeps every layer's keys and values (and the memory's, projected once per source). Without it, each call
@@ -80,23 +81,22 @@ class _Stepper:
     """
 
     def __init__(self, model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor, use_cache: bool,
-                 max_new_tokens: int, beams: int = 1) -> None:
+                 max_new_tokens: int) -> None:
         self.model = model
         memory = model.encode(src, src_mask)  # the model's door checks the ids and the mask's values
-        self.cache = model.new_cache(memory, mask, max_new_tokens, beams=beams) if use_cache else None
-        if not use_cache:
-            self.memory, self.mask = memory, mask
-            if beams > 1:  # each source's memory repeated for its beams
-                rows = torch.arange(src.shape[0], device=src.device).repeat_interleave(beams)
-                self.memory, self.mask = memory.index_select(0, rows), mask.index_select(0, rows)
+        self.cache = model.new_cache(memory, mask, max_new_tokens) if use_cache else None  # one row per source
+        self.memory, self.mask = memory, mask
         c = model.config
         self.banned = torch.tensor([c.pad_id, c.bos_id], device=src.device)
 
     def reorder(self, rows: Tensor) -> None:
-        """Rows ``rows (N,)`` (parents within each source) become rows ``0 .. N - 1``; the memory's keys and
-        values stay, one per source."""
+        """Rows ``rows (N,)`` become rows ``0 .. N - 1``: a search's parents, each a row of the same source, or at
+        its first step each source's row repeated for its beams. With the cache the memory's keys and values stay,
+        one per source; without it the memory is repeated once, for the beams."""
         if self.cache is not None:
             self.cache.reorder(rows, memory=False)
+        elif rows.shape[0] != self.memory.shape[0]:
+            self.memory, self.mask = self.memory.index_select(0, rows), self.mask.index_select(0, rows)
 
     def log_probs(self, tokens: Tensor) -> Tensor:
         if self.cache is not None:
@@ -183,7 +183,7 @@ def beam_search(model: Any, src: Tensor, src_mask: Tensor | None = None, beam_si
 def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor, k: int, alpha: float, limit: int,
                  use_cache: bool) -> tuple[Tensor, Tensor]:
     c, (b, _), device = model.config, src.shape, src.device
-    step = _Stepper(model, src, src_mask, mask, use_cache, limit, beams=k)  # source b's beams: rows b·k .. b·k + k-1
+    step = _Stepper(model, src, src_mask, mask, use_cache, limit)  # source b's beams: rows b·k .. b·k + k-1
     tokens = _start(model, b * k, device)
     # log-probabilities so far (B, k); one live beam per source at first, so the first step does not pick k copies
     logp = torch.full((b, k), float("-inf"), device=device)
@@ -193,8 +193,9 @@ def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor,
     offsets = (torch.arange(b, device=device) * k)[:, None]
     finished_row = None
     for t in range(1, limit + 1):
-        step_logp = step.log_probs(tokens).view(b, k, -1)  # (B, k, V)
-        vocab = step_logp.shape[-1]
+        # at the first step a source's beams are all its bos: its row alone is computed, (B, 1, V), broadcast
+        rows_logp = step.log_probs(tokens if t > 1 else tokens[::k])  # (B·k, V), at first (B, V)
+        step_logp, vocab = rows_logp.view(b, -1, rows_logp.shape[-1]), rows_logp.shape[-1]  # (B, k, V)
         if finished_row is None:  # a finished beam has one continuation, pad, which changes nothing
             finished_row = torch.full((vocab,), float("-inf"), device=device)
             finished_row[c.pad_id] = 0.0
@@ -210,7 +211,7 @@ def _beam_search(model: Any, src: Tensor, src_mask: Tensor | None, mask: Tensor,
         # a beam with probability 0 (more beams than tokens to choose) can never win: it stops too
         done = done.gather(1, parent) | (token == c.eos_id) | torch.isneginf(logp)
         tokens = torch.cat([tokens.index_select(0, rows), token.view(-1, 1)], dim=1)
-        step.reorder(rows)  # parents are beams of the same source
+        step.reorder(rows if t > 1 else rows // k)  # parents are beams of the same source; first, the source's row
         if bool(done.all()):
             break
     # the beams are sorted by score: the first of each source is its best

@@ -11,7 +11,9 @@ An encoder-decoder's cache keeps two things per decoder layer: the keys and valu
 (growing by one per step, as in a GPT), and the cross-attention's keys and values of the memory (the encoder's
 output), which depend only on the source: projected once, at the first step, and reused at every later one. Beam
 search keeps ``beam_size`` hypotheses per source as rows of one batch; :meth:`KVCache.reorder` expands the rows
-(each source's once-computed keys copied to its beams) and follows the beams as they are re-ranked.
+(each source's once-computed keys copied to its beams) and follows the beams as they are re-ranked. Its cache keeps
+the positions first (``positions_first``, :class:`LayerKVCache`): following the beams then copies the filled
+positions alone.
 """
 
 from __future__ import annotations
@@ -28,24 +30,40 @@ from attnlab.models.caches.rolling import RollingLayerKVCache
 
 
 class LayerKVCache:
-    """One layer's keys and values (a :class:`~attnlab.attention.cache.LayerCache`); ``length`` positions filled."""
+    """One layer's keys and values (a :class:`~attnlab.attention.cache.LayerCache`); ``length`` positions filled.
+
+    ``positions_first=True`` stores them position by position, ``(2, capacity, B, H, head_dim)``, instead of row by
+    row, ``(2, B, H, capacity, head_dim)``; ``keys`` and ``values`` are ``(B, H, capacity, head_dim)`` views either
+    way. A search over many rows wants it: following its beams then copies the filled positions alone, a row's keys
+    at a position one run of ``H · head_dim`` numbers, where the default layout copies a row's whole buffer once it
+    is a quarter full. One sequence's matrix products want its keys together: the default.
+    """
 
     #: the capacity of a new cache (it doubles as needed)
     FIRST_CAPACITY = 16
 
     def __init__(self, batch: int, num_heads: int, context_length: int | None, head_dim: int,
-                 dtype: torch.dtype, device: torch.device | str | None) -> None:
+                 dtype: torch.dtype, device: torch.device | str | None, *, positions_first: bool = False) -> None:
         self.max_length = context_length  # None: no limit (RoPE has no table to run out of)
+        self.positions_first = positions_first
         capacity = min(context_length or self.FIRST_CAPACITY, self.FIRST_CAPACITY)
-        self.hold(torch.empty(2, batch, num_heads, capacity, head_dim, dtype=dtype, device=device))
+        self.hold(self._storage(batch, num_heads, capacity, head_dim, dtype, device))
         self.length = 0
         self.memory_kv: tuple[Tensor, Tensor] | None = None  # an encoder-decoder's: (B, H, S, head_dim) each
         self.spare: Tensor | None = None  # where a beam search's reorder writes; then the two swap
 
-    def hold(self, buffer: Tensor) -> None:
-        """Keep keys and values in one ``buffer (2, B, H, capacity, head_dim)``: ``keys`` and ``values`` are its
-        two halves, so that following the beams gathers both in one pass."""
-        self.buffer, self.keys, self.values = buffer, buffer[0], buffer[1]
+    def _storage(self, batch: int, num_heads: int, capacity: int, head_dim: int, dtype: torch.dtype,
+                 device: torch.device | str | None) -> Tensor:
+        shape = (2, capacity, batch, num_heads, head_dim) if self.positions_first else \
+            (2, batch, num_heads, capacity, head_dim)
+        return torch.empty(shape, dtype=dtype, device=device)
+
+    def hold(self, storage: Tensor) -> None:
+        """Keep keys and values in one ``storage``: ``buffer (2, B, H, capacity, head_dim)`` views it, ``keys`` and
+        ``values`` are its two halves, so that following the beams swaps one tensor."""
+        self.storage = storage
+        self.buffer = storage.permute(0, 2, 3, 1, 4) if self.positions_first else storage
+        self.keys, self.values = self.buffer[0], self.buffer[1]
 
     @property
     def context_length(self) -> int | None:
@@ -60,9 +78,10 @@ class LayerKVCache:
             return
         capacity = 1 << (max(length, 2 * capacity) - 1).bit_length()  # a power of two
         capacity = capacity if self.max_length is None else min(capacity, self.max_length)
-        buffer = self.buffer.new_empty(*self.buffer.shape[:3], capacity, self.buffer.shape[4])
-        buffer[..., : self.length, :] = self.buffer[..., : self.length, :]
-        self.hold(buffer)
+        _, b, h, _, head_dim = self.buffer.shape
+        old = self.buffer[..., : self.length, :]
+        self.hold(self._storage(b, h, capacity, head_dim, self.storage.dtype, self.storage.device))
+        self.buffer[..., : self.length, :] = old
         self.spare = None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
@@ -82,7 +101,7 @@ class LayerKVCache:
                 raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
                                     "filled in: start a new one (model.new_cache) to switch", dtype=self.keys.dtype,
                                     dtype_2=key.dtype))
-            self.hold(torch.empty_like(self.buffer, dtype=key.dtype))  # empty: take the compute dtype
+            self.hold(torch.empty_like(self.storage, dtype=key.dtype))  # empty: take the compute dtype
         self.reserve(self.length + t)
         self.keys[:, :, self.length : self.length + t] = key
         self.values[:, :, self.length : self.length + t] = value
@@ -90,24 +109,34 @@ class LayerKVCache:
         return self.keys[:, :, : self.length], self.values[:, :, : self.length]
 
     def follow(self, rows: Tensor) -> None:
-        """Row ``i`` takes over the keys and values of row ``rows[i]`` (``(B',)``): a beam search's parents, in one
-        gather of the filled positions into a second buffer, allocated once, which then swaps in; or, for another
-        number of rows (each source's beams, at the start), a new buffer of those rows."""
-        n = self.length
-        if rows.shape[0] != self.buffer.shape[1]:
-            buffer = self.buffer.new_empty(self.buffer.shape[0], rows.shape[0], *self.buffer.shape[2:])
-            torch.index_select(self.buffer[..., :n, :], 1, rows, out=buffer[..., :n, :])
-            self.hold(buffer)
-            self.spare = None
+        """Row ``i`` takes over the keys and values of row ``rows[i]`` (``(B',)``): a beam search's parents, gathered
+        (the filled positions) into a second buffer, allocated once, which then swaps in; or, for another number of
+        rows (each source's beams, at the start), a new buffer of those rows."""
+        _, b, h, capacity, head_dim = self.buffer.shape
+        if rows.shape[0] != b:  # each source's beams, at the start
+            new = self._storage(rows.shape[0], h, capacity, head_dim, self.storage.dtype, self.storage.device)
+        else:
+            if self.spare is None or self.spare.dtype != self.storage.dtype:
+                self.spare = torch.empty_like(self.storage)
+            new = self.spare
+        self._gather(rows, new)
+        self.spare = self.storage if new is self.spare else None
+        self.hold(new)
+
+    def _gather(self, rows: Tensor, new: Tensor) -> None:
+        """Row ``i`` of storage ``new`` := row ``rows[i]`` of this one, over the filled positions (or all)."""
+        if self.positions_first:
+            # the keys' filled positions are one block, the values' another: each gathered as (n, B, H · head_dim),
+            # 1.5-3x faster than one gather over both
+            for half in range(2):
+                block = self.storage[half, : self.length].flatten(2)
+                torch.index_select(block, 1, rows, out=new[half, : self.length].flatten(2))
             return
-        if self.spare is None or self.spare.dtype != self.buffer.dtype:
-            self.spare = torch.empty_like(self.buffer)
         # a row's whole buffer is one contiguous block, copied at memcpy speed; the filled part alone is strided,
         # copied element-wise at about a quarter of it: so the whole, unless three quarters are still empty
-        n = self.buffer.shape[3] if 4 * n > self.buffer.shape[3] else n
-        torch.index_select(self.buffer[..., :n, :], 1, rows, out=self.spare[..., :n, :])
-        self.spare, buffer = self.buffer, self.spare
-        self.hold(buffer)
+        capacity = self.storage.shape[3]
+        n = capacity if 4 * self.length > capacity else self.length
+        torch.index_select(self.storage[..., :n, :], 1, rows, out=new[..., :n, :])
 
     def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor | None:
         """The ``t_new`` newest queries see the cached keys up to their own position (every key if not causal),
@@ -138,9 +167,11 @@ class KVCache:
 
     def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int | None, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
-                 memory_mask: Tensor | None = None, windows: Sequence[int | None] | None = None) -> None:
+                 memory_mask: Tensor | None = None, windows: Sequence[int | None] | None = None, *,
+                 positions_first: bool = False) -> None:
         windows = windows or [None] * num_layers  # a layer with a window keeps only that many positions
-        self.layers = [LayerKVCache(batch, num_heads, context_length, head_dim, dtype, device) if w is None
+        self.layers = [LayerKVCache(batch, num_heads, context_length, head_dim, dtype, device,
+                                    positions_first=positions_first) if w is None
                        else RollingLayerKVCache(batch, num_heads, w, head_dim, dtype, device) for w in windows]
         self.memory_mask = memory_mask
 
