@@ -126,7 +126,7 @@ def test_the_buffers_grow_by_powers_of_two_and_keep_what_they_hold(positions_fir
     layer = LayerKVCache(2, 3, context_length=40, head_dim=4, dtype=torch.float32, device=None,
                          positions_first=positions_first)
     assert layer.keys.shape == (2, 3, 16, 4) and layer.context_length == 40
-    assert layer.storage.shape == ((2, 16, 2, 3, 4) if positions_first else (2, 2, 3, 16, 4))
+    assert layer.storage.shape == ((16, 2, 2, 3, 4) if positions_first else (2, 2, 3, 16, 4))
     steps = [torch.randn(2, 3, t, 4) for t in (5, 12, 1, 20)]  # 5, 17, 18, 38 positions
     capacities = []
     for k in steps:
