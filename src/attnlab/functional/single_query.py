@@ -7,9 +7,10 @@ product's setup than on its arithmetic; an elementwise product summed over the k
 sequence: 4-6 heads, hd 16-64, Tk 9-208), so it stays there, and on a GPU. The two are equal (tested).
 
 The scores before them, ``(..., 1, hd)`` by ``(..., Tk, hd)`` transposed, stay a matmul: summed elementwise over
-``hd`` they measured 1.3-2x slower at every size from 64 to 4,000 rows (4 heads, Tk 2-11, keys read from a cache's
-buffer; AVX-512 and AVX2 kernels alike), since broadcasting the query over the keys leaves the product an inner
-loop of ``hd`` numbers.
+``hd`` they measured slower (the matmul's time 0.5-1.0x) at every size from 64 to 4,000 rows with 2 to 11 keys read
+from a cache's buffer (``benchmarks/bench_single_query.py``, ``benchmarks/results/single_query.md``), since
+broadcasting the query over the keys leaves the product an inner loop of ``hd`` numbers; only a single key (a
+search's first step) goes 1.1-1.4x faster elementwise, not worth a branch.
 
 torch's CPU softmax over a short last axis (fewer entries than one vector register holds: 8 floats with AVX2, 16 with
 AVX-512, twice as many bf16 or fp16 values) runs a scalar loop, 3-13x slower than over a leading axis:
@@ -22,8 +23,8 @@ import torch
 from torch import Tensor
 
 # measured on one CPU thread, products of (1, Tk) by (Tk, hd): the elementwise sum wins from this many of them
-# (1.5-3x at 256-1024, Tk 4-12, hd 16) while Tk and hd stay within SHORT_PRODUCT; below 64 products, or from Tk 40,
-# the matmul is as fast or faster
+# (1.2-7x at 64-4,000 rows of 4 heads, Tk 1-11, hd 16: benchmarks/results/single_query.md) while Tk and hd stay
+# within SHORT_PRODUCT; below 64 products, or from Tk 40, the matmul is as fast or faster
 MANY_PRODUCTS, SHORT_PRODUCT = 64, 32
 # torch's CPU softmax over the last axis runs a scalar loop below one vector register of entries: slower there than
 # over a leading axis, from MANY_ROWS rows. A register holds VECTOR_BYTES (AVX2 32, AVX-512 64): 8 or 16 floats, 16
