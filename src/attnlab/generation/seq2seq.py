@@ -85,7 +85,8 @@ class _Stepper:
         self.model = model
         memory = model.encode(src, src_mask)  # the model's door checks the ids and the mask's values
         self.cache = model.new_cache(memory, mask, max_new_tokens) if use_cache else None  # one row per source
-        self.memory, self.mask = memory, mask
+        if not use_cache:  # the cache holds the memory's keys and values: the memory itself is not kept
+            self.memory, self.mask = memory, mask
         c = model.config
         self.banned = torch.tensor([c.pad_id, c.bos_id], device=src.device)
 
