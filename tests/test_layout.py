@@ -111,3 +111,17 @@ def test_no_two_modules_share_a_name_across_packages_unless_twins():
                and not (name in twins and any(m.startswith("attnlab.numpy.") for m in mods) and len(mods) == 2)
                and not (len(mods) == 2 and any(m.startswith("attnlab.cli.") for m in mods))}
     assert not clashes, clashes
+
+
+def test_models_holds_at_most_twelve_modules_at_its_top_each_in_the_layout_table():
+    """``models/`` by model: its modules and sub-packages (``__init__`` aside) at most 12, and docs/layout.md's table
+    of ``models/`` (and its Chinese twin) names exactly those."""
+    models = SRC / "attnlab" / "models"
+    top = {p.name + ("/" if p.is_dir() else "") for p in models.iterdir()
+           if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()}
+    assert len(top) <= 12, sorted(top)
+    docs = SRC.parent / "docs"
+    for doc in ("layout.md", "zh/layout.md"):
+        text = (docs / doc).read_text(encoding="utf-8").split("## ", 2)[1]  # the section on models/
+        rows = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `")}
+        assert rows == top, (doc, sorted(rows ^ top))

@@ -20,9 +20,9 @@ from attnlab.attention import MultiHeadAttention
 from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding
+from attnlab.layers.initialisation import init_weights
 from attnlab.models import CausalLMOutput
 from attnlab.models.checks import check_decoder_inputs
-from attnlab.models.initialisation import init_weights
 
 
 def check_positive_ints(config: object, names: tuple[str, ...]) -> None:

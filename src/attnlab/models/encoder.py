@@ -20,6 +20,7 @@ from attnlab.attention.checks import check_head_mask
 from attnlab.functional.masks import key_mask
 from attnlab.i18n import tr
 from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
+from attnlab.layers.initialisation import init_weights
 from attnlab.models.checks import (
     check_attention_mask_dtype,
     check_ids_tensor,
@@ -29,7 +30,6 @@ from attnlab.models.checks import (
     read_facts,
 )
 from attnlab.models.config import Presets, common_checks
-from attnlab.models.initialisation import init_weights
 
 
 @dataclass

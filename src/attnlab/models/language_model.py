@@ -21,10 +21,10 @@ from torch import Tensor, nn
 from attnlab.attention.checks import check_head_mask
 from attnlab.i18n import tr
 from attnlab.layers.feedforward import dropped
+from attnlab.layers.initialisation import STD, init_weights
 from attnlab.models.caches import Int8KVCache, KVCache, StaticKVCache, compute_dtype
 from attnlab.models.caches.sink import sink_cache
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
-from attnlab.models.initialisation import STD, init_weights
 
 
 @dataclass

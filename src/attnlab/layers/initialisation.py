@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from attnlab.layers import LearnedPositionalEmbedding
+from attnlab.layers.positional import LearnedPositionalEmbedding
 
 STD = 0.02
 
