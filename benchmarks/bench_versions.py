@@ -22,6 +22,7 @@ The cases are the measured figures that ``MultiHeadAttention`` and the decoding 
 * ``beam_search_cached``: seq2seq.md C's cached beam search, scaled down (beam 4 over 64 sources, 12 tokens, the
   decoder's KV cache and the memory's keys/values), where the host's work per step weighs 16 times more;
 * ``beam_search_dates``: the same search at the figure's own size (1,000 sources of 8-30 ids, 11 tokens);
+  ``beam_search_dates_uncached``: the figure's other row, the search without the decoding caches;
 * by name only, where that search's time goes: ``beam_setup`` (encoding 64 sources and setting up the decoder for
   their 256 beams), ``beam_steps`` (the same and 12 decoder steps), ``beam_setup_tiny`` and ``beam_steps_tiny``
   (a 16-wide model, one source: a step there is all host overhead).
@@ -116,10 +117,10 @@ def beam_search_cached() -> Callable[[], object]:
     return torch.no_grad()(lambda: beam_search(model, src, beam_size=4, max_new_tokens=12, use_cache=True))
 
 
-def beam_search_dates() -> Callable[[], object]:
-    """seq2seq.md C's cached beam search at the figure's own size: beam 4 over 1,000 sources of 8 to 30 ids
-    (padded), transformer-tiny's shape, 11 new tokens (a date and its eos). Random weights, so every search runs
-    all 11 steps."""
+def beam_search_dates(use_cache: bool = True) -> Callable[[], object]:
+    """seq2seq.md C's beam search at the figure's own size, with the decoding caches or without: beam 4 over 1,000
+    sources of 8 to 30 ids (padded), transformer-tiny's shape, 11 new tokens (a date and its eos). Random weights,
+    so every search runs all 11 steps."""
     import torch
 
     from attnlab.generation.seq2seq import beam_search
@@ -130,7 +131,7 @@ def beam_search_dates() -> Callable[[], object]:
                                           num_decoder_layers=2, d_ff=256, dropout=0.0, context_length=128)).eval()
     src = torch.randint(3, 200, (1000, 30), generator=g)
     src[torch.arange(30) >= torch.randint(8, 31, (1000, 1), generator=g)] = 0  # pad_id
-    return torch.no_grad()(lambda: beam_search(model, src, beam_size=4, max_new_tokens=11, use_cache=True))
+    return torch.no_grad()(lambda: beam_search(model, src, beam_size=4, max_new_tokens=11, use_cache=use_cache))
 
 
 def beam_decoder(steps: int, d_model: int = 64, sources: int = 64) -> Callable[[], object]:
@@ -174,6 +175,7 @@ FIGURES: dict[str, Callable[[], Callable[[], object]]] = {
     "seq2seq_train_step": seq2seq_train_step,
     "beam_search_cached": beam_search_cached,
     "beam_search_dates": beam_search_dates,
+    "beam_search_dates_uncached": lambda: beam_search_dates(use_cache=False),
 }
 # where beam_search_cached's time goes (asked for by name): the decoder's set-up, and its steps at the case's
 # size and at a tiny one (d_model 16, one source), where a step is all host overhead

@@ -24,6 +24,8 @@ def cuda(mask="none", dtype="bfloat16", t=LONG, **facts):
     (cuda("bool", flash=True, return_weights=True), "math"),  # weights win over everything
     (AttentionCall("cpu", 1, 4096), "math"),            # one query (decoding): two small matmuls
     (AttentionCall("cpu", 4, 20, mask="bool"), "math"),  # a search's 4 beams over a 20-token source
+    (AttentionCall("cpu", 4, 20, mask="bool", strided=True), "sdpa"),  # keys projected afresh: the matmuls'd copy
+    (AttentionCall("cpu", 1, 20, strided=True), "math"),  # one query: the math path, whatever the layout
     (AttentionCall("cpu", 8, 64), "math"),              # 512 scores: still two small matmuls
     (AttentionCall("cpu", 8, 65), "sdpa"),              # past 512 scores per head: the fused kernel
     (AttentionCall("cpu", 9, 9), "sdpa"),               # more than a few queries: the fused kernel
@@ -79,6 +81,20 @@ def test_the_facts_read_from_a_call(mask, is_causal, kind):
     q, k = torch.zeros(2, 3, 4, 8, dtype=torch.bfloat16), torch.zeros(2, 3, 6, 8, dtype=torch.bfloat16)
     call = call_facts(q, k, mask, 0.1, is_causal, False)
     assert call == AttentionCall("cpu", 4, 6, dropout=True, dtype="bfloat16", mask=kind, flash=False)
+
+
+def test_keys_strided_by_their_heads_are_told_from_the_ones_a_matmul_takes_as_they_are():
+    """A (B, T, D) projection viewed as (B, H, T, D / H) is strided; a contiguous tensor, a cache's filled part and a
+    query's single head are not. Only a few queries (where the rule reads it) look at the layout."""
+    b, t, h, d = 2, 6, 3, 8
+    heads = torch.zeros(b, t, h * d).view(b, t, h, d).transpose(1, 2)  # (B, H, T, d), heads of one projection
+    filled = torch.zeros(b, h, 16, d)[:, :, :t]  # a cache's first t of 16 slots
+    assert not backends.folds(heads) and backends.folds(heads.contiguous()) and backends.folds(filled)
+    assert backends.folds(torch.zeros(b, t, h * d).view(b, t, 1, h * d).transpose(1, 2))  # one head: nothing to fold
+    q = torch.zeros(b, h, 4, d)
+    assert call_facts(q, heads, None, 0.0, False, False).strided
+    assert not call_facts(q, heads.contiguous(), None, 0.0, False, False).strided
+    assert not call_facts(q[:, :, :1], heads, None, 0.0, False, False).strided  # one query: not looked at
 
 
 def test_flash_is_asked_about_only_where_the_table_could_pick_it(monkeypatch):

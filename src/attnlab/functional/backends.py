@@ -140,8 +140,25 @@ MaskKind = Literal["none", "causal", "bool", "float"]
 
 # On the CPU, a few queries over a few keys (a decoding step of a few tokens per row; a search's beams querying their
 # source's memory together) are two small matmuls: torch's fused kernel spends more setting up its blocks per head
-# than the work takes (measured 2-5x slower at Tq 2-8, Tk 20-128, head_dim 16-32; as fast at head_dim 64).
+# than the work takes (measured 2-5x slower at Tq 2-8, Tk 20-128, head_dim 16-32; as fast at head_dim 64). Not where
+# the keys are strided (AttentionCall.strided): the matmuls would copy the keys and the values first, and torch's
+# kernel reads them as they are. A search without the decoding caches projects its 4,000 rows' memory afresh at
+# every step: 612 ms of such copies in its 4.4 s at seq2seq.md C's size (1,000 dates, beam 4).
 FEW_QUERIES, FEW_SCORES = 8, 512
+
+
+def folds(t: Tensor) -> bool:
+    """Whether ``t (..., T, d)``'s batch axes fold into one stride, as a batched matmul takes them without a copy
+    (axes of size 1 aside): a contiguous tensor's do, and a cache's filled part; ``(B, T, D)`` viewed as
+    ``(B, H, T, D / H)`` does not."""
+    expected = None
+    for size, stride in zip(reversed(t.shape[:-2]), reversed(t.stride()[:-2]), strict=True):
+        if size == 1:
+            continue
+        if expected is not None and stride != expected:
+            return False
+        expected = stride * size
+    return True
 
 # torch's fused CPU kernel has no dropout: with dropout it falls back to its O(T²) math kernel. From this many
 # scores per head on, "auto" takes our chunked kernel instead, whose memory stays O(T).
@@ -170,6 +187,9 @@ class AttentionCall:
         flash: whether ``backend="flash"`` can run this call (triton, device, head dim, dtype).
         softcap: whether the scores are soft-capped (only a kernel with :attr:`Kernel.softcap` can).
         sinks: whether a sink logit per head joins the softmax (every kernel can; torch's with an O(Tq·Tk) mask).
+        strided: whether the keys' batch axes do not fold into one (:func:`folds`), so that a batched matmul
+            would copy them: the heads of a sequence projected at this call, ``(B, T, D)`` viewed as
+            ``(B, H, T, head_dim)``. Only read for a few queries on the CPU (:data:`FEW_QUERIES`).
     """
 
     device: str
@@ -182,6 +202,7 @@ class AttentionCall:
     flash: bool = False
     softcap: bool = False
     sinks: bool = False
+    strided: bool = False
 
 
 def flash_measured_faster(call: AttentionCall) -> bool:
@@ -222,7 +243,8 @@ def _fastest(call: AttentionCall) -> str:
     """:func:`choose_backend`'s rule before it looks at what a kernel cannot do."""
     if call.return_weights:
         return "math"
-    if call.device == "cpu" and (call.t_q == 1 or (call.t_q <= FEW_QUERIES and call.t_q * call.t_k <= FEW_SCORES)):
+    if call.device == "cpu" and (call.t_q == 1 or (call.t_q <= FEW_QUERIES and call.t_q * call.t_k <= FEW_SCORES
+                                                   and not call.strided)):
         return "math"
     if call.device == "cpu" and call.dropout and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM:
         return "chunked"

@@ -17,11 +17,13 @@ from torch import Tensor
 from attnlab.arguments import check_choice, check_scale
 from attnlab.functional.backends import (
     BACKENDS,
+    FEW_QUERIES,
     KERNELS,
     AttentionCall,
     Backend,
     choose_backend,
     flash_measured_faster,
+    folds,
     needs_own_scores,
     resolve_backend,
 )
@@ -75,11 +77,13 @@ def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: 
 def _facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
            return_weights: bool, softcap: bool, sinks: bool) -> tuple:
     """:class:`AttentionCall`'s fields after ``device``: ``(t_q, t_k, dropout, return_weights, dtype, mask, flash
-    (False: not probed), softcap, sinks)``, the dtype as it is (:func:`_call` names it: naming it at every call would
-    cost more than the cached choice saves)."""
+    (False: not probed), softcap, sinks, strided)``, the dtype as it is (:func:`_call` names it: naming it at every
+    call would cost more than the cached choice saves); ``strided`` looked at only where the rule reads it."""
     mask = ("causal" if is_causal else "none") if attn_mask is None else \
         ("bool" if attn_mask.dtype == torch.bool else "float")
-    return (query.shape[-2], key.shape[-2], dropout_p > 0.0, return_weights, query.dtype, mask, False, softcap, sinks)
+    t_q = query.shape[-2]
+    strided = 1 < t_q <= FEW_QUERIES and not folds(key)
+    return (t_q, key.shape[-2], dropout_p > 0.0, return_weights, query.dtype, mask, False, softcap, sinks, strided)
 
 
 def _call(device: str, facts: tuple) -> AttentionCall:
