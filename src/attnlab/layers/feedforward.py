@@ -9,8 +9,10 @@ approximation of GELU.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -18,6 +20,23 @@ from attnlab.functional.linear import Linear
 
 Activation = Literal["relu", "gelu", "gelu_tanh"]
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+SQRT_8_OVER_PI = (8 / math.pi) ** 0.5  # 2 · √(2/π): σ(2u) = (1 + tanh(u)) / 2
+
+
+def gelu_tanh(x: Tensor) -> Tensor:
+    """GELU's tanh approximation, ``0.5 · x · (1 + tanh(u))`` with ``u = √(2/π) · (x + 0.044715 · x³)``, as GPT-2
+    defines it; a graph that ``torch.compile`` traces gets it as ``x · σ(2u)``, the same function.
+
+    Why two forms: eager, torch's one fused kernel for the first is the fastest (the second's five operations and
+    their backward took 2.3x as long). A compiled graph is fused whatever form it is given, and there inductor's
+    vectorized tanh costs about three times its exp on the AVX-512 EPYC attnlab is measured on (torch's own kernels:
+    704 against 233 µs over 393,216 floats): the baby GPT's compiled training step ran 1.08x as fast with σ (38.3
+    against 41.3 ms a step, 120 steps each, in turns). The two differ by rounding only: values within 5e-7 of each
+    other and of float64 over |x| ≤ 12, gradients within 3e-6 (tested).
+    """
+    if torch.compiler.is_compiling():
+        return x * torch.sigmoid(SQRT_8_OVER_PI * (x + 0.044715 * x * x * x))
+    return F.gelu(x, approximate="tanh")
 
 
 def activate(x: Tensor, activation: str) -> Tensor:
@@ -25,7 +44,7 @@ def activate(x: Tensor, activation: str) -> Tensor:
         return F.relu(x)
     if activation == "gelu":
         return F.gelu(x)
-    return F.gelu(x, approximate="tanh")
+    return gelu_tanh(x)
 
 
 def dropped(dropout: nn.Dropout, x: Tensor) -> Tensor:

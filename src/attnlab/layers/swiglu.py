@@ -12,17 +12,16 @@ Gated by GELU instead (tanh approximation), the same network is GeGLU, Gemma's (
 
 from __future__ import annotations
 
-from functools import partial
-
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int, expect_one_of
 from attnlab.attention.fused import fused_map
 from attnlab.functional.linear import Linear
+from attnlab.layers.feedforward import gelu_tanh
 
 #: what may gate: SiLU (SwiGLU: Llama, Qwen, Mistral, Phi-3) or GELU's tanh form (GeGLU: Gemma)
-GATES = {"silu": F.silu, "gelu_tanh": partial(F.gelu, approximate="tanh")}
+GATES = {"silu": F.silu, "gelu_tanh": gelu_tanh}
 
 
 class SwiGLU(nn.Module):
