@@ -143,7 +143,7 @@ MaskKind = Literal["none", "causal", "bool", "float"]
 # than the work takes (measured 2-5x slower at Tq 2-8, Tk 20-128, head_dim 16-32; as fast at head_dim 64). Not where
 # the keys are strided (AttentionCall.strided): the matmuls would copy the keys and the values first, and torch's
 # kernel reads them as they are. A search without the decoding caches projects its 4,000 rows' memory afresh at
-# every step: 612 ms of such copies in its 4.4 s at seq2seq.md C's size (1,000 dates, beam 4).
+# every step: 612 ms of such copies in a 4.1-4.8 s search at seq2seq.md C's size (1,000 dates, beam 4).
 FEW_QUERIES, FEW_SCORES = 8, 512
 
 

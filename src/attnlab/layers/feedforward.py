@@ -30,9 +30,9 @@ def gelu_tanh(x: Tensor) -> Tensor:
     Why two forms: eager, torch's one fused kernel for the first is the fastest (the second's five operations and
     their backward took 2.3x as long). A compiled graph is fused whatever form it is given, and there inductor's
     vectorized tanh costs about three times its exp on the AVX-512 EPYC attnlab is measured on (torch's own kernels:
-    704 against 233 µs over 393,216 floats): the baby GPT's compiled training step ran 1.08x as fast with σ (38.3
-    against 41.3 ms a step, 120 steps each, in turns). The two differ by rounding only: values within 5e-7 of each
-    other and of float64 over |x| ≤ 12, gradients within 3e-6 (tested).
+    704 against 233 µs over 393,216 floats): the baby GPT's compiled training step ran 1.05-1.08x as fast with σ
+    (two runs, 120 and 160 steps each, in turns: 38.3 against 41.3 ms a step, 36.3 against 38.2). The two differ by
+    rounding only: values within 5e-7 of each other and of float64 over |x| ≤ 12, gradients within 3e-6 (tested).
     """
     if torch.compiler.is_compiling():
         return x * torch.sigmoid(SQRT_8_OVER_PI * (x + 0.044715 * x * x * x))
