@@ -1,6 +1,6 @@
 """Decoding speed against the machine's limit: attnlab (eager, compiled, int8, int4) against Hugging Face generate.
 
-    .venv/bin/python benchmarks/bench_decode.py             # the full run (≈ 20 min on a 2-core machine)
+    .venv/bin/python benchmarks/bench_decode.py             # the full run (≈ 40 min on a 2-core machine)
     .venv/bin/python benchmarks/bench_decode.py --quick     # a smoke test: small models, few tokens (≈ 1 min)
 
 Two models with the same random weights in both libraries (a Hugging Face model is built, saved, and loaded into
@@ -10,11 +10,11 @@ timed ``--repeats`` times after a warm-up run (which compiles, for ``compile=Tru
 tokens/s counts the new tokens of every row, prefill included.
 
 The limit: a decoding step reads every weight once (``attnlab.bench.decoding.bytes_per_step``), so it cannot run
-faster than the read bandwidth (``attnlab.bench.machine.read_bandwidth``) over those bytes. The bandwidth is
-measured at the start of the run, after each model and at the end, and the best of those is the limit: on a shared
-machine the read rate swings with the neighbours' load (25-63 GB/s within an hour on one 2-core guest), and a limit
-is what the machine can do. "of limit" is steps/s over it, for each variant's own bytes (int8 reads a quarter of
-fp32's).
+faster than the read bandwidth (``attnlab.bench.machine.read_bandwidth``) over those bytes. On a shared machine the
+read rate swings with the neighbours' load (25-63 GB/s within an hour on one 2-core guest), over minutes, so the
+bandwidth is read just before and just after every case, and a case's limit is the higher of its two readings:
+"of limit" is its steps/s over that, for the variant's own bytes (int8 reads a quarter of fp32's). "of best" puts
+the same steps/s over the best reading of the whole run, which may have come in a faster spell than the case's.
 
 Quality of int8 and int4 beside their speed: the perplexity of a small GPT trained on Shakespeare's characters
 (here, for ``--train-iters`` steps, or the ``attnlab train`` output given as ``--checkpoint``) and of the loaded
@@ -154,8 +154,9 @@ def torchao_note(args) -> str:
     return f"torchao {importlib.metadata.version('torchao')}."
 
 
-def bench_model(name: str, hf, model, args) -> list[dict]:
-    """Every variant at batch 1 and 8, each against HF generate timed just before it."""
+def bench_model(name: str, hf, model, args, reads: list) -> list[dict]:
+    """Every variant at batch 1 and 8, each against HF generate timed just before it; ``reads`` gathers the
+    bandwidth readings taken around the cases."""
     candidates = variants(model)
     ao = torchao_int8(model) if args.torchao else None
     if ao is not None:
@@ -164,35 +165,62 @@ def bench_model(name: str, hf, model, args) -> list[dict]:
     for batch in (1, 8):
         idx = torch.randint(0, model.config.vocab_size, (batch, args.prompt),
                             generator=torch.Generator().manual_seed(batch))
-        rows += bench_batch(name, hf, candidates, idx, args)
+        rows += bench_batch(name, hf, candidates, idx, args, reads)
     return rows
 
 
-def bench_batch(name: str, hf, candidates: dict, idx: torch.Tensor, args) -> list[dict]:
-    batch = idx.shape[0]
-    def hf_run(n: int):
-        with torch.inference_mode():
-            return hf.generate(idx, do_sample=False, max_new_tokens=n, min_new_tokens=n, pad_token_id=0,
-                               eos_token_id=None, attention_mask=torch.ones_like(idx))
+def bracketed(case: Callable[[], dict], reads: list) -> dict:
+    """``case()``'s row, with ``read``: the higher of the bandwidth readings just before and just after it (the
+    limit it ran under). The reading after one case is the reading before the next."""
+    if not reads:
+        reads.append(read_bandwidth(repeats=3))
+    before = reads[-1]
+    row = case()
+    reads.append(read_bandwidth(repeats=3))
+    return {**row, "read": max(before.value, reads[-1].value)}
 
-    hf_s, hf_n, hf_out = timed(hf_run, args.new, args.repeats, args.case_budget)
-    hf_tps = batch * hf_n / hf_s
-    rows = [dict(model=name, batch=batch, variant="HF generate (fp32)", tps=hf_tps, ratio=1.0, n=hf_n,
-                 bytes=bytes_per_step(hf), same="–")]
+
+def bench_batch(name: str, hf, candidates: dict, idx: torch.Tensor, args, reads: list) -> list[dict]:
+    batch = idx.shape[0]
+    rows = [bracketed(lambda: hf_case(name, hf, idx, args), reads)]
+    hf_out, hf_n, hf_tps = rows[0].pop("out"), rows[0]["n"], rows[0]["tps"]
     for variant, (m, opts) in candidates.items():
         try:
-            s, n, out = timed(lambda k, m=m, opts=opts: generate(m, idx, k, temperature=0, **opts), args.new,
-                              args.repeats, args.case_budget)
+            row = bracketed(lambda m=m, opts=opts, variant=variant: variant_case(
+                name, variant, m, opts, idx, args), reads)
         except Exception as err:  # a variant that cannot run here is reported, not fatal to the run
             print(f"{name} B={batch} {variant}: failed: {type(err).__name__}: {str(err)[:200]}", flush=True)
             rows.append(dict(model=name, batch=batch, variant=variant, failed=f"{type(err).__name__}"))
             continue
-        same = bool(torch.equal(out, hf_out)) if "int" not in variant and n == hf_n else "–"
-        tps = batch * n / s
-        rows.append(dict(model=name, batch=batch, variant=variant, tps=tps, ratio=tps / hf_tps, n=n,
-                         bytes=bytes_per_step(m), same=same))
-        print(f"{name} B={batch} {variant}: {tps:.1f} tok/s ({tps / hf_tps:.2f}× HF), {n} tokens", flush=True)
+        out = row.pop("out")
+        row["ratio"] = row["tps"] / hf_tps
+        if "int" not in variant and row["n"] == hf_n:
+            row["same"] = bool(torch.equal(out, hf_out))
+        rows.append(row)
+        frac = row["tps"] / batch / step_limit(row["read"], row["bytes"])
+        print(f"{name} B={batch} {variant}: {row['tps']:.1f} tok/s ({row['ratio']:.2f}× HF), {row['n']} tokens, "
+              f"{100 * frac:.0f} % of {row['read']:.1f} GB/s", flush=True)
     return rows
+
+
+def hf_case(name: str, hf, idx: torch.Tensor, args) -> dict:
+    """Hugging Face's greedy ``generate`` timed: its row, with its last output as ``out``."""
+    def run(n: int):
+        with torch.inference_mode():
+            return hf.generate(idx, do_sample=False, max_new_tokens=n, min_new_tokens=n, pad_token_id=0,
+                               eos_token_id=None, attention_mask=torch.ones_like(idx))
+
+    s, n, out = timed(run, args.new, args.repeats, args.case_budget)
+    return dict(model=name, batch=idx.shape[0], variant="HF generate (fp32)", tps=idx.shape[0] * n / s, ratio=1.0,
+                n=n, bytes=bytes_per_step(hf), same="–", out=out)
+
+
+def variant_case(name: str, variant: str, model, opts: dict, idx: torch.Tensor, args) -> dict:
+    """One attnlab variant timed: its row, with its last output as ``out``."""
+    s, n, out = timed(lambda k: generate(model, idx, k, temperature=0, **opts), args.new, args.repeats,
+                      args.case_budget)
+    return dict(model=name, batch=idx.shape[0], variant=variant, tps=idx.shape[0] * n / s, n=n,
+                bytes=bytes_per_step(model), same="–", out=out)
 
 
 def trained_gpt(args, directory: Path):
@@ -233,29 +261,34 @@ def quality(name: str, model, tokens: torch.Tensor) -> list[dict]:
 
 
 def write(args, facts, matmul, reads: list, speed: list[dict], qual: list[dict], load: str) -> str:
-    read = max(reads, key=lambda r: r.value)
+    best = max(r.value for r in reads)
+    values = sorted(r.value for r in reads)
     lines = ["# Decoding benchmark" + (" (--quick: a smoke test, not a measurement)" if args.quick else ""), "",
              facts.summary(), "",
-             f"- Limits measured in this run: memory read **{read.value:.1f} GB/s** ({read.what}, the best of "
-             f"{len(reads)} measurements spread over the run, at the start, after each model and at the end: "
-             f"{', '.join(f'{r.value:.1f}' for r in reads)}, each the best of its repeats); fp32 matmul "
+             f"- Limits measured in this run: memory read ({reads[0].what}, each reading the best of its repeats) "
+             f"before and after every case, {len(reads)} readings from {values[0]:.1f} to {values[-1]:.1f} GB/s "
+             f"(median {statistics.median(values):.1f}, best **{best:.1f}**); fp32 matmul "
              f"**{matmul.value:.0f} GFLOP/s**.",
              f"- Load when the run started: `{load}`. Threads: {torch.get_num_threads()}. int8 and few-row fp32 "
              f"products: {cpu_kernels_status()}. `THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', '')}` "
              "(2 MiB pages for large tensors, in both libraries). " + torchao_note(args),
              f"- Greedy decoding, prompt {args.prompt} tokens, {args.new} new tokens (fewer where {args.repeats} runs "
              f"would take over {args.case_budget:.0f} s: \"new tokens\"); median of {args.repeats} runs after a "
-             "warm-up. \"of limit\": steps/s over read bandwidth / bytes of weights read per step (for the variant's "
-             "own bytes). \"same tokens\": equal to HF generate's, token for token.", "",
-             "| model | batch | variant | new tokens | tok/s | × HF | of limit | same tokens |",
-             "|---|---|---|---|---|---|---|---|"]
+             "warm-up. \"of limit\": steps/s over the case's limit, the read bandwidth (the higher of the readings "
+             "just before and just after the case, \"GB/s\") over the bytes of weights the variant reads per step; "
+             "\"of best\": the same over the run's best reading. \"same tokens\": equal to HF generate's, token for "
+             "token.", "",
+             "| model | batch | variant | new tokens | tok/s | × HF | GB/s | of limit | of best | same tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in speed:
         if "failed" in r:
-            lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | – | failed: {r['failed']} | – | – | – |")
+            lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | – | failed: {r['failed']} | – | – | – | – "
+                         "| – |")
             continue
-        frac = r["tps"] / r["batch"] / step_limit(read.value, r["bytes"])
+        steps = r["tps"] / r["batch"]
         lines.append(f"| {r['model']} | {r['batch']} | {r['variant']} | {r['n']} | {r['tps']:.1f} | "
-                     f"{r['ratio']:.2f}× | {100 * frac:.0f} % | {r['same']} |")
+                     f"{r['ratio']:.2f}× | {r['read']:.1f} | {100 * steps / step_limit(r['read'], r['bytes']):.0f} % | "
+                     f"{100 * steps / step_limit(best, r['bytes']):.0f} % | {r['same']} |")
     lines += ["", "## Quality of the quantized weights", "",
               "Perplexity on held-out tokens (consecutive windows of the context length) against fp32; agreement: "
               "the fraction of 100 prompts whose 30 greedy tokens equal fp32's, all of them. int4: group size 32.",
@@ -307,15 +340,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, hf in hf_models(args.quick).items():
             model = as_attnlab(hf, Path(tmp) / name)
-            speed += bench_model(name, hf, model, args)
-            reads.append(read_bandwidth())  # the limit: the best read seen in the run
+            speed += bench_model(name, hf, model, args, reads)
             tokens = torch.randint(0, model.config.vocab_size, (4096,), generator=torch.Generator().manual_seed(0))
             qual += quality(f"{name} (loaded, random weights)", model, tokens)
             del hf, model
         trained, val = trained_gpt(args, Path(tmp))
         qual += quality("GPT baby, trained on Shakespeare", trained, val)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    reads.append(read_bandwidth())
     atomic_write_text(RESULTS, write(args, machine_facts(), matmul, reads, speed, qual, load))
     print(f"wrote {RESULTS}")
 

@@ -1,0 +1,51 @@
+"""benchmarks/bench_decode.py: each case's limit is the read bandwidth measured just before and just after it, and
+the table's fractions are its steps/s over that limit and over the run's best reading. (The figures are for a quiet
+machine; here the bookkeeping, with readings and rows made up.)"""
+
+import argparse
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from attnlab.bench.machine import Limit, MachineFacts
+
+PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_decode.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_decode", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reading(gb_per_s: float) -> Limit:
+    return Limit(gb_per_s, gb_per_s, gb_per_s, "GB/s", "Tensor.sum over 512 MiB fp32")
+
+
+def test_a_case_runs_under_the_higher_of_the_readings_around_it(bench, monkeypatch):
+    after = iter([reading(50.0), reading(40.0)])
+    monkeypatch.setattr(bench, "read_bandwidth", lambda repeats: next(after))
+    reads = [reading(30.0)]
+    first = bench.bracketed(lambda: {"tps": 1.0}, reads)
+    second = bench.bracketed(lambda: {"tps": 2.0}, reads)
+    assert first == {"tps": 1.0, "read": 50.0} and second == {"tps": 2.0, "read": 50.0}
+    assert [r.value for r in reads] == [30.0, 50.0, 40.0]  # the reading after a case is the one before the next
+
+
+def test_the_table_gives_each_rows_fraction_of_its_own_limit_and_of_the_best(bench):
+    args = argparse.Namespace(quick=False, prompt=32, new=96, repeats=3, case_budget=60.0, threads=None,
+                              train_iters=1000, torchao=False)
+    facts = MachineFacts("cpu", 2, 2, 1.0, "3", "t", "n")
+    # 20 steps/s over 1 GB: 20 GB/s, half of a 40 GB/s limit and a quarter of the run's best, 80 GB/s
+    speed = [dict(model="m", batch=1, variant="HF generate (fp32)", tps=20.0, ratio=1.0, n=96, bytes=10**9,
+                  same="–", read=40.0),
+             dict(model="m", batch=8, variant="attnlab eager", tps=240.0, ratio=12.0, n=96, bytes=10**9,
+                  same=True, read=60.0)]
+    text = bench.write(args, facts, reading(100.0), [reading(v) for v in (40.0, 80.0, 60.0)], speed, [], "up")
+    rows = [line for line in text.splitlines() if line.startswith("| m |")]
+    assert [re.findall(r"(\d+) %", row) for row in rows] == [["50", "25"], ["50", "38"]]
+    assert "3 readings from 40.0 to 80.0 GB/s (median 60.0, best **80.0**)" in text
