@@ -11,7 +11,9 @@ batch 12, AdamW lr 1e-3 (warm-up 100, cosine to 1e-4, weight decay 0.1 on matric
 plain-PyTorch loop (model, batches and optimizer written here, no attnlab code) on the same token arrays. The
 models are then scored on the same 200 validation batches. Targets: attnlab tokens/s ≥ 1.0× the reference, and
 ≥ 1.3× with compile=True. Every throughput is also given as MFU: model FLOP/s over the fp32 matmul peak
-(``attnlab.bench.machine.matmul_gflops``, what ``attnlab bench`` reports) measured in the same run.
+(``attnlab.bench.machine.matmul_gflops``, what ``attnlab bench`` reports) measured in the same run. Then 20 more
+steps of each loop run under torch's profiler, which says how much of a step is matrix products, the part that
+compiling leaves to the same BLAS, and so how much time the rest may take for the 1.3× target.
 
 Part B, the best validation loss in a 10-minute ``time_budget`` with the config in ``BUDGET_CONFIG``
 (a wider model, longer blocks, bigger batches and a higher learning rate than the baseline; see
