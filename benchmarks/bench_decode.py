@@ -1,7 +1,7 @@
 """Decoding speed against the machine's limit: attnlab (eager, compiled, int8, int4) against Hugging Face generate.
 
     .venv/bin/python benchmarks/bench_decode.py             # the full run (≈ 40 min on a 2-core machine)
-    .venv/bin/python benchmarks/bench_decode.py --quick     # a smoke test: small models, few tokens (≈ 1 min)
+    .venv/bin/python benchmarks/bench_decode.py --quick --out /tmp/decode.md   # a smoke test: small models (≈ 2 min)
 
 Two models with the same random weights in both libraries (a Hugging Face model is built, saved, and loaded into
 attnlab with ``load_causal_lm``): gpt2-small (124 M parameters, tied head) and a ~100 M-parameter Llama-style
@@ -327,6 +327,7 @@ def main() -> None:
     parser.add_argument("--train-iters", type=int, default=1000, help="steps of the GPT trained for the quality")
     parser.add_argument("--checkpoint", type=Path, default=None, help="an `attnlab train` output to use instead")
     parser.add_argument("--no-torchao", dest="torchao", action="store_false", help="leave out torchao's int8")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the tables go (default: %(default)s)")
     args = parser.parse_args()
     if args.quick:
         args.new, args.repeats, args.train_iters = 16, 1, 50
@@ -346,9 +347,9 @@ def main() -> None:
             del hf, model
         trained, val = trained_gpt(args, Path(tmp))
         qual += quality("GPT baby, trained on Shakespeare", trained, val)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(RESULTS, write(args, machine_facts(), matmul, reads, speed, qual, load))
-    print(f"wrote {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out, write(args, machine_facts(), matmul, reads, speed, qual, load))
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
