@@ -171,9 +171,7 @@ def bench_model(name: str, hf, model, args, reads: list) -> list[dict]:
 
 def bracketed(case: Callable[[], dict], reads: list) -> dict:
     """``case()``'s row, with ``read``: the higher of the bandwidth readings just before and just after it (the
-    limit it ran under). The reading after one case is the reading before the next."""
-    if not reads:
-        reads.append(read_bandwidth(repeats=3))
+    limit it ran under). ``reads`` ends with the reading before it (the run's first, or the previous case's after)."""
     before = reads[-1]
     row = case()
     reads.append(read_bandwidth(repeats=3))
@@ -261,8 +259,8 @@ def quality(name: str, model, tokens: torch.Tensor) -> list[dict]:
 
 
 def write(args, facts, matmul, reads: list, speed: list[dict], qual: list[dict], load: str) -> str:
-    best = max(r.value for r in reads)
     values = sorted(r.value for r in reads)
+    best = values[-1]
     lines = ["# Decoding benchmark" + (" (--quick: a smoke test, not a measurement)" if args.quick else ""), "",
              facts.summary(), "",
              f"- Limits measured in this run: memory read ({reads[0].what}, each reading the best of its repeats) "

@@ -190,13 +190,13 @@ def part_a(quick: bool, out_root: Path) -> dict:
                      "median_ms": 1000 * statistics.median(steps[10:] or steps),
                      "val_loss": val_loss(model, val, 64, 20 if quick else VAL_BATCHES, vocab)}
     for name, step in loops:  # after the scoring: these steps are not part of the runs compared above
-        res[name]["profiled_ms"], res[name]["products_ms"] = products_ms(step)
+        res[name]["profiled_ms"], res[name]["products_ms"] = profiled_step_ms(step)
     res["ratio"] = res["attnlab"]["tokens_per_s"] / res["reference"]["tokens_per_s"]
     res["compile_ratio"] = res["attnlab --compile"]["tokens_per_s"] / res["reference"]["tokens_per_s"]
     return res
 
 
-def products_ms(step, steps: int = 20) -> tuple[float, float]:
+def profiled_step_ms(step, steps: int = 20) -> tuple[float, float]:
     """Milliseconds per step over ``steps`` steps under the profiler: the whole step, and its matrix products (the
     self time of aten's ``mm``, ``addmm``, ``bmm`` and ``baddbmm``), the part that no code around them can remove.
     The profiler's own cost falls on the many small calls, not on these."""
