@@ -60,8 +60,12 @@ def test_every_backend_and_dtype_matches_float64(backend, dtype, shape, is_causa
 
 
 def test_auto_never_runs_chunked_on_cuda(monkeypatch):
-    import attnlab.functional.sdpa as sdpa
+    import dataclasses
 
-    monkeypatch.setattr(sdpa, "chunked_attention", lambda *a: pytest.fail("auto ran chunked on CUDA"))
+    from attnlab.functional import backends
+
+    failing = dataclasses.replace(backends.KERNELS["chunked"],
+                                  run=lambda *a, **k: pytest.fail("auto ran chunked on CUDA"))
+    monkeypatch.setitem(backends.KERNELS, "chunked", failing)  # every backend runs through its row of the table
     q = torch.randn(1, 2, 2048, 64, device="cuda", dtype=torch.bfloat16)
     scaled_dot_product_attention(q, q, q, dropout_p=0.1, is_causal=True)
