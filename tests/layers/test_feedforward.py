@@ -56,3 +56,14 @@ def test_a_compiled_feed_forward_equals_the_eager_one():
     ff, x = FeedForward(16, 64, activation="gelu_tanh"), torch.randn(3, 5, 16) * 4
     compiled = torch.compile(ff, backend="aot_eager", fullgraph=True)
     torch.testing.assert_close(compiled(x), ff(x), rtol=0, atol=1e-5)
+
+
+def test_a_compiled_graph_off_the_cpu_keeps_the_tanh_form(monkeypatch):
+    """σ(2u) only in a CPU graph, where it pays; elsewhere (a GPU, here the meta device) torch's tanh form."""
+    from attnlab.layers import feedforward
+
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(torch, "sigmoid", lambda *a: pytest.fail("the σ form ran off the CPU"))
+    assert feedforward.gelu_tanh(torch.ones(4, device="meta")).shape == (4,)
+    with pytest.raises(pytest.fail.Exception):
+        feedforward.gelu_tanh(torch.ones(4))  # the CPU takes it
