@@ -22,7 +22,7 @@ from attnlab.functional.grouped import fold_groups, unfold_groups
 from attnlab.functional.logit_options import with_sink_key
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import math_attention
-from attnlab.functional.precision import in_float32
+from attnlab.functional.precision import float32_for_cpu_backward, in_float32
 
 #: ``run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights, softcap, sinks) ->
 #: (output, weights)``: the arguments of :func:`~attnlab.functional.attend`, checked, with ``scale`` a float and
@@ -127,7 +127,7 @@ def _flash(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, 
 #: every backend but ``"auto"``, by name: the one table (the order is the docs' and the benchmark's)
 KERNELS: dict[str, Kernel] = {
     "math": Kernel(in_float32(_math), weights=True, memory="scores", cpu_gflops=30.0),
-    "sdpa": Kernel(_sdpa, softcap=False),
+    "sdpa": Kernel(float32_for_cpu_backward(_sdpa), softcap=False),
     "chunked": Kernel(in_float32(_chunked), memory="blocks", cpu_gflops=40.0),
     "flash": Kernel(_flash, cpu=False),
 }

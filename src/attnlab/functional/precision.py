@@ -7,6 +7,9 @@ fused kernels keep scores and running sums in float32, and its math kernel compu
 in float32 (unless ``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)``). :func:`in_float32` does the
 same for ``"math"`` and ``"chunked"``: measured against a float64 reference, their bfloat16 errors were up to 5×
 torch's before it (``tests/functional/test_precision.py`` holds them to 2×).
+
+Speed is the other reason: on the CPU, torch's fused kernel differentiates bfloat16 attention over few keys slower
+than float32, so a training call there is computed in float32 too (:func:`float32_for_cpu_backward`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,16 @@ from torch import Tensor
 
 #: the floating dtypes computed in float32
 HALF = (torch.float16, torch.bfloat16)
+
+#: Below this many keys a half-precision call to torch's fused kernel that will be differentiated on the CPU is
+#: computed in float32: its bfloat16 forward + backward took 1.04-2.44x as long as the same call cast to
+#: float32 and back, at 64-256 keys (head_dim 32 and 64), and 0.81-0.84x from 512 keys on
+#: (``benchmarks/results/half_backward.md``). The baby preset's compiled step under ``--dtype bf16`` spent 15.8 ms in it
+#: (profiled), against 2.6 ms in float32.
+CPU_HALF_BACKWARD_FLOAT32_BELOW = 512
+
+#: a backend's ``run``: ``(query, key, value, *rest) -> (output, weights or None)``
+KernelRun = Callable[..., tuple[Tensor, Tensor | None]]
 
 
 def low_precision(query: Tensor) -> torch.dtype | None:
@@ -33,7 +46,7 @@ def low_precision(query: Tensor) -> torch.dtype | None:
     return None
 
 
-def in_float32(run: Callable[..., tuple[Tensor, Tensor | None]]) -> Callable[..., tuple[Tensor, Tensor | None]]:
+def in_float32(run: KernelRun) -> KernelRun:
     """A backend's ``run`` (``(query, key, value, *rest) -> (output, weights or None)``) computed in float32, with
     autocast off, where :func:`low_precision` names a half dtype; its output and weights are returned in that
     dtype. Gradients flow through the casts."""
@@ -46,5 +59,21 @@ def in_float32(run: Callable[..., tuple[Tensor, Tensor | None]]) -> Callable[...
         with torch.autocast(query.device.type, enabled=False):
             output, weights = run(query.float(), key.float(), value.float(), *rest)
         return output.to(dtype), None if weights is None else weights.to(dtype)
+
+    return wrapped
+
+
+def float32_for_cpu_backward(run: KernelRun) -> KernelRun:
+    """A backend's ``run`` computed in float32 (:func:`in_float32`) where the call is in a half dtype, on a CPU, over
+    fewer than :data:`CPU_HALF_BACKWARD_FLOAT32_BELOW` keys, and will be differentiated; as it is otherwise (the
+    forward alone, in bfloat16, was measured as fast as or faster than through float32)."""
+    through_float32 = in_float32(run)
+
+    @functools.wraps(run)
+    def wrapped(query: Tensor, key: Tensor, value: Tensor, *rest) -> tuple[Tensor, Tensor | None]:
+        training = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+        if training and query.device.type == "cpu" and key.shape[-2] < CPU_HALF_BACKWARD_FLOAT32_BELOW:
+            return through_float32(query, key, value, *rest)
+        return run(query, key, value, *rest)
 
     return wrapped
