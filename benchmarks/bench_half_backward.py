@@ -69,28 +69,32 @@ def measure(shape: tuple[int, ...], rounds: int) -> dict[str, float]:
     return {name: 1000 * statistics.median(t) for name, t in times.items()}
 
 
+def row(shape: tuple[int, ...], rounds: int) -> str:
+    """The table's row for ``shape``, printed as it is measured."""
+    r = measure(shape, rounds)
+    line = (f"| {', '.join(map(str, shape))} | {r['float32']:.2f} | {r['bfloat16']:.2f} | {r['via float32']:.2f} | "
+            f"{r['bfloat16'] / r['via float32']:.2f} |")
+    print(line, flush=True)
+    return line
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two shapes, two rounds: a smoke test")
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the table goes")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per shape (default 5)")
     args = parser.parse_args()
     shapes, rounds = (QUICK_SHAPES, 2) if args.quick else (SHAPES, args.rounds)
-    lines = ["# Training attention in bfloat16 on the CPU" + (" (--quick: a smoke test, not a measurement)"
-                                                              if args.quick else ""),
-             "", machine_facts().summary(), "",
-             "Command: `" + " ".join(["benchmarks/bench_half_backward.py", *sys.argv[1:]]) + "`. Causal "
-             "`scaled_dot_product_attention`, forward + backward, ms per call (median of interleaved rounds). "
-             "\"bfloat16 / via float32\" above 1: casting to float32 is faster. attnlab computes in float32 below "
-             f"{CPU_HALF_BACKWARD_FLOAT32_BELOW} keys.", "",
-             "| B, H, T, head_dim | float32 | bfloat16 | via float32 | bfloat16 / via float32 |",
-             "|---|---|---|---|---|"]
-    for shape in shapes:
-        r = measure(shape, rounds)
-        lines.append(f"| {', '.join(map(str, shape))} | {r['float32']:.2f} | {r['bfloat16']:.2f} | "
-                     f"{r['via float32']:.2f} | {r['bfloat16'] / r['via float32']:.2f} |")
-        print(lines[-1], flush=True)
-    atomic_write_text(args.out, "\n".join(lines) + "\n")
+    head = ["# Training attention in bfloat16 on the CPU" + (" (--quick: a smoke test, not a measurement)"
+                                                             if args.quick else ""),
+            "", machine_facts().summary(), "",
+            "Command: `" + " ".join(["benchmarks/bench_half_backward.py", *sys.argv[1:]]) + "`. Causal "
+            "`scaled_dot_product_attention`, forward + backward, ms per call (median of interleaved rounds). "
+            "\"bfloat16 / via float32\" above 1: casting to float32 is faster. attnlab computes in float32 below "
+            f"{CPU_HALF_BACKWARD_FLOAT32_BELOW} keys.", "",
+            "| B, H, T, head_dim | float32 | bfloat16 | via float32 | bfloat16 / via float32 |",
+            "|---|---|---|---|---|"]
+    atomic_write_text(args.out, "\n".join([*head, *(row(shape, rounds) for shape in shapes)]) + "\n")
     print(f"wrote {args.out}")
 
 

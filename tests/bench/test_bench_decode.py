@@ -3,23 +3,18 @@ the table's fractions are its steps/s over that limit and over the run's best re
 machine; here the bookkeeping, with readings and rows made up.)"""
 
 import argparse
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
 from attnlab.bench.machine import Limit, MachineFacts
-
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_decode.py"
+from benchmark_scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_decode", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with benchmark_script("bench_decode") as module:
+        yield module
 
 
 def reading(gb_per_s: float) -> Limit:

@@ -3,26 +3,17 @@
 The timings themselves need an NVIDIA GPU (docs/gpu.md); everything around them is checked here.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+from benchmark_scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_gpu", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = module  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_script("bench_gpu") as module:
         yield module
-    finally:
-        del sys.modules["bench_gpu"]
 
 
 def test_a_dry_run_writes_every_table(bench, tmp_path, capsys):

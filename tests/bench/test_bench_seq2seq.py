@@ -3,26 +3,17 @@
 The figures themselves (3-minute runs) are in benchmarks/results/seq2seq.md; here a few seconds of training.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_seq2seq.py"
+from benchmark_scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_seq2seq", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_seq2seq"] = module
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_script("bench_seq2seq") as module:
         yield module
-    finally:
-        del sys.modules["bench_seq2seq"]
 
 
 def test_quick_run_writes_every_part(bench, tmp_path, one_thread):

@@ -2,22 +2,17 @@
 loop against the plain float32 loop, with its MFU over the peak of its own dtype. (The figures are for a quiet
 machine; here the bookkeeping, with results made up.)"""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 from attnlab.bench.machine import Limit
-
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_train.py"
+from benchmark_scripts import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_train", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with benchmark_script("bench_train") as module:
+        yield module
 
 
 def test_curve_gap_is_the_largest_gap_of_the_windows_means(bench):

@@ -24,11 +24,11 @@ from torch import Tensor
 HALF = (torch.float16, torch.bfloat16)
 
 #: Below this many keys a half-precision call to torch's fused kernel that will be differentiated on the CPU is
-#: computed in float32: its bfloat16 forward + backward took 1.04-2.44x as long as the same call cast to
-#: float32 and back, at 64-256 keys (head_dim 32 and 64), and 0.81-0.84x from 512 keys on
+#: computed in float32: its bfloat16 forward + backward took 1.36-2.48x as long as the same call cast to float32 and
+#: back at 64-128 keys (head_dim 32 and 64), 0.89-1.14x at 256 and 0.74-0.81x from 512 on
 #: (``benchmarks/results/half_backward.md``). The baby preset's compiled step under ``--dtype bf16`` spent 15.8 ms in it
 #: (profiled), against 2.6 ms in float32.
-CPU_HALF_BACKWARD_FLOAT32_BELOW = 512
+CPU_HALF_BACKWARD_FLOAT32_BELOW = 256
 
 #: a backend's ``run``: ``(query, key, value, *rest) -> (output, weights or None)``
 KernelRun = Callable[..., tuple[Tensor, Tensor | None]]
