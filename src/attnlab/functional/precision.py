@@ -65,8 +65,8 @@ def in_float32(run: KernelRun) -> KernelRun:
 
 def float32_for_cpu_backward(run: KernelRun) -> KernelRun:
     """A backend's ``run`` computed in float32 (:func:`in_float32`) where the call is in a half dtype, on a CPU, over
-    fewer than :data:`CPU_HALF_BACKWARD_FLOAT32_BELOW` keys, and will be differentiated; as it is otherwise (the
-    forward alone, in bfloat16, was measured as fast as or faster than through float32)."""
+    fewer than :data:`CPU_HALF_BACKWARD_FLOAT32_BELOW` keys, and will be differentiated; as it is otherwise. What was
+    measured slower is forward + backward; a call without gradients keeps torch's half-precision kernel."""
     through_float32 = in_float32(run)
 
     @functools.wraps(run)
