@@ -1,7 +1,7 @@
 """Training throughput and quality: attnlab's trainer against a plain-PyTorch loop, same model, same run.
 
-    .venv/bin/python benchmarks/bench_train.py            # full: 6 × 2,000 iterations + a 10-minute run (≈22 min)
-    .venv/bin/python benchmarks/bench_train.py --quick    # a smoke test: 6 × 30 iterations, a 10-second budget run
+    .venv/bin/python benchmarks/bench_train.py            # full: 6 × 2,000 iterations + a 10-minute run (≈25 min)
+    .venv/bin/python benchmarks/bench_train.py --quick --out /tmp/train.md   # a smoke test: 6 × 30 iterations
     .venv/bin/python benchmarks/bench_train.py --skip-b   # part A alone (the six loops), to train_loops.md
 
 Part A, the nanoGPT CPU baseline on Shakespeare's characters: 4 layers, 4 heads, 128 dims, block 64,
@@ -351,6 +351,9 @@ def main() -> None:
                         help="part B's config: BUDGET_CONFIG (wide, default) or BUDGET_ALTERNATIVE (baby)")
     parser.add_argument("--skip-a", action="store_true", help="run part B only")
     parser.add_argument("--skip-b", action="store_true", help="run part A only (the six loops)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the report goes (default: results/train.md, train_loops.md with --skip-b, "
+                             "train_budget_CONFIG.md with --skip-a)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         a = None if args.skip_a else part_a(args.quick, Path(tmp))
@@ -362,9 +365,9 @@ def main() -> None:
         b = None if args.skip_b else part_b(10 / 60 if args.quick else args.budget, Path(tmp), args.quick, base)
         if b is not None:
             print(f"B: {b['steps']} steps, val loss {b['val_loss']:.3f}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    results = (RESULTS if b is not None else RESULTS.with_name("train_loops.md")) if a is not None \
-        else RESULTS.with_name(f"train_budget_{args.budget_config}.md")
+    results = args.out or ((RESULTS if b is not None else RESULTS.with_name("train_loops.md")) if a is not None
+                           else RESULTS.with_name(f"train_budget_{args.budget_config}.md"))
+    results.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(results, write(a, b, args.quick))
     print(f"wrote {results}")
 
