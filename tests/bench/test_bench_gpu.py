@@ -3,7 +3,6 @@
 The timings themselves need an NVIDIA GPU (docs/gpu.md); everything around them is checked here.
 """
 
-
 import pytest
 import torch
 

@@ -3,7 +3,6 @@
 The figures themselves (3-minute runs) are in benchmarks/results/seq2seq.md; here a few seconds of training.
 """
 
-
 import pytest
 import torch
 

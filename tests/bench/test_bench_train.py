@@ -2,7 +2,6 @@
 loop against the plain float32 loop, with its MFU over the peak of its own dtype. (The figures are for a quiet
 machine; here the bookkeeping, with results made up.)"""
 
-
 import pytest
 
 from attnlab.bench.machine import Limit
