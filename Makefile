@@ -17,8 +17,11 @@ $(VENV)/.torch:
 	$(PIP) install --quiet $(TORCH)
 	touch $@
 
+# attnlab's C++ CPU kernels are built here, ahead of time (about a minute, once): nothing compiles while a command
+# runs. Where they cannot be built (no compiler, no AVX2) attnlab says so and runs on torch's kernels.
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
 	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads]"
+	-$(VENV)/bin/attnlab kernels
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
@@ -30,6 +33,7 @@ demo: $(VENV)/.installed
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check --no-cache src tests benchmarks notebooks
+	$(VENV)/bin/mypy
 
 # The viewer's browser test drives Debian's headless Chromium; install it when missing (needs root).
 # Where that fails, the test skips and says why.

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("attnlab.functional", "attnlab.data", "attnlab.numpy"),  # the op; corpora and tokenizers; the NumPy twin
     ("attnlab.attention",),                             # the four mechanisms as modules
     ("attnlab.layers",),                                # positions, norms, feed-forward, blocks
+    ("attnlab.fast",),                                  # speed, applied to the plain modules: accelerate()
     ("attnlab.models",),                                # whole models, their configs, caches, trained ones
     ("attnlab.pretrained", "attnlab.generation", "attnlab.training"),  # real weights; decoding; training
     ("attnlab.inspect",),                               # the capture and the arithmetic of attention
@@ -99,17 +100,23 @@ def test_the_rule_catches_an_upward_import(tmp_path):
 
 
 def test_no_two_modules_share_a_name_across_packages_unless_twins():
-    """Same file name in two packages only for the same idea: the NumPy twin's mirrors, each layer's checks and
-    configs, and a command-line module named after what its command runs."""
+    """Same file name in two packages only for the same idea: the NumPy twin's mirrors, the fast package's twins of
+    the plain modules they speed up, each layer's checks and configs, and a command-line module named after what its
+    command runs."""
     allowed = {"checks", "__init__", "config"}
     twins = {"softmax", "masks", "math_attention", "chunked", "sdpa", "multihead", "positional", "layernorm",
              "feedforward", "block", "encoder", "linear"}
     by_name = defaultdict(list)
     for module in MODULES:
         by_name[module.rsplit(".", 1)[-1]].append(module)
-    clashes = {name: mods for name, mods in by_name.items() if len(mods) > 1 and name not in allowed
-               and not (name in twins and any(m.startswith("attnlab.numpy.") for m in mods) and len(mods) == 2)
-               and not (len(mods) == 2 and any(m.startswith("attnlab.cli.") for m in mods))}
+
+    def originals(name: str, mods: list[str]) -> list[str]:
+        """The modules of one name that are not the twin of another: at most one may remain."""
+        return [m for m in mods if not (m.startswith("attnlab.numpy.") and name in twins)
+                and not m.startswith(("attnlab.fast.", "attnlab.cli."))]
+
+    clashes = {name: mods for name, mods in by_name.items()
+               if len(mods) > 1 and name not in allowed and len(originals(name, mods)) > 1}
     assert not clashes, clashes
 
 

@@ -24,7 +24,8 @@ LISTS = {
                                  "numpy/checks.py"}),  # the NumPy twin's own backends, a subset with its own rule
     "architectures": (set(ARCHITECTURES), {"models/registry.py"}),
     "dtypes": (set(DTYPES), {"models/config.py"}),
-    "presets": (PRESETS, {"models/gpt.py", "models/modern.py", "models/encoder.py", "models/transformer/config.py"}),
+    "presets": (PRESETS, {"models/gpt.py", "models/modern/decoder.py", "models/encoder.py",
+                          "models/transformer/config.py"}),
     "tokenizers": (set(TOKENIZERS), {"data/tokenizer.py"}),
     "tasks": (set(TASKS), {"data/tasks.py"}),
     "quantization schemes": (set(SCHEMES), {"models/quantize.py"}),

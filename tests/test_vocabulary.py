@@ -82,10 +82,10 @@ NAMES, METHODS = public_names()
 OTHER_CONCEPTS = {
     "mask": ({"attnlab.functional.math_attention", "attnlab.functional.attention_scores",
               "attnlab.functional.attention_weights", "attnlab.functional.and_masks", "attnlab.numpy.math_attention",
-              "attnlab.numpy.attention_scores", "attnlab.attention.GroupedQueryAttention.mask_for",
-              "attnlab.attention.MultiHeadAttention.extend_cache",
-              "attnlab.functional.AttentionCall (field)", "attnlab.functional.AttentionCall.__init__",
-              "attnlab.functional.AttentionCall.mask"},
+              "attnlab.numpy.attention_scores", "attnlab.attention.MultiHeadAttention.attend",
+              "attnlab.attention.MultiHeadAttention.visible",
+              "attnlab.functional.CallKind (field)", "attnlab.functional.CallKind.__init__",
+              "attnlab.functional.CallKind.mask"},
              "the op's own mask, padding and causal already merged (and the kind of mask a call has), not a padding "
              "mask given by a user"),
     "context": ({"attnlab.inspect.Explanation (field)", "attnlab.inspect.Explanation.__init__"},

@@ -9,9 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attnlab.attention.grouped_query as gqa_module
-from attnlab.attention import GroupedQueryAttention, MultiHeadAttention
+from attnlab.attention import AttentionSpec, GroupedQueryAttention, MultiHeadAttention
 from attnlab.layers import RotaryEmbedding
 from attnlab.models import KVCache
+
+
+def grouped(d_in, d_out, context_length=None, dropout=0.0, num_heads=1, qkv_bias=False, *, rotary=None,
+            out_bias=False, **options) -> GroupedQueryAttention:
+    """The module built from its spec (Llama's layout: no bias on out_proj unless asked)."""
+    spec = AttentionSpec(d_in, d_out, num_heads, context_length=context_length, dropout=dropout, qkv_bias=qkv_bias,
+                         out_bias=out_bias, owner="GroupedQueryAttention", **options)
+    return GroupedQueryAttention(spec, rotary)
 
 
 def written_out(gqa: GroupedQueryAttention, x: torch.Tensor, window: int | None, attention_mask=None):
@@ -47,7 +55,7 @@ def shapes(draw):
 @given(shapes(), st.sampled_from(["math", "sdpa", "chunked", "auto"]))
 def test_equals_attention_written_out_per_head(case, backend):
     torch.manual_seed(case["seed"])
-    gqa = GroupedQueryAttention(12, 8, None, 0.0, case["num_heads"], True, num_kv_heads=case["num_kv_heads"],
+    gqa = grouped(12, 8, None, 0.0, case["num_heads"], True, num_kv_heads=case["num_kv_heads"],
                                 head_dim=case["head_dim"], sliding_window=case["window"], backend=backend).eval()
     x = torch.randn(2, case["t"], 12)
     am = None
@@ -68,7 +76,7 @@ def test_equals_transformers_llama_attention(num_kv_heads):
                                    max_position_embeddings=64, attention_bias=True)
     cfg._attn_implementation = "sdpa"  # with no mask, transformers' sdpa path is causal
     ref = LlamaAttention(cfg, layer_idx=0).eval()
-    ours = GroupedQueryAttention(32, 32, 64, 0.0, 4, True, num_kv_heads=num_kv_heads, out_bias=True,
+    ours = grouped(32, 32, 64, 0.0, 4, True, num_kv_heads=num_kv_heads, out_bias=True,
                                  rotary=RotaryEmbedding(8, 64)).eval()
     with torch.no_grad():
         for mine, theirs in (("W_query", "q_proj"), ("W_key", "k_proj"), ("W_value", "v_proj"), ("out_proj", "o_proj")):
@@ -91,7 +99,7 @@ def equals_transformers_attention(ours, ref, rotary, t, mask):
 
 def test_all_heads_equal_is_multi_head_attention():
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(16, 16, None, 0.0, 4, True, num_kv_heads=4, out_bias=True).eval()
+    gqa = grouped(16, 16, None, 0.0, 4, True, num_kv_heads=4, out_bias=True).eval()
     mha = MultiHeadAttention(16, 16, None, 0.0, 4, True).eval()
     mha.load_state_dict(gqa.state_dict())
     x = torch.randn(2, 7, 16)
@@ -103,7 +111,7 @@ def test_all_heads_equal_is_multi_head_attention():
 def test_grouped_equals_multi_head_with_key_value_heads_copied(num_kv_heads):
     """GQA is MHA whose key/value projections repeat each key/value head for the query heads of its group."""
     torch.manual_seed(1)
-    gqa = GroupedQueryAttention(16, 16, None, 0.0, 4, True, num_kv_heads=num_kv_heads).eval()
+    gqa = grouped(16, 16, None, 0.0, 4, True, num_kv_heads=num_kv_heads).eval()
     mha = MultiHeadAttention(16, 16, None, 0.0, 4, True, out_bias=False).eval()
     group = 4 // num_kv_heads
     with torch.no_grad():
@@ -124,7 +132,7 @@ def test_grouped_equals_multi_head_with_key_value_heads_copied(num_kv_heads):
 @pytest.mark.parametrize("window", [None, 3])
 def test_kv_cache_holds_only_the_key_value_heads_and_equals_recomputation(window):
     torch.manual_seed(2)
-    gqa = GroupedQueryAttention(16, 16, 12, 0.0, 4, num_kv_heads=2, rotary=RotaryEmbedding(4, 12),
+    gqa = grouped(16, 16, 12, 0.0, 4, num_kv_heads=2, rotary=RotaryEmbedding(4, 12),
                                 sliding_window=window).eval()
     x = torch.randn(2, 12, 16)
     with torch.no_grad():
@@ -143,7 +151,7 @@ def test_kv_cache_holds_only_the_key_value_heads_and_equals_recomputation(window
 def test_rope_positions_per_row():
     """A row's RoPE positions may start anywhere: the scores depend on differences of positions only."""
     torch.manual_seed(3)
-    gqa = GroupedQueryAttention(16, 16, None, 0.0, 4, num_kv_heads=2, rotary=RotaryEmbedding(4, 64)).eval()
+    gqa = grouped(16, 16, None, 0.0, 4, num_kv_heads=2, rotary=RotaryEmbedding(4, 64)).eval()
     x = torch.randn(2, 5, 16)
     with torch.no_grad():
         shifted = gqa(x, positions=torch.arange(5)[None] + torch.tensor([[0], [37]]))
@@ -161,16 +169,16 @@ def test_rope_positions_per_row():
 ])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        GroupedQueryAttention(16, 16, **kwargs)
+        grouped(16, 16, **kwargs)
 
 
 def test_odd_head_dim_for_rope():
     with pytest.raises(ValueError, match="head_dim must be even"):
-        GroupedQueryAttention(15, 15, num_heads=3, rotary=RotaryEmbedding(5, 16))
+        grouped(15, 15, num_heads=3, rotary=RotaryEmbedding(5, 16))
 
 
 def test_bad_inputs():
-    gqa = GroupedQueryAttention(16, 16, 8, num_heads=4, num_kv_heads=2)
+    gqa = grouped(16, 16, 8, num_heads=4, num_kv_heads=2)
     cache = KVCache(1, batch=1, num_heads=2, context_length=8, head_dim=4)
     with pytest.raises(ValueError, match=r"x must have shape \(B, T, 16\)"):
         gqa(torch.randn(1, 3, 12))
@@ -184,7 +192,7 @@ def test_bad_inputs():
 
 
 def test_unbatched_input():
-    gqa = GroupedQueryAttention(16, 16, num_heads=4, num_kv_heads=1).eval()
+    gqa = grouped(16, 16, num_heads=4, num_kv_heads=1).eval()
     x = torch.randn(5, 16)
     out, w = gqa(x, return_weights=True)
     assert out.shape == (5, 16) and w.shape == (4, 5, 5)
@@ -208,7 +216,7 @@ def test_qk_norm_of_the_whole_projection_equals_transformers_olmo2_attention():
     cfg = transformers.Olmo2Config(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                                    max_position_embeddings=64, attn_implementation="eager")
     ref = Olmo2Attention(cfg, layer_idx=0).eval()
-    ours = GroupedQueryAttention(32, 32, num_heads=4, num_kv_heads=2, rotary=RotaryEmbedding(8, 64),
+    ours = grouped(32, 32, num_heads=4, num_kv_heads=2, rotary=RotaryEmbedding(8, 64),
                                  qk_norm="projection", make_norm=partial(RMSNorm, eps=cfg.rms_norm_eps)).eval()
     assert ours.q_norm.weight.shape == (32,) and ours.k_norm.weight.shape == (16,)
     names = {"W_query": "q_proj", "W_key": "k_proj", "W_value": "v_proj", "out_proj": "o_proj", "q_norm": "q_norm",
@@ -226,12 +234,12 @@ def test_sinks_and_softcap_are_the_op_s_and_the_sinks_learn():
     from attnlab.functional import scaled_dot_product_attention
 
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(16, 16, num_heads=4, num_kv_heads=2, softcap=2.0, sinks=True, scale=0.5)
+    gqa = grouped(16, 16, num_heads=4, num_kv_heads=2, softcap=2.0, sinks=True, scale=0.5)
     with torch.no_grad():
         gqa.sinks.copy_(torch.randn(4))
     x = torch.randn(2, 6, 16)
     got = gqa(x)
-    q, k, v = gqa.project(x, torch.arange(6))
+    q, k, v = gqa.heads(x)
     ctx = scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, scale=0.5, softcap=2.0,
                                        sinks=gqa.sinks, backend="math")
     torch.testing.assert_close(got, gqa.out_proj(ctx.transpose(1, 2).reshape(2, 6, 16)), atol=1e-6, rtol=0)
@@ -243,9 +251,9 @@ def test_sinks_and_softcap_are_the_op_s_and_the_sinks_learn():
     ({"qk_norm": "both", "make_norm": torch.nn.Identity}, r"qk_norm must be None, 'head' or 'projection', got 'both'"),
     ({"qk_norm": "head"}, r"qk_norm='head' needs make_norm"),
     ({"softcap": 0.0}, r"softcap must be None or a finite number > 0"),
-    ({"scale": -1.0}, r"scale must be None or a number > 0, got -1.0"),
+    ({"scale": -1.0}, r"scale must be None \(1/√head_dim\) or a number > 0, got -1.0"),
     ({"softcap": 50.0, "backend": "sdpa"}, r"backend='sdpa' cannot soft-cap the scores \(softcap=50.0\)"),
 ])
 def test_bad_new_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        GroupedQueryAttention(16, 16, num_heads=4, **kwargs)
+        grouped(16, 16, num_heads=4, **kwargs)

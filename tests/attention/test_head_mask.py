@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.attention import GroupedQueryAttention, MultiHeadAttention
+from attnlab.attention import AttentionSpec, GroupedQueryAttention, MultiHeadAttention
 from attnlab.models import GPT, EncoderConfig, GPTConfig, ModernDecoder, ModernDecoderConfig, TransformerEncoder
 from references import scaled_by_hand
 
@@ -19,8 +19,10 @@ MASKS = [torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0.0, 0.0, 0.0, 0.0]),
 @pytest.mark.parametrize("backend", ["math", "sdpa", "chunked"])
 @pytest.mark.parametrize("module_cls", [MultiHeadAttention, GroupedQueryAttention])
 def test_module_head_mask_equals_the_hand_zeroed_slice(module_cls, backend, mask):
-    kwargs = {"num_kv_heads": 2} if module_cls is GroupedQueryAttention else {}
-    attn = module_cls(16, 16, None, 0.0, 4, backend=backend, **kwargs).eval()
+    if module_cls is GroupedQueryAttention:
+        attn = GroupedQueryAttention(AttentionSpec(16, 16, 4, num_kv_heads=2, backend=backend)).eval()
+    else:
+        attn = MultiHeadAttention(16, 16, None, 0.0, 4, backend=backend).eval()
     x = torch.randn(2, 7, 16)
     with scaled_by_hand([attn], mask[None], head_dim=4):
         want = attn(x)

@@ -117,7 +117,8 @@ def test_sample_with_a_sink_cache_is_generate_with_it(hf_dirs):
     differs from the full cache's once the window slides."""
     import torch
 
-    from attnlab.generation import generate
+    from attnlab.generation import GenerationConfig, generate
+    from attnlab.models import SinkKVCache
     from attnlab.pretrained import load_causal_lm
 
     args = ["sample", "--model", hf_dirs / "qwen3", "To be, or not", "--max-new-tokens", 40, "--temperature", 0]
@@ -125,35 +126,30 @@ def test_sample_with_a_sink_cache_is_generate_with_it(hf_dirs):
     assert r.exit_code == 0, r.output
     model, tokenizer = load_causal_lm(hf_dirs / "qwen3")
     ids = torch.tensor([tokenizer.encode("To be, or not")])
-    want = generate(model, ids, 40, temperature=0, sink_tokens=4, sliding_window=8)[0].tolist()
+    sink = SinkKVCache.for_model(model, 1, sink_tokens=4, sliding_window=8)
+    want = generate(model, ids, 40, GenerationConfig(temperature=0), cache=sink)[0].tolist()
     assert r.output == tokenizer.decode(want) + "\n" and r.output != run(*args).output
 
 
-@pytest.mark.parametrize(("to_build", "ready", "note"), [
-    (True, True, "note: building attnlab's int8 CPU kernel, once for this machine (about a minute)"),
-    (False, False, "note: int8 products run on torch's kernels (ATTNLAB_CPU_KERNELS=0 is set)"),
-    (False, True, None)])
-def test_sample_in_int8_says_what_the_user_waits_for(hf_dirs, monkeypatch, to_build, ready, note):
-    """The kernel's one-time build is announced before the wait, and torch's slower kernels after, with why."""
-    from attnlab.functional import kernels
+NOT_BUILT = "torch's kernels (attnlab's are not in use: ATTNLAB_CPU_KERNELS=0 is set)"
 
-    monkeypatch.setattr(kernels, "cpu_kernels_to_build", lambda: to_build)
-    monkeypatch.setattr(kernels, "cpu_kernels_ready", lambda: ready)
-    monkeypatch.setitem(kernels._status, "why", "ATTNLAB_CPU_KERNELS=0 is set")
-    r = CliRunner().invoke(main, ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "4",
-                                  "--temperature", "0", "--quantize", "int8"], catch_exceptions=False)
+
+@pytest.mark.parametrize(("quantize", "ready", "note"), [
+    ([], False, f"note: fp32 products run on {NOT_BUILT}"),
+    (["--quantize", "int8"], False, f"note: int8 products run on {NOT_BUILT}"),
+    ([], True, None),
+    (["--quantize", "int8"], True, None)])
+def test_sample_on_the_cpu_says_when_attnlabs_kernels_are_not_in_use(hf_dirs, monkeypatch, quantize, ready, note):
+    """Nothing is built while a sample runs (``attnlab kernels`` builds them ahead of time): where the kernels are
+    not loaded, one note says what the products run on instead, and why; where they are, nothing is said."""
+    from attnlab.fast import kernels
+
+    monkeypatch.setattr(kernels, "load", lambda: ready)
+    monkeypatch.setitem(kernels._state, "ready", ready)
+    monkeypatch.setitem(kernels._state, "why", "ATTNLAB_CPU_KERNELS=0 is set")
+    args = ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "4", "--temperature", "0"]
+    r = CliRunner().invoke(main, [*args, *quantize], catch_exceptions=False)
     assert r.exit_code == 0 and r.stdout.startswith("To be")
-    assert [line for line in r.stderr.splitlines() if "int8" in line] == ([note] if note else [])
-
-
-@pytest.mark.parametrize("to_build", [True, False])
-def test_sample_in_fp32_on_the_cpu_announces_the_kernels_build(hf_dirs, monkeypatch, to_build):
-    """fp32 decoding on a CPU runs attnlab's kernel, which generate builds the first time: said before the wait."""
-    from attnlab.functional import kernels
-
-    monkeypatch.setattr(kernels, "cpu_kernels_to_build", lambda: to_build)
-    r = CliRunner().invoke(main, ["sample", "--model", str(hf_dirs / "gpt2"), "To be", "--max-new-tokens", "4",
-                                  "--temperature", "0"], catch_exceptions=False)
-    assert r.exit_code == 0 and r.stdout.startswith("To be")
-    note = "note: building attnlab's CPU kernels, once for this machine (about a minute)"
-    assert (note in r.stderr.splitlines()) == to_build
+    assert [line for line in r.stderr.splitlines() if "products run on" in line] == ([note] if note else [])
+    plain = CliRunner().invoke(main, [*args, *quantize, "--plain"], catch_exceptions=False)  # the book's modules
+    assert plain.exit_code == 0 and plain.stdout == r.stdout and "products run on" not in plain.stderr

@@ -13,8 +13,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.functional import AttentionCall, choose_backend, scaled_dot_product_attention
-from attnlab.functional.backends import KERNELS
+from attnlab.functional import CallKind, choose_backend, scaled_dot_product_attention
+from attnlab.functional.backends import KERNELS, auto_backend
 from attnlab.functional.logit_options import softcap
 
 CPU_BACKENDS = ("math", "sdpa", "chunked")
@@ -142,15 +142,15 @@ def test_a_backend_that_cannot_cap_is_refused_and_bad_sinks_are_named():
         scaled_dot_product_attention(q, q, q, sinks=torch.zeros(3))
 
 
-@given(device=st.sampled_from(["cpu", "cuda"]), t_q=st.integers(1, 4096), t_k=st.integers(1, 4096),
+@given(device=st.sampled_from(["cpu", "cuda"]), queries=st.integers(0, 12), keys=st.integers(0, 12),
        dropout=st.booleans(), weights=st.booleans(), flash=st.booleans(),
        mask=st.sampled_from(["none", "causal", "bool", "float"]), cap=st.booleans(), sinks=st.booleans())
-def test_auto_never_picks_a_kernel_that_cannot_cap(device, t_q, t_k, dropout, weights, flash, mask, cap, sinks):
+def test_auto_never_picks_a_kernel_that_cannot_cap(device, queries, keys, dropout, weights, flash, mask, cap, sinks):
     """Nor torch's kernel for sinks over 2²⁰ scores or more (it would take them as a mask of every score)."""
-    call = AttentionCall(device, t_q, t_k, dropout, weights, mask=mask, flash=flash, softcap=cap, sinks=sinks)
-    chosen = choose_backend(call)
-    plain = choose_backend(AttentionCall(device, t_q, t_k, dropout, weights, mask=mask, flash=flash))
-    if cap or (sinks and t_q * t_k >= 2**20):
+    kind = CallKind(device, "bfloat16", queries, keys, mask, dropout, weights, cap, sinks, flash)
+    chosen = choose_backend(kind)
+    plain = choose_backend(CallKind(device, "bfloat16", queries, keys, mask, dropout, weights, flash=flash))
+    if cap or (sinks and queries + keys >= 20):
         assert KERNELS[chosen].softcap
     else:
         assert chosen == plain  # nothing to avoid: the rule as it was
@@ -187,14 +187,16 @@ def test_flash_equals_the_reference_forward_and_backward(cap, with_sinks, causal
 
 
 def test_a_capped_call_on_cuda_asks_whether_flash_can_run(monkeypatch):
-    """The flash table ships empty, so plain calls never ask; a capped one must, to avoid torch's kernel."""
+    """The flash table ships without a float32 row, so a plain call never asks; a capped one must, to avoid torch's
+    kernel."""
     import attnlab.functional.flash as flash
-    from attnlab.functional.sdpa import call_facts
 
     asked = []
-    monkeypatch.setattr(flash, "flash_can_run", lambda q: asked.append(q.shape) or True)
-    q = torch.zeros(1, 2, 64, 16)
-    monkeypatch.setattr(torch.Tensor, "device", property(lambda t: torch.device("cuda")))
-    assert not call_facts(q, q, None, 0.0, True, False).flash and asked == []
-    call = call_facts(q, q, None, 0.0, True, False, softcap=True)
-    assert call.flash and call.softcap and asked == [q.shape] and choose_backend(call) == "flash"
+    monkeypatch.setattr(flash, "flash_status", lambda device: asked.append(device) or None)
+    auto_backend.cache_clear()
+    cuda = torch.device("cuda")
+    plain = auto_backend(cuda, torch.float32, 7, 7, 16, "causal", False, False, False, False)
+    assert plain is KERNELS["sdpa"] and asked == []
+    capped = auto_backend(cuda, torch.float32, 7, 7, 16, "causal", False, False, True, False)
+    assert capped is KERNELS["flash"] and asked == [cuda]
+    auto_backend.cache_clear()

@@ -6,14 +6,8 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend
 
-import attnlab.functional.backends as backends
 from attnlab.functional import scaled_dot_product_attention
-from attnlab.functional.precision import (
-    CPU_HALF_BACKWARD_FLOAT32_BELOW,
-    float32_for_cpu_backward,
-    in_float32,
-    low_precision,
-)
+from attnlab.functional.precision import in_float32, low_precision
 from half_precision import assert_within_torchs_error, case, errors, torch_sdpa, with_grads
 
 SHAPES = [  # (B, H, Tq, Tk, D), is_causal, padding
@@ -61,67 +55,15 @@ def test_low_precision_names_the_half_dtype_or_none():
 def test_in_float32_casts_in_and_out_and_passes_float32_through():
     seen = []
 
-    def kernel(q, k, v, flag):
+    def kernel(q, k, v, *, flag):
         seen.append((q.dtype, k.dtype, v.dtype, flag, torch.is_autocast_enabled("cpu")))
         return q + v, None
 
     x = torch.ones(2, 3)
-    out, weights = in_float32(kernel)(x.bfloat16(), x.bfloat16(), x.bfloat16(), "rest")
+    out, weights = in_float32(kernel)(x.bfloat16(), x.bfloat16(), x.bfloat16(), flag="rest")
     assert out.dtype == torch.bfloat16 and weights is None
     with torch.autocast("cpu", torch.bfloat16):
-        assert in_float32(kernel)(x, x, x, 1)[0].dtype == torch.bfloat16
-    assert in_float32(kernel)(x, x, x, 2)[0].dtype == torch.float32
+        assert in_float32(kernel)(x, x, x, flag=1)[0].dtype == torch.bfloat16
+    assert in_float32(kernel)(x, x, x, flag=2)[0].dtype == torch.float32
     assert seen == [(torch.float32,) * 3 + ("rest", False), (torch.float32,) * 3 + (1, False),
                     (torch.float32,) * 3 + (2, False)]
-
-
-def test_float32_for_cpu_backward_only_where_a_half_call_over_few_keys_will_be_differentiated():
-    seen = []
-
-    def kernel(q, k, v):
-        seen.append(q.dtype)
-        return q @ k.transpose(-2, -1) @ v, None
-
-    run = float32_for_cpu_backward(kernel)
-    few, many = CPU_HALF_BACKWARD_FLOAT32_BELOW - 1, CPU_HALF_BACKWARD_FLOAT32_BELOW
-
-    def call(keys, dtype=torch.bfloat16, grad=True):
-        q, k, v = (torch.ones(1, 2, n, 4, dtype=dtype, requires_grad=grad) for n in (3, keys, keys))
-        out, _ = run(q, k, v)
-        assert out.dtype == dtype  # cast back
-        return seen.pop()
-
-    assert call(few) == torch.float32 and call(few, torch.float16) == torch.float32
-    assert call(many) == torch.bfloat16 and call(few, grad=False) == torch.bfloat16
-    assert call(few, torch.float32) == torch.float32
-    with torch.no_grad():
-        assert call(few) == torch.bfloat16
-    q = torch.ones(1, 1, 2, 4, requires_grad=True)  # autocast: a float32 leaf whose result is bfloat16
-    with torch.autocast("cpu", torch.bfloat16):
-        out, _ = run(q, q, q)
-    assert seen.pop() == torch.float32 and out.dtype == torch.bfloat16
-
-
-@pytest.mark.parametrize("keys", [64, 512])
-def test_training_call_to_sdpa_under_autocast_runs_torchs_kernel_in_float32_below_the_threshold(monkeypatch, keys):
-    dtypes = []  # the dtype torch's kernel computes in: autocast's for a float32 query while autocast is on
-    real = backends.F.scaled_dot_product_attention
-
-    def spy(q, *args, **kwargs):
-        dtypes.append(torch.bfloat16 if torch.is_autocast_enabled("cpu") else q.dtype)
-        return real(q, *args, **kwargs)
-
-    monkeypatch.setattr(backends.F, "scaled_dot_product_attention", spy)
-    q, k, v = (torch.randn(2, 2, keys, 16, generator=torch.Generator().manual_seed(i), requires_grad=True)
-               for i in range(3))
-    with torch.autocast("cpu", torch.bfloat16):
-        out = scaled_dot_product_attention(q, k, v, is_causal=True, backend="sdpa")
-        with torch.no_grad():
-            scaled_dot_product_attention(q, k, v, is_causal=True, backend="auto")
-    expected = torch.float32 if keys < CPU_HALF_BACKWARD_FLOAT32_BELOW else torch.bfloat16
-    assert dtypes == [expected, torch.bfloat16] and out.dtype == torch.bfloat16
-    out.float().sum().backward()
-    assert all(t.grad.dtype == torch.float32 and t.grad.isfinite().all() for t in (q, k, v))
-    if keys < CPU_HALF_BACKWARD_FLOAT32_BELOW:  # computed in float32 and rounded once
-        exact = scaled_dot_product_attention(q, k, v, is_causal=True, backend="math")
-        assert torch.allclose(out.float(), exact, rtol=2 ** -8, atol=1e-6)

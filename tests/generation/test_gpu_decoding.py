@@ -7,8 +7,10 @@ whole with no host reads: test_compiled_decode.py and tests/models/test_host_syn
 import pytest
 import torch
 
-from attnlab.generation import generate
-from attnlab.models import GPT, GPTConfig
+from attnlab.generation import GenerationConfig, generate
+from attnlab.models import GPT, GPTConfig, StaticKVCache
+
+GREEDY = GenerationConfig(temperature=0)
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(),
                                                    reason="needs an NVIDIA GPU (torch.cuda.is_available() is False)")]
@@ -25,7 +27,7 @@ def test_generate_under_autocast(dtype):
     # this raised "query, key and value must share a dtype" before the cache took the compute dtype
     m, prompt = model(), torch.randint(0, 97, (2, 10), device="cuda")
     with torch.autocast("cuda", dtype):
-        cached = generate(m, prompt, 40, temperature=0)
+        cached = generate(m, prompt, 40, GREEDY)
         assert m.new_cache(2)[0].keys.dtype == dtype
     assert cached.shape == (2, 50) and cached.max() < 97
 
@@ -33,14 +35,14 @@ def test_generate_under_autocast(dtype):
 def test_compiled_decoding_gives_the_eager_tokens():
     # inductor + CUDA graphs (mode="reduce-overhead"), past the context (crop and recompute at the end)
     m, prompt = model(ctx=64), torch.randint(0, 97, (3, 8), device="cuda")
-    eager = generate(m, prompt, 80, temperature=0)
-    assert torch.equal(generate(m, prompt, 80, temperature=0, compile=True), eager)
-    assert torch.equal(generate(m, prompt, 80, temperature=0, compile=True), eager)  # replayed, not recompiled
+    eager = generate(m, prompt, 80, GREEDY)
+    assert torch.equal(generate(m, prompt, 80, GREEDY.replace(compile=True)), eager)
+    assert torch.equal(generate(m, prompt, 80, GREEDY.replace(compile=True)), eager)  # replayed, not recompiled
 
 
 def test_the_decode_step_captures_in_a_cuda_graph():
     m = model()
-    cache, prompt = m.new_cache(2, static=True), torch.randint(0, 97, (2, 10), device="cuda")
+    cache, prompt = StaticKVCache.for_model(m, 2), torch.randint(0, 97, (2, 10), device="cuda")
     token = torch.randint(0, 97, (2, 1), device="cuda")
     with torch.no_grad():
         m.decode_step(prompt, cache)

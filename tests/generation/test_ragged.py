@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from attnlab.data.tokenizer import CharTokenizer
-from attnlab.generation import PositionTableWarning, generate, generate_texts
+from attnlab.generation import GenerationConfig, PositionTableWarning, generate, generate_texts
 from attnlab.generation.ragged import encode_prompts, left_pad, unpad
 from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12], [13, 14, 15]]
+GREEDY = GenerationConfig(temperature=0)
 
 
 def order_one(model):
@@ -38,12 +39,12 @@ def test_each_row_is_the_prompt_generated_alone(name):
     """12 new tokens: GPT's 7 + 12 passes its 16 positions (crop and recompute, per row as alone)."""
     model = models()[name]
     with pytest.warns(PositionTableWarning) if name == "gpt" else contextlib.nullcontext():
-        rows = generate(model, PROMPTS, 12, temperature=0)
+        rows = generate(model, PROMPTS, 12, GREEDY)
     assert [len(r) for r in rows] == [len(p) + 12 for p in PROMPTS]
     for p, row in zip(PROMPTS, rows, strict=True):
         assert row[: len(p)] == p
-        assert row == generate(model, torch.tensor([p]), 12, temperature=0)[0].tolist()
-    assert rows == generate(model, PROMPTS, 12, temperature=0, use_cache=False)
+        assert row == generate(model, torch.tensor([p]), 12, GREEDY)[0].tolist()
+    assert rows == generate(model, PROMPTS, 12, GREEDY.replace(use_cache=False))
 
 
 def test_strings_with_a_tokenizer_and_the_end_of_sequence():
@@ -52,15 +53,16 @@ def test_strings_with_a_tokenizer_and_the_end_of_sequence():
     model = order_one(ModernDecoder(ModernDecoderConfig(vocab_size=tokenizer.vocab_size, context_length=16,
                                                         d_model=32, num_layers=2, num_heads=4, d_ff=40)))
     texts = ["to be or", "not", "a question"]
-    got = generate(model, texts, 10, temperature=0, tokenizer=tokenizer)
+    got = generate_texts(model, tokenizer, texts, 10, GREEDY)
     for text, row in zip(texts, got, strict=True):
-        alone = generate(model, torch.tensor([tokenizer.encode(text)]), 10, temperature=0)[0].tolist()
+        alone = generate(model, torch.tensor([tokenizer.encode(text)]), 10, GREEDY)[0].tolist()
         assert row == tokenizer.decode(alone) and row.startswith(text)
-    assert generate_texts(model, tokenizer, texts, 10, temperature=0) == got
+    ids = [[int(i) for i in tokenizer.encode(t)] for t in texts]  # the same prompts as token lists
+    assert [tokenizer.decode(row) for row in generate(model, ids, 10, GREEDY)] == got
     model = models()["modern"]
-    rows = generate(model, PROMPTS, 12, temperature=0)
+    rows = generate(model, PROMPTS, 12, GREEDY)
     eos = rows[1][3]  # a token row 1 makes: it ends there, while the others may go on
-    ended = generate(model, PROMPTS, 12, temperature=0, eos_token_id=eos)
+    ended = generate(model, PROMPTS, 12, GREEDY.replace(stop_tokens=eos))
     assert ended[1] == rows[1][: rows[1].index(eos, 1) + 1] and ended[1][-1] == eos
 
 
@@ -68,14 +70,13 @@ def test_padding_and_unpadding():
     idx, mask = left_pad(PROMPTS)
     assert idx.tolist()[1] == [0] * 6 + [12] and mask.tolist()[2] == [0] * 4 + [1] * 3
     out = torch.cat([idx, torch.full((3, 2), 7)], 1)
-    assert unpad(out, PROMPTS, None)[1] == [12, 7, 7]
+    assert unpad(out, PROMPTS)[1] == [12, 7, 7] and unpad(out, PROMPTS, (7,))[1] == [12, 7]
     assert encode_prompts([torch.tensor([3, 4])], None) == [[3, 4]]
 
 
 @pytest.mark.parametrize(("prompts", "kwargs", "match"), [
     ([[1, 2], []], {}, r"prompts\[1\]: an empty prompt; every prompt needs at least one token"),
-    (["ab", ""], {"tokenizer": CharTokenizer.train("ab")}, r"prompts\[1\]: an empty prompt"),
-    (["ab"], {}, r"prompts\[0\]: a string needs a tokenizer"),
+    (["ab"], {}, r"prompts\[0\]: a string needs a tokenizer \(generate_texts\(model, tokenizer, prompts, \.\.\.\)\)"),
     ([[1, 2.5]], {}, r"prompts\[0\]: expected a list of token ids or a string, got list"),
     ([], {}, r"prompts: expected a non-empty list of prompts"),
     ([[1, 2]], {"attention_mask": torch.ones(1, 2)}, r"attention_mask: a list of prompts is padded here"),
@@ -86,6 +87,11 @@ def test_bad_prompts(prompts, kwargs, match):
         generate(models()["modern"], prompts, 3, **kwargs)
 
 
+def test_strings_are_checked_as_token_lists_are():
+    with pytest.raises(ValueError, match=r"prompts\[1\]: an empty prompt; every prompt needs at least one token"):
+        generate_texts(models()["modern"], CharTokenizer.train("ab"), ["ab", ""], 3)
+
+
 def test_a_caller_that_expects_the_crop_can_silence_its_warning():
     import warnings
 
@@ -94,9 +100,9 @@ def test_a_caller_that_expects_the_crop_can_silence_its_warning():
     gpt = models()["gpt"]
     with pytest.warns(PositionTableWarning, match=r"GPT: 10 prompt \+ 8 new tokens pass its learned position table "
                                                   r"of 16 positions"):
-        generate(gpt, torch.ones(1, 10, dtype=torch.long), 8, temperature=0)
+        generate(gpt, torch.ones(1, 10, dtype=torch.long), 8, GREEDY)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with cropping_expected():
-            generate(gpt, torch.ones(1, 10, dtype=torch.long), 8, temperature=0)
-        generate(gpt, torch.ones(1, 10, dtype=torch.long), 7, temperature=0)  # 10 + 6 fed: the table suffices
+            generate(gpt, torch.ones(1, 10, dtype=torch.long), 8, GREEDY)
+        generate(gpt, torch.ones(1, 10, dtype=torch.long), 7, GREEDY)  # 10 + 6 fed: the table suffices

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attnlab.generation import encode_prompt, stream_text
+from attnlab.generation import GenerationConfig, encode_prompt, stream_text
 from attnlab.models import load_trained
 from attnlab.training import train
 
@@ -36,8 +36,8 @@ def streamed_ids(tokenizer, prompt, pieces):
 def test_temperature_zero_is_deterministic_and_equals_argmax(trained):
     model, tok = trained
     prompt = "First"
-    a = list(stream_text(model, tok, prompt, 40, temperature=0, seed=1))
-    b = list(stream_text(model, tok, prompt, 40, temperature=0, seed=2))
+    a = list(stream_text(model, tok, prompt, 40, GenerationConfig(temperature=0, seed=1)))
+    b = list(stream_text(model, tok, prompt, 40, GenerationConfig(temperature=0, seed=2)))
     assert a == b
     ids = [int(i) for i in tok.encode(prompt)]
     for _ in range(40):  # runs past the 16-token context: the crop-and-recompute path too
@@ -51,7 +51,8 @@ def test_top_k_and_top_p_stay_in_the_allowed_set(trained, temperature, top_k, to
     model, tok = trained
     prompt = "All:"
     for seed in range(3):
-        ids = streamed_ids(tok, prompt, stream_text(model, tok, prompt, 30, temperature, top_k, top_p, seed=seed))
+        config = GenerationConfig(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        ids = streamed_ids(tok, prompt, stream_text(model, tok, prompt, 30, config))
         for pos in range(len(tok.encode(prompt)), len(ids)):
             logits = reference_logits(model, ids[:pos]) / temperature
             allowed = set(range(len(logits)))
@@ -74,7 +75,10 @@ def test_top_k_and_top_p_stay_in_the_allowed_set(trained, temperature, top_k, to
 
 def test_seeded_sampling_repeats(trained):
     model, tok = trained
-    assert list(stream_text(model, tok, "A", 20, 1.0, seed=4)) == list(stream_text(model, tok, "A", 20, 1.0, seed=4))
+    config = GenerationConfig(temperature=1.0, seed=4)
+    assert list(stream_text(model, tok, "A", 20, config)) == list(stream_text(model, tok, "A", 20, config))
+    assert list(stream_text(model, tok, "A", 20, config)) != list(stream_text(model, tok, "A", 20,
+                                                                               config.replace(seed=5)))
 
 
 def test_unknown_characters_in_a_char_prompt(trained):
@@ -110,6 +114,6 @@ def test_bpe_pieces_never_split_a_character():
             self.step += 1
             return SimpleNamespace(logits=logits)
 
-    pieces = list(stream_text(Scripted(), bpe, "x", len(ids), temperature=0))
+    pieces = list(stream_text(Scripted(), bpe, "x", len(ids), GenerationConfig(temperature=0)))
     assert "".join(pieces) == text and all("\ufffd" not in p for p in pieces)
     assert len(pieces) > 1

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.layers import TransformerBlock
+from attnlab.layers import BlockSpec, TransformerBlock
 from references import torch_block
 
 
@@ -13,7 +13,7 @@ from references import torch_block
 @pytest.mark.parametrize(("act_name", "act"), [("relu", F.relu), ("gelu", F.gelu)])
 def test_equals_torch_encoder_layer(norm, is_causal, act_name, act):
     torch.manual_seed(1)
-    ours = TransformerBlock(32, 4, 64, norm=norm, is_causal=is_causal, activation=act_name).eval()
+    ours = TransformerBlock(BlockSpec(32, 4, 64, norm=norm, is_causal=is_causal, activation=act_name)).eval()
     with torch.no_grad():  # non-trivial LayerNorm parameters
         for ln in (ours.ln1, ours.ln2):
             ln.weight.normal_(1.0, 0.3)
@@ -39,4 +39,4 @@ def test_equals_torch_encoder_layer(norm, is_causal, act_name, act):
 
 def test_bad_norm():
     with pytest.raises(ValueError, match="norm must be 'post' or 'pre'"):
-        TransformerBlock(8, 2, 16, norm="sandwich")
+        TransformerBlock(BlockSpec(8, 2, 16, norm="sandwich"))

@@ -3,7 +3,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.layers import DecoderBlock
+from attnlab.layers import BlockSpec, DecoderBlock
 from references import torch_decoder_layer
 
 
@@ -17,7 +17,7 @@ def _masks():
 @pytest.mark.parametrize("padding", [False, True])
 @pytest.mark.parametrize("backend", ["auto", "math"])
 def test_equals_torch_transformer_decoder_layer(norm, padding, backend):
-    block = DecoderBlock(16, 4, 40, norm=norm, backend=backend).eval()
+    block = DecoderBlock(BlockSpec(16, 4, 40, norm=norm, activation="relu", backend=backend)).eval()
     with torch.no_grad():  # LayerNorms away from γ=1, β=0, so that copying them is tested too
         for ln in (block.ln1, block.ln2, block.ln3):
             ln.weight.uniform_(0.5, 1.5)
@@ -33,7 +33,7 @@ def test_equals_torch_transformer_decoder_layer(norm, padding, backend):
 
 
 def test_weights_have_the_right_shapes_and_rows_sum_to_one():
-    block = DecoderBlock(16, 4, 32).eval()
+    block = DecoderBlock(BlockSpec(16, 4, 32, norm="post", activation="relu")).eval()
     tgt_mask, mem_mask = _masks()
     out, self_w, cross_w = block(torch.randn(3, 6, 16), torch.randn(3, 7, 16), attention_mask=tgt_mask,
                                  memory_mask=mem_mask, return_weights=True)
@@ -46,7 +46,7 @@ def test_weights_have_the_right_shapes_and_rows_sum_to_one():
 @given(st.integers(2, 8), st.integers(0, 7), st.sampled_from(["post", "pre"]))
 def test_position_i_ignores_later_target_tokens(t, i, norm):
     i = min(i, t - 2)
-    block = DecoderBlock(8, 2, 16, norm=norm).eval()
+    block = DecoderBlock(BlockSpec(8, 2, 16, norm=norm, activation="relu")).eval()
     x, memory = torch.randn(2, t, 8), torch.randn(2, 5, 8)
     x2 = x.clone()
     x2[:, i + 1:] = torch.randn_like(x2[:, i + 1:])
@@ -54,7 +54,7 @@ def test_position_i_ignores_later_target_tokens(t, i, norm):
 
 
 def test_a_padded_memory_position_changes_nothing():
-    block = DecoderBlock(8, 2, 16).eval()
+    block = DecoderBlock(BlockSpec(8, 2, 16, norm="post", activation="relu")).eval()
     x, memory = torch.randn(2, 4, 8), torch.randn(2, 5, 8)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     changed = memory.clone()
@@ -64,19 +64,19 @@ def test_a_padded_memory_position_changes_nothing():
 
 
 def test_bad_input_is_named():
-    block = DecoderBlock(8, 2, 16)
+    block = DecoderBlock(BlockSpec(8, 2, 16, norm="post", activation="relu"))
     with pytest.raises(ValueError, match="memory"):
         block(torch.randn(1, 3, 8))
     with pytest.raises(ValueError, match="memory must have shape"):
         block(torch.randn(1, 3, 8), torch.randn(1, 3, 7))
-    with pytest.raises(ValueError, match=r"^DecoderBlock: norm must be 'post' or 'pre', got 'yes'$"):
-        DecoderBlock(8, 2, 16, norm="yes")
+    with pytest.raises(ValueError, match=r"^BlockSpec: norm must be 'post' or 'pre', got 'yes'$"):
+        DecoderBlock(BlockSpec(8, 2, 16, norm="yes"))
 
 
 @given(st.integers(1, 4), st.integers(1, 6), st.integers(1, 8), st.integers(0, 2**31 - 1))
 def test_cross_attention_rows_sum_to_one_and_skip_padding(b, t, s, seed):
     g = torch.Generator().manual_seed(seed)
-    block = DecoderBlock(8, 2, 16).eval()
+    block = DecoderBlock(BlockSpec(8, 2, 16, norm="post", activation="relu")).eval()
     mem_mask = (torch.rand(b, s, generator=g) > 0.4).long()
     mem_mask[:, 0] = 1  # every source has a real token
     _, self_w, cross_w = block(torch.randn(b, t, 8, generator=g), torch.randn(b, s, 8, generator=g),

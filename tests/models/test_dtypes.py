@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnlab.generation import generate
+from attnlab.generation import GenerationConfig, generate
 from attnlab.models import DTYPES, GPT, GPTConfig, compute_dtype
 from attnlab.models.config import check_dtype_name
 
@@ -72,9 +72,9 @@ def test_generate_with_weights_cast_and_under_autocast(dtype):
     # generate under autocast used to fail: the cache was float32 while the new keys were the autocast dtype
     m, prompt = model(), torch.randint(0, 61, (2, 5))
     with torch.autocast("cpu", dtype):
-        out = generate(m, prompt, 12, temperature=0)
+        out = generate(m, prompt, 12, GenerationConfig(temperature=0))
     assert out.shape == (2, 17) and torch.equal(out[:, :5], prompt) and out.min() >= 0 and out.max() < 61
     cast = m.to(dtype)
     assert cast.new_cache(2)[0].keys.dtype == dtype
-    out = generate(cast, prompt, 12, temperature=0.8, top_k=5, generator=torch.Generator().manual_seed(0))
+    out = generate(cast, prompt, 12, GenerationConfig(temperature=0.8, top_k=5, seed=0))
     assert out.shape == (2, 17) and out.max() < 61

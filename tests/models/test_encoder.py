@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from attnlab.layers import pack_linears
+from attnlab.fast import accelerated
+from attnlab.fast.packed import PackedLinear, onednn_available
 from attnlab.models import EncoderConfig, TransformerEncoder
 
 
@@ -37,12 +38,18 @@ def test_bidirectional_and_token_types():
 
 
 def test_packed_inference_path_equals_plain():
+    """The fast twin of an encoder packs every linear map (oneDNN's packed weights): the same hidden states."""
     enc = small()
+    fast = accelerated(enc)
+    packed = [m for m in fast.modules() if isinstance(m, PackedLinear)]
+    assert len(packed) == sum(isinstance(m, torch.nn.Linear) for m in enc.modules()) > 0
+    assert not any(isinstance(m, PackedLinear) for m in enc.modules())  # the model itself is left as it is
     ids = torch.randint(0, 100, (3, 9))
     with torch.no_grad():
         want = enc(ids).last_hidden_state
-        got = pack_linears(enc)(ids).last_hidden_state
+        got = fast(ids).last_hidden_state
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert all(m._packed is not None for m in packed) or not onednn_available()  # the packed path ran
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

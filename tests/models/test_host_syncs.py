@@ -11,7 +11,7 @@ from torch.overrides import TorchFunctionMode
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.functional import key_mask
-from attnlab.models import GPT, EncoderConfig, GPTConfig, TransformerEncoder
+from attnlab.models import GPT, EncoderConfig, GPTConfig, StaticKVCache, TransformerEncoder
 
 READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "numpy", "masked_select",
          "unique", "_unique2", "any_", "argwhere"}
@@ -84,10 +84,14 @@ def test_attention_module_reads_only_a_callers_padding_mask():
     assert trusted.calls == [] and checked.calls == ["__bool__"]  # are the values all 0 or 1?
 
 
-def test_the_static_decode_step_reads_nothing():
+@pytest.mark.parametrize("window", [None, 4])  # a GPT; a ModernDecoder whose windows are masks over the slots
+def test_the_static_decode_step_reads_nothing(window):
     # what CUDA graphs need: no read anywhere in a step, the prefill included (positions live on the device)
-    model = GPT(GPTConfig.from_preset("tiny")).eval()
-    cache = model.new_cache(2, static=True)
+    from attnlab.models import ModernDecoder, ModernDecoderConfig
+
+    model = (GPT(GPTConfig.from_preset("tiny")) if window is None else
+             ModernDecoder(ModernDecoderConfig.from_preset("tiny", sliding_window=window))).eval()
+    cache = StaticKVCache.for_model(model, 2)
     with torch.no_grad(), HostReads() as reads:
         model.decode_step(torch.randint(0, 256, (2, 6)), cache)
         for _ in range(3):

@@ -1,11 +1,11 @@
-"""The int8 KV cache: what it stores is the rows' symmetric int8 codes, it takes about half a bf16 cache's memory,
-and the logits it decodes stay within a stated distance of the fp32 cache's."""
+"""The int8 KV cache (``KVCache(..., storage="int8")``): what it stores is the rows' symmetric int8 codes, it takes
+about half a bf16 cache's memory, and the logits it decodes stay within a stated distance of the fp32 cache's."""
 
 import pytest
 import torch
 
-from attnlab.generation import generate
-from attnlab.models import GPT, GPTConfig, Int8KVCache, KVCache, ModernDecoder, ModernDecoderConfig
+from attnlab.generation import GenerationConfig, generate
+from attnlab.models import GPT, GPTConfig, KVCache, ModernDecoder, ModernDecoderConfig
 from attnlab.models.caches.quantized import quantize_rows
 
 
@@ -23,7 +23,7 @@ def test_rows_are_kept_as_codes_and_a_scale_within_half_a_step():
 
 def test_it_takes_about_half_the_memory_of_a_bf16_cache():
     """Per head and position: head_dim one-byte codes and a two-byte scale, against head_dim two-byte numbers."""
-    cache = Int8KVCache(num_layers=12, batch=1, num_heads=12, context_length=1024, head_dim=64)
+    cache = KVCache(num_layers=12, batch=1, num_heads=12, context_length=1024, head_dim=64, storage="int8")
     key = torch.randn(1, 12, 1000, 64)
     for layer in cache.layers:
         layer.update(key, key)
@@ -46,8 +46,9 @@ def test_teacher_forced_logits_stay_close_to_the_fp32_cache(make):
     2 % of the logits' spread (measured: well under 1 %)."""
     m = model(make)
     seq = torch.randint(0, 64, (2, 80), generator=torch.Generator().manual_seed(1))
-    caches = {"fp32": m.new_cache(2), "int8": m.new_cache(2, int8=True)}
-    assert type(caches["fp32"]) is KVCache and type(caches["int8"]) is Int8KVCache
+    caches = {"fp32": m.new_cache(2), "int8": KVCache.for_model(m, 2, storage="int8")}
+    assert caches["fp32"].storage == "float" and caches["int8"].storage == "int8"
+    assert all(layer.keys.dtype == torch.int8 for layer in caches["int8"].layers)
     worst = 0.0
     with torch.no_grad():
         for t in range(seq.shape[1]):
@@ -59,9 +60,13 @@ def test_teacher_forced_logits_stay_close_to_the_fp32_cache(make):
 def test_generate_decodes_with_it_and_checks_its_options():
     m = model("gpt")
     idx = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
-    out = generate(m, idx, 20, temperature=0, int8_cache=True)
-    assert out.shape == (1, 28)
-    with pytest.raises(ValueError, match="int8_cache=True keeps the dynamic KV cache in int8"):
-        generate(m, idx, 5, int8_cache=True, compile=True)
-    with pytest.raises(ValueError, match="static=True and int8=True exclude each other"):
-        m.new_cache(1, static=True, int8=True)
+    cache = KVCache.for_model(m, 1, storage="int8")
+    out = generate(m, idx, 20, GenerationConfig(temperature=0), cache=cache)
+    assert out.shape == (1, 28) and cache.length == 27  # the prompt and every new token fed back
+    with pytest.raises(ValueError, match=r"cache: compile=True decodes with a StaticKVCache "
+                                         r"\(StaticKVCache.for_model\), got a KVCache"):
+        generate(m, idx, 5, GenerationConfig(compile=True), cache=KVCache.for_model(m, 1, storage="int8"))
+    with pytest.raises(ValueError, match=r"cache: use_cache=False recomputes every step without a cache"):
+        generate(m, idx, 5, GenerationConfig(use_cache=False), cache=KVCache.for_model(m, 1, storage="int8"))
+    with pytest.raises(ValueError, match=r"LayerKVCache: storage must be one of \('float', 'int8'\), got 'int4'"):
+        KVCache.for_model(m, 1, storage="int4")

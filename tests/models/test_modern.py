@@ -8,9 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import attnlab.models.modern as modern_module
-from attnlab.generation import generate
-from attnlab.models import GPT, CausalLMOutput, GPTConfig, ModernDecoder, ModernDecoderConfig
+import attnlab.models.modern.decoder as modern_module
+from attnlab.generation import GenerationConfig, generate
+from attnlab.models import GPT, CausalLMOutput, GPTConfig, ModernDecoder, ModernDecoderConfig, StaticKVCache
+
+GREEDY = GenerationConfig(temperature=0)
+UNCACHED = GREEDY.replace(use_cache=False)
 
 
 def small(**kw):
@@ -101,8 +104,7 @@ def test_cache_holds_key_value_heads_and_generation_equals_recomputation(window)
     cache = model.new_cache(2)
     assert cache[0].keys.shape[:2] == (2, 2) and cache.context_length is None  # RoPE: no table to run out of
     idx = torch.randint(0, 50, (2, 6))
-    assert torch.equal(generate(model, idx, 30, temperature=0), generate(model, idx, 30, temperature=0,
-                                                                         use_cache=False))
+    assert torch.equal(generate(model, idx, 30, GREEDY), generate(model, idx, 30, UNCACHED))
 
 
 def test_rotary_positions_run_past_context_length():
@@ -117,8 +119,8 @@ def test_rotary_positions_run_past_context_length():
                                                                 for t in range(20, 40)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
     assert cache.length == 40 and model.position_limit is None
-    out = generate(model, idx[:, :6], 34, temperature=0)
-    assert torch.equal(out, generate(model, idx[:, :6], 34, temperature=0, use_cache=False))
+    out = generate(model, idx[:, :6], 34, GREEDY)
+    assert torch.equal(out, generate(model, idx[:, :6], 34, UNCACHED))
     with torch.no_grad():  # the last token is the argmax of the whole sequence's forward: nothing was cropped
         assert torch.equal(out[:, -1], model(out[:, :-1]).logits[:, -1].argmax(-1))
 
@@ -134,26 +136,24 @@ def test_longrope_rebuilds_the_cache_once_where_its_frequencies_switch(window):
     past L₀ is never rebuilt."""
     model = small(rope_scaling=LONGROPE, sliding_window=window)
     assert model.cache_rebuild_length == 9 and small().cache_rebuild_length is None
-    lengths = []  # the tokens of each forward: the prompt, then one by one, the whole sequence once at 9
-    model.register_forward_pre_hook(lambda _, args: lengths.append(args[0].shape[1]))
+    lengths = []  # the tokens of each pass: the prompt, then one by one, the whole sequence once at 9
+    model.blocks[0].register_forward_pre_hook(lambda _, args: lengths.append(args[0].shape[1]))  # forward or step
     idx = torch.randint(0, 50, (2, 5))
-    assert torch.equal(generate(model, idx, 30, temperature=0), generate(model, idx, 30, temperature=0,
-                                                                         use_cache=False))
+    assert torch.equal(generate(model, idx, 30, GREEDY), generate(model, idx, 30, UNCACHED))
     assert lengths[:6] == [5, 1, 1, 1, 9, 1] and lengths[6:30] == [1] * 24
     mask = torch.tensor([[1] * 5, [0, 0, 1, 1, 1]])
-    assert torch.equal(generate(model, idx, 30, temperature=0, attention_mask=mask),
-                       generate(model, idx, 30, temperature=0, attention_mask=mask, use_cache=False))
+    assert torch.equal(generate(model, idx, 30, GREEDY, attention_mask=mask),
+                       generate(model, idx, 30, UNCACHED, attention_mask=mask))
     lengths.clear()
     long = torch.randint(0, 50, (1, 12))
-    assert torch.equal(generate(model, long, 10, temperature=0), generate(model, long, 10, temperature=0,
-                                                                          use_cache=False))
+    assert torch.equal(generate(model, long, 10, GREEDY), generate(model, long, 10, UNCACHED))
     assert lengths[:10] == [12] + [1] * 9
 
 
 def test_a_static_cache_allocated_for_the_whole_sequence_decodes_past_the_context():
     model = small()
     idx = torch.randint(0, 50, (1, 36))
-    cache = model.new_cache(1, 40, static=True)
+    cache = StaticKVCache.for_model(model, 1, 40)
     with torch.no_grad():
         last = [model.decode_step(idx[:, :10], cache)] + [model.decode_step(idx[:, t : t + 1], cache)
                                                           for t in range(10, 36)]
@@ -171,9 +171,9 @@ def test_left_padded_rows_compute_what_they_compute_alone(cls):
         batch = model(ids, attention_mask=mask).logits
         torch.testing.assert_close(batch[1, 4:], model(ids[1:, 4:]).logits[0], atol=1e-5, rtol=0)
         torch.testing.assert_close(batch[0], model(ids[:1]).logits[0], atol=1e-5, rtol=0)
-    greedy = generate(model, ids, 12, temperature=0, attention_mask=mask)
-    assert torch.equal(greedy[1, 4:], generate(model, ids[1:, 4:], 12, temperature=0)[0])
-    assert torch.equal(greedy, generate(model, ids, 12, temperature=0, attention_mask=mask, use_cache=False))
+    greedy = generate(model, ids, 12, GREEDY, attention_mask=mask)
+    assert torch.equal(greedy[1, 4:], generate(model, ids[1:, 4:], 12, GREEDY)[0])
+    assert torch.equal(greedy, generate(model, ids, 12, UNCACHED, attention_mask=mask))
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

@@ -13,10 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.generation import generate
+from attnlab.generation import GenerationConfig, generate
 from attnlab.models import GPT, GPTConfig
 
 VOCAB, CONTEXT, WIDTH, LAYERS, HEADS = 67, 24, 48, 3, 4
+GREEDY = GenerationConfig(temperature=0)
 
 
 class NanoAttention(nn.Module):
@@ -204,11 +205,12 @@ def test_same_tokens_as_nanogpt_greedy_and_sampled():
     ours = from_nanogpt(ref, True)
     prompt = torch.randint(0, VOCAB, (2, 5))
     # top_k=1 makes nanoGPT's sampler greedy; 40 tokens run past the context, so both crop and recompute
-    assert torch.equal(generate(ours, prompt, 40, temperature=0), ref.generate(prompt, 40, top_k=1))
+    assert torch.equal(generate(ours, prompt, 40, GREEDY), ref.generate(prompt, 40, top_k=1))
     torch.manual_seed(7)
     want = ref.generate(prompt, 12, temperature=0.8, top_k=10)
     torch.manual_seed(7)  # the same draws from the global generator, as nanoGPT uses it
-    assert torch.equal(generate(ours, prompt, 12, temperature=0.8, top_k=10, use_cache=False), want)
+    sampled = GenerationConfig(temperature=0.8, top_k=10, use_cache=False)
+    assert torch.equal(generate(ours, prompt, 12, sampled), want)
 
 
 def test_equals_the_books_gpt_model():
@@ -222,7 +224,7 @@ def test_equals_the_books_gpt_model():
     with torch.no_grad():
         torch.testing.assert_close(ours(idx).logits, ref(idx), atol=1e-5, rtol=0)
     prompt = torch.randint(0, VOCAB, (1, 4))
-    assert torch.equal(generate(ours, prompt, 30, temperature=0), generate_text_simple(ref, prompt, 30, CONTEXT))
+    assert torch.equal(generate(ours, prompt, 30, GREEDY), generate_text_simple(ref, prompt, 30, CONTEXT))
 
 
 def test_untied_head_has_its_own_parameters():
@@ -237,13 +239,12 @@ def test_stop_on_eos():
     torch.manual_seed(0)
     model = GPT(GPTConfig.from_preset("tiny")).eval()
     prompt = torch.randint(0, 256, (2, 3))
-    free = generate(model, prompt, 20, temperature=0)[:, 3:]
+    free = generate(model, prompt, 20, GREEDY)[:, 3:]
     eos = int(free[0, 4])  # row 0's fifth new token
     ends = [int((row == eos).nonzero()[0]) + 1 if (row == eos).any() else 20 for row in free]  # tokens until eos
-    stopped = generate(model, prompt, 20, temperature=0, eos_token_id=eos)[:, 3:]
+    stopped = generate(model, prompt, 20, GREEDY.replace(stop_tokens=(eos,)))[:, 3:]
     assert stopped.shape[1] == max(ends)  # decoding ends once every row has finished
     for row, end in enumerate(ends):
         assert torch.equal(stopped[row, :end], free[row, :end])  # the same tokens up to and with its eos
         assert torch.all(stopped[row, end:] == eos)  # then only eos
-    with pytest.raises(ValueError, match="eos_token_id must be None or a token id >= 0, got -1"):
-        generate(model, prompt, 3, eos_token_id=-1)
+    assert torch.equal(generate(model, prompt, 20, GREEDY.replace(stop_tokens=eos))[:, 3:], stopped)  # an int: one

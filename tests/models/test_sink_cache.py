@@ -13,11 +13,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.generation import generate
+from attnlab.generation import GenerationConfig, generate
 from attnlab.layers import RotaryEmbedding, apply_rotary
-from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig
+from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig, SinkKVCache
 from attnlab.models.caches import SinkLayerKVCache
 
+GREEDY = GenerationConfig(temperature=0)
 SCALINGS = [None, {"type": "linear", "factor": 2.0},
             {"type": "yarn", "factor": 4.0, "original_context_length": 8}]  # YaRN: cos and sin × its factor
 
@@ -64,7 +65,7 @@ def test_one_layer_equals_a_fresh_forward_over_the_kept_tokens(scaling):
     eight times the window; the cache stays at 7 positions."""
     m, sinks, window = model(rope_scaling=scaling), 2, 5
     ids = torch.randint(0, 50, (2, 40), generator=torch.Generator().manual_seed(1))
-    cache = m.new_cache(2, sink_tokens=sinks, sliding_window=window)
+    cache = SinkKVCache.for_model(m, 2, sink_tokens=sinks, sliding_window=window)
     with torch.no_grad():
         got = [m(ids[:, :7], kv_cache=cache).logits]
         got += [m(ids[:, t : t + 1], kv_cache=cache).logits for t in range(7, 40)]
@@ -72,7 +73,8 @@ def test_one_layer_equals_a_fresh_forward_over_the_kept_tokens(scaling):
     torch.testing.assert_close(torch.cat(got, 1), torch.stack(want, 1), atol=1e-5, rtol=0)
     c = m.config
     assert cache.length == 40 and cache.nbytes == 2 * c.num_layers * 2 * c.num_kv_heads * 7 * c.head_dim * 4
-    out = generate(m, ids[:, :9], 30, temperature=0, sink_tokens=sinks, sliding_window=window)
+    sink = SinkKVCache.for_model(m, 2, sink_tokens=sinks, sliding_window=window)
+    out = generate(m, ids[:, :9], 30, GREEDY, cache=sink)
     seq = ids[:, :9]
     with torch.no_grad():
         for _ in range(30):  # greedy, each token from a fresh forward over what the cache keeps
@@ -84,19 +86,21 @@ def test_one_layer_equals_a_fresh_forward_over_the_kept_tokens(scaling):
 def test_a_deep_model_equals_the_plain_cache_until_the_window_slides():
     m = model(num_layers=3)
     ids = torch.randint(0, 50, (1, 12), generator=torch.Generator().manual_seed(2))
-    assert torch.equal(generate(m, ids[:, :4], 8, temperature=0, sink_tokens=4, sliding_window=8),
-                       generate(m, ids[:, :4], 8, temperature=0))
-    out = generate(m, ids[:, :4], 40, temperature=0, sink_tokens=4, sliding_window=8)
-    assert out.shape == (1, 44) and not torch.equal(out, generate(m, ids[:, :4], 40, temperature=0))
+
+    def sink():
+        return SinkKVCache.for_model(m, 1, sink_tokens=4, sliding_window=8)
+
+    assert torch.equal(generate(m, ids[:, :4], 8, GREEDY, cache=sink()), generate(m, ids[:, :4], 8, GREEDY))
+    out = generate(m, ids[:, :4], 40, GREEDY, cache=sink())
+    assert out.shape == (1, 44) and not torch.equal(out, generate(m, ids[:, :4], 40, GREEDY))
 
 
 @pytest.mark.parametrize(("make", "kwargs", "match"), [
-    (lambda: model(), dict(sink_tokens=-1, sliding_window=4), r"sink_tokens must be an int >= 0 .*got -1"),
+    (lambda: model(), dict(sink_tokens=-1, sliding_window=4),
+     r"ModernDecoder: sink_tokens must be an int >= 0 .*got -1"),
     (lambda: model(), dict(sink_tokens=4), r"a sink cache needs sliding_window, an int >= 1 .*got None"),
-    (lambda: model(), dict(sliding_window=4), r"sliding_window=4 is the window of a sink cache; give sink_tokens"),
-    (lambda: model(), dict(sink_tokens=4, sliding_window=4, use_cache=False), r"sink_tokens: .*use_cache=False"),
-    (lambda: model(), dict(sink_tokens=4, sliding_window=4, attention_mask=torch.tensor([[0, 1, 1]])),
-     r"sink_tokens: .*attention_mask"),
+    (lambda: model(), dict(sink_tokens=4, sliding_window=4, storage="int8"),
+     r"ModernDecoder: a sink cache keeps 8 positions in the model's dtype; int8 storage is the dynamic cache's"),
     (lambda: GPT(GPTConfig(vocab_size=50, context_length=24, d_model=32, num_layers=1, num_heads=4)),
      dict(sink_tokens=4, sliding_window=4), r"GPT: a sink cache .* needs rotary positions"),
     (lambda: model(sliding_window=4), dict(sink_tokens=4, sliding_window=4),
@@ -104,18 +108,31 @@ def test_a_deep_model_equals_the_plain_cache_until_the_window_slides():
     (lambda: model(rope_scaling={"type": "dynamic", "factor": 2.0}), dict(sink_tokens=4, sliding_window=4),
      r"ModernDecoder: dynamic scaling picks its frequencies from the length"),
 ])
-def test_bad_options_are_named(make, kwargs, match):
+def test_a_model_that_cannot_have_one_is_named(make, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        generate(make(), torch.zeros(1, 3, dtype=torch.long), 3, **kwargs)
+        SinkKVCache.for_model(make(), 1, **kwargs)
 
 
-def test_new_cache_asks_for_one_kind():
-    with pytest.raises(ValueError,
-                       match=r"sink_tokens makes a cache of its own kind; it excludes static=True and int8=True"):
-        model().new_cache(1, static=True, sink_tokens=4, sliding_window=4)
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(config=GenerationConfig(use_cache=False)), r"cache: use_cache=False recomputes every step without a cache"),
+    (dict(attention_mask=torch.tensor([[0, 1, 1]])), r"cache: a SinkKVCache keeps every row at the same places.*"
+                                                     r"attention_mask"),
+    (dict(config=GenerationConfig(compile=True)), r"cache: compile=True decodes with a StaticKVCache .*got a "
+                                                  r"SinkKVCache"),
+])
+def test_generate_refuses_what_a_sink_cache_cannot_do(kwargs, match):
+    m = model()
+    with pytest.raises(ValueError, match=match):
+        generate(m, torch.zeros(1, 3, dtype=torch.long), 3, cache=SinkKVCache.for_model(m, 1, sliding_window=4),
+                 **kwargs)
+
+
+def test_a_prompt_chunk_must_fit_its_places():
+    m = model()
+    cache = SinkKVCache.for_model(m, 1, sink_tokens=2, sliding_window=5)
+    assert cache.capacity == 7 and cache.shape == m.cache_layout().shape and cache.rows == 1
+    m(torch.zeros(1, 6, dtype=torch.long), kv_cache=cache)
     with pytest.raises(ValueError, match=r"3 new tokens after 6 do not fit its 7 places; feed them one by one"):
-        m, cache = model(), model().new_cache(1, sink_tokens=2, sliding_window=5)
-        m(torch.zeros(1, 6, dtype=torch.long), kv_cache=cache)
         m(torch.zeros(1, 3, dtype=torch.long), kv_cache=cache)
 
 
@@ -126,7 +143,7 @@ def test_under_bf16_autocast_the_cache_keeps_bf16_and_the_logits_stay_close():
     ids = torch.randint(0, 50, (1, 30), generator=torch.Generator().manual_seed(3))
 
     def logits(**kind):
-        cache = m.new_cache(1, **kind)
+        cache = SinkKVCache.for_model(m, 1, **kind)
         with torch.no_grad():
             steps = [m(ids[:, :7], kv_cache=cache).logits]
             steps += [m(ids[:, t : t + 1], kv_cache=cache).logits for t in range(7, 30)]

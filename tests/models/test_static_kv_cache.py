@@ -20,7 +20,7 @@ def teacher_forced(m, seq, steps, autocast=None):
     ctx = torch.autocast("cpu", autocast) if autocast else contextlib.nullcontext()
     pairs = []
     with torch.no_grad(), ctx:
-        static, dynamic = m.new_cache(seq.shape[0], static=True), m.new_cache(seq.shape[0])
+        static, dynamic = StaticKVCache.for_model(m, seq.shape[0]), m.new_cache(seq.shape[0])
         a, b = m.decode_step(seq, static), m(seq, kv_cache=dynamic).logits[:, -1]
         for _ in range(steps):
             pairs.append((a, b))
@@ -79,7 +79,7 @@ def test_update_writes_at_the_position_and_returns_the_whole_buffers():
 
 def test_reset_starts_a_new_sequence_in_the_same_buffers():
     m = model()
-    cache = m.new_cache(1, static=True)
+    cache = StaticKVCache.for_model(m, 1)
     prompt = torch.randint(0, 61, (1, 6))
     with torch.no_grad():
         first = m.decode_step(prompt, cache)

@@ -55,7 +55,7 @@ WRONG_ANSWERS = {
     "04": "answer = weights_mha[0, 0]  # head 0, not head 1",
     "05": "answer = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + 1e-5)  # unbiased",
     "06": "answer = torch.nn.functional.normalize(hidden.mean(dim=1), dim=-1)  # the padding averaged in",
-    "07": "answer = generate(model, encode_prompt(tokenizer, '白日'), 9, temperature=0)  # one token short",
+    "07": "answer = generate(model, encode_prompt(tokenizer, '白日'), 9, GenerationConfig(temperature=0))  # one short",
     "08": "answer = 2 * 2 * 1 * 8 * 1024 * 1024 * 64  # every pair, not only the causal ones",
     "09": "answer = weights[:, torch.arange(half, 2 * half), torch.arange(half)].mean(dim=-1)  # the occurrence itself",
 }

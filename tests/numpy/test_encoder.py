@@ -24,9 +24,8 @@ def _tiny_encoder(seed: int) -> TransformerEncoder:
     return enc
 
 
-@pytest.mark.parametrize("backend", ["math", "chunked"])
 @pytest.mark.parametrize("with_types", [False, True])
-def test_tiny_encoder_equals_torch(backend, with_types):
+def test_tiny_encoder_equals_torch(with_types):
     enc = _tiny_encoder(seed=3)
     g = torch.Generator().manual_seed(4)
     ids = torch.randint(1, 50, (3, 9), generator=g)
@@ -37,7 +36,7 @@ def test_tiny_encoder_equals_torch(backend, with_types):
         want = enc(ids, mask, types).last_hidden_state.numpy()
     params = anp.state_dict_to_arrays(enc.state_dict())
     got = anp.encoder_forward(ids.numpy(), params, 4, mask.numpy(), None if types is None else types.numpy(),
-                              eps=1e-12, activation="gelu", backend=backend)
+                              eps=1e-12, activation="gelu")
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 

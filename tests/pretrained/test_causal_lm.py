@@ -12,13 +12,15 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from attnlab.generation import generate
+from attnlab.generation import GenerationConfig, generate
 from attnlab.inspect import capture, explain
 from attnlab.models import GPT, ModernDecoder
 from attnlab.pretrained import load_causal_lm
 from hf_checkpoints import ARCHS, VOCAB, hf_positions, left_padded, write_checkpoint
 
 pytest.importorskip("transformers")
+GREEDY = GenerationConfig(temperature=0)
+UNCACHED = GREEDY.replace(use_cache=False)  # the whole window recomputed at every step
 ATOL = 1e-4
 
 
@@ -76,10 +78,10 @@ def test_greedy_30_tokens_equal_transformers(arch, loaded, checkpoints):
     model, hf = loaded[arch][0], checkpoints[arch][1]
     prompt = torch.randint(1, VOCAB, (1, 8))
     want = hf.generate(prompt, max_new_tokens=30, do_sample=False)
-    assert torch.equal(generate(model, prompt, 30, temperature=0), want)
+    assert torch.equal(generate(model, prompt, 30, GREEDY), want)
     ids, mask = left_padded((9, 4), 9, seed=1)
     want = hf.generate(ids, attention_mask=mask, max_new_tokens=30, do_sample=False)
-    assert torch.equal(generate(model, ids, 30, temperature=0, attention_mask=mask), want)
+    assert torch.equal(generate(model, ids, 30, GREEDY, attention_mask=mask), want)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -95,8 +97,7 @@ def test_kv_cache_equals_recomputation(arch, loaded):
     real = mask.bool()
     torch.testing.assert_close(torch.cat(steps, 1)[real], full[real], atol=1e-5, rtol=0)
     prompt = ids[:1, -7:]
-    assert torch.equal(generate(model, prompt, 30, temperature=0), generate(model, prompt, 30, temperature=0,
-                                                                            use_cache=False))
+    assert torch.equal(generate(model, prompt, 30, GREEDY), generate(model, prompt, 30, UNCACHED))
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -9,12 +9,14 @@ dynamic RoPE keeps the longest length it has seen between calls.
 import pytest
 import torch
 
-from attnlab.generation import PositionTableWarning, generate
+from attnlab.generation import GenerationConfig, PositionTableWarning, generate, generate_texts
 from attnlab.pretrained import load_causal_lm
 from hf_checkpoints import VOCAB, cached_and_full_logits, write_checkpoint
 from hf_checkpoints import left_padded as padded
 
 transformers = pytest.importorskip("transformers")
+GREEDY = GenerationConfig(temperature=0)
+UNCACHED = GREEDY.replace(use_cache=False)  # the whole window recomputed at every step
 ATOL = 1e-4
 SHORT = 16  # max_position_embeddings of the Llamas: every test runs past it
 COMMON = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -98,11 +100,11 @@ def test_greedy_past_the_window_equals_transformers_generate(dirs, rope):
     """12 prompt tokens and 40 new: 52 positions over a trained 16, with the cache (transformers' default)."""
     model, _ = load_causal_lm(dirs[f"llama-{rope}"])
     ids = prompt(12)
-    assert torch.equal(generate(model, ids, 40, temperature=0), hf(dirs[f"llama-{rope}"]).generate(
+    assert torch.equal(generate(model, ids, 40, GREEDY), hf(dirs[f"llama-{rope}"]).generate(
         ids, max_new_tokens=40, do_sample=False))
     ids, mask = left_padded((12, 7))
     want = hf(dirs[f"llama-{rope}"]).generate(ids, attention_mask=mask, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, ids, 40, temperature=0, attention_mask=mask), want)
+    assert torch.equal(generate(model, ids, 40, GREEDY, attention_mask=mask), want)
 
 
 def test_dynamic_ntk_cached_and_recomputed_both_equal_transformers_and_differ(dirs):
@@ -113,8 +115,8 @@ def test_dynamic_ntk_cached_and_recomputed_both_equal_transformers_and_differ(di
     model, _ = load_causal_lm(d)
     ids = prompt(12)
     want = hf(d).generate(ids, max_new_tokens=30, do_sample=False, use_cache=False)
-    assert torch.equal(generate(model, ids, 30, temperature=0, use_cache=False), want)
-    seq = generate(model, ids, 30, temperature=0)
+    assert torch.equal(generate(model, ids, 30, UNCACHED), want)
+    seq = generate(model, ids, 30, GREEDY)
     with torch.no_grad():
         full = model(seq).logits
         cache = model.new_cache(1)
@@ -133,12 +135,12 @@ def test_longrope_cached_greedy_rebuilds_the_cache_as_transformers(dirs):
     assert model.cache_rebuild_length == SHORT + 1
     ids = prompt(12, seed=5)
     want = hf(dirs["phi3"]).generate(ids, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, ids, 40, temperature=0), want)
-    assert torch.equal(generate(model, ids, 40, temperature=0, use_cache=False), want)
+    assert torch.equal(generate(model, ids, 40, GREEDY), want)
+    assert torch.equal(generate(model, ids, 40, UNCACHED), want)
     ids, mask = left_padded((12, 7), seed=6)
     want = hf(dirs["phi3"]).generate(ids, attention_mask=mask, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, ids, 40, temperature=0, attention_mask=mask), want)
-    assert torch.equal(generate(model, ids, 40, temperature=0, attention_mask=mask, use_cache=False), want)
+    assert torch.equal(generate(model, ids, 40, GREEDY, attention_mask=mask), want)
+    assert torch.equal(generate(model, ids, 40, UNCACHED, attention_mask=mask), want)
 
 
 @pytest.mark.parametrize("rope", ["default", "yarn", "llama3"])
@@ -156,11 +158,11 @@ def test_rolling_cache_holds_the_window_and_equals_transformers(dirs, arch):
     cache's buffers 4 positions long at the end, and every cached step's logits = the whole sequence's."""
     model, _ = load_causal_lm(dirs[arch])
     ids = prompt(8)
-    out = generate(model, ids, 32, temperature=0)
+    out = generate(model, ids, 32, GREEDY)
     assert torch.equal(out, hf(dirs[arch]).generate(ids, max_new_tokens=32, do_sample=False))
     ids, mask = left_padded((8, 5), seed=3)
     want = hf(dirs[arch]).generate(ids, attention_mask=mask, max_new_tokens=32, do_sample=False)
-    assert torch.equal(generate(model, ids, 32, temperature=0, attention_mask=mask), want)
+    assert torch.equal(generate(model, ids, 32, GREEDY, attention_mask=mask), want)
     c = model.config
     with torch.no_grad():
         cache = model.new_cache(1)
@@ -174,9 +176,9 @@ def test_rolling_cache_holds_the_window_and_equals_transformers(dirs, arch):
 def test_ragged_prompts_each_as_alone(dirs, name):
     model, tokenizer = load_causal_lm(dirs[name])
     prompts = [prompt(n, seed=n)[0].tolist() for n in (9, 3, 6)]
-    rows = generate(model, prompts, 20, temperature=0)
+    rows = generate(model, prompts, 20, GREEDY)
     for p, row in zip(prompts, rows, strict=True):
-        alone = generate(model, torch.tensor([p]), 20, temperature=0)[0].tolist()
+        alone = generate(model, torch.tensor([p]), 20, GREEDY)[0].tolist()
         if name == "llama-dynamic" and len(p) < 9:
             # the frequencies follow the batch's longest row (transformers' too): once it passes 16 positions, at
             # its 8th new token, a shorter row is turned by other angles than alone; before, by the same
@@ -184,8 +186,8 @@ def test_ragged_prompts_each_as_alone(dirs, name):
         else:
             assert row == alone
     texts = ["To be, or not to be", "Whether", "我爱学习"]
-    for text, got in zip(texts, generate(model, texts, 8, temperature=0, tokenizer=tokenizer), strict=True):
-        alone = tokenizer.decode(generate(model, torch.tensor([tokenizer.encode(text)]), 8, temperature=0)[0].tolist())
+    for text, got in zip(texts, generate_texts(model, tokenizer, texts, 8, GREEDY), strict=True):
+        alone = tokenizer.decode(generate(model, torch.tensor([tokenizer.encode(text)]), 8, GREEDY)[0].tolist())
         assert got.startswith(text) and (got == alone or name == "llama-dynamic")  # dynamic: see above
 
 
@@ -196,5 +198,5 @@ def test_a_learned_position_table_keeps_its_limit(dirs):
         model(prompt(65))
     with pytest.warns(PositionTableWarning, match=r"GPT: 60 prompt \+ 10 new tokens pass its learned position "
                                                   r"table of 64 positions"):
-        out = generate(model, prompt(60), 10, temperature=0)
-    assert torch.equal(out, generate(model, prompt(60), 10, temperature=0, use_cache=False))
+        out = generate(model, prompt(60), 10, GREEDY)
+    assert torch.equal(out, generate(model, prompt(60), 10, UNCACHED))

@@ -14,13 +14,15 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from attnlab.generation import generate
+from attnlab.generation import GenerationConfig, generate
 from attnlab.inspect import capture, explain
 from attnlab.models import GPT, ModernDecoder
 from attnlab.pretrained import load_causal_lm
 from hf_checkpoints import NEWER, OPTIONS, VOCAB, cached_and_full_logits, hf_positions, left_padded, write_checkpoint
 
 pytest.importorskip("transformers")
+GREEDY = GenerationConfig(temperature=0)
+UNCACHED = GREEDY.replace(use_cache=False)  # the whole window recomputed at every step
 ATOL = 1e-4
 CASES = [(arch, storage) for arch in NEWER for storage in ("sharded", "bf16")] + [(o, "plain") for o in OPTIONS]
 IDS = [f"{arch}-{storage}" for arch, storage in CASES]
@@ -106,13 +108,13 @@ def test_greedy_40_tokens_equal_transformers(arch, storage, checkpoints):
     _, hf, model, _ = checkpoints[arch, storage]
     prompt = torch.randint(1, VOCAB, (1, 8), generator=torch.Generator().manual_seed(3))
     want = hf.generate(prompt, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, prompt, 40, temperature=0), want)
+    assert torch.equal(generate(model, prompt, 40, GREEDY), want)
     ids, mask = left_padded((9, 4), 9, seed=1)
     want_batch = hf.generate(ids, attention_mask=mask, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, ids, 40, temperature=0, attention_mask=mask), want_batch)
+    assert torch.equal(generate(model, ids, 40, GREEDY, attention_mask=mask), want_batch)
     if arch == "phi3":
-        assert torch.equal(generate(model, prompt, 40, temperature=0, use_cache=False), want)
-        assert torch.equal(generate(model, ids, 40, temperature=0, attention_mask=mask, use_cache=False), want_batch)
+        assert torch.equal(generate(model, prompt, 40, UNCACHED), want)
+        assert torch.equal(generate(model, ids, 40, UNCACHED, attention_mask=mask), want_batch)
 
 
 @pytest.mark.parametrize(("arch", "storage"), CASES, ids=IDS)

@@ -5,8 +5,10 @@ from attnlab.attention.grouped_query import GroupedQueryAttention
 from attnlab.attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attnlab.attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attnlab.attention.simple import SimpleSelfAttention
+from attnlab.attention.spec import AttentionSpec
 
 __all__ = [
+    "AttentionSpec",
     "CausalAttention",
     "GroupedQueryAttention",
     "MultiHeadAttention",

@@ -8,9 +8,8 @@ Dropout then zeroes random weights during training and scales the rest by 1/(1-p
 
 from __future__ import annotations
 
-from attnlab.attention.checks import check_module_options
+from attnlab.attention.checks import check_dropout
 from attnlab.attention.self_attention import SelfAttentionV2
-from attnlab.functional import Backend
 
 
 class CausalAttention(SelfAttentionV2):
@@ -29,10 +28,9 @@ class CausalAttention(SelfAttentionV2):
 
     is_causal = True
 
-    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False,
-                 backend: Backend = "auto") -> None:
-        super().__init__(d_in, d_out, qkv_bias=qkv_bias, backend=backend)
-        check_module_options(type(self).__name__, backend, dropout)
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False) -> None:
+        super().__init__(d_in, d_out, qkv_bias=qkv_bias)
+        check_dropout(type(self).__name__, dropout)
         if context_length < 1:
             raise ValueError(f"CausalAttention: context_length must be >= 1, got {context_length!r}")
         self.context_length = context_length

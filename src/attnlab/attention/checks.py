@@ -10,8 +10,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab.arguments import check_choice
-from attnlab.functional.backends import BACKENDS
 from attnlab.functional.masks import padding_mask
 
 
@@ -50,13 +48,6 @@ def key_padding(attention_mask: Tensor | None, x: Tensor, owner: str) -> Tensor 
     return padding_mask(attention_mask).to(x.device)
 
 
-def one_mask(attention_mask: Tensor | None, attn_mask: Tensor | None, x: Tensor, owner: str) -> Tensor | None:
-    """The mask to attend with: a caller's ``(B, T)`` padding mask (checked, converted) or a trusted ``attn_mask``."""
-    if attention_mask is not None and attn_mask is not None:
-        raise ValueError(f"{owner}: give attention_mask (B, T) or attn_mask (broadcastable to the scores), not both")
-    return attn_mask if attention_mask is None else key_padding(attention_mask, x, owner)
-
-
 def unbatch(out: Tensor, weights: Tensor | None, unbatched: bool, return_weights: bool):
     """Undo :func:`as_batched` on the output (and weights), and return what was asked for."""
     if unbatched:
@@ -88,8 +79,7 @@ def mask_heads(context: Tensor, head_mask: Tensor | None, owner: str) -> Tensor:
     return context * head_mask.to(device=context.device, dtype=context.dtype)[:, None, None]
 
 
-def check_module_options(owner: str, backend: str, dropout: float = 0.0) -> None:
-    """Options every attention module takes, checked when it is built (the op trusts them afterwards)."""
-    check_choice("backend", backend, BACKENDS)
+def check_dropout(owner: str, dropout: float) -> None:
+    """A module's dropout probability, checked when it is built (the op trusts it afterwards)."""
     if isinstance(dropout, bool) or not isinstance(dropout, int | float) or not 0.0 <= dropout < 1.0:
         raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout!r}")

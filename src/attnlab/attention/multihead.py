@@ -10,20 +10,25 @@ Two ways to build it, proven equal in the tests:
 * :class:`MultiHeadAttention` does one big projection of size ``d_out`` and *splits* it into
   heads with ``view``/``transpose``, so all heads run in one batched kernel, then mixes them with
   ``out_proj``. This is what real models do.
+
+:class:`MultiHeadAttention` is also the one attention module of every attnlab model: self- and cross-attention,
+the decoding cache, and the options of today's decoders (grouped key/value heads, RoPE, a window, QK-norm,
+soft-capping, sinks), all written down in an :class:`~attnlab.attention.spec.AttentionSpec`.
+:class:`~attnlab.attention.GroupedQueryAttention` is the same module, built from a spec.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.causal import CausalAttention
-from attnlab.attention.checks import as_batched, check_length, check_module_options, mask_heads, one_mask, unbatch
-from attnlab.attention.fused import calls_only_forward, fused_map, stack_linears
-from attnlab.functional import Backend, and_masks, attend
-from attnlab.functional.linear import Linear
+from attnlab.attention.checks import as_batched, check_length, key_padding, mask_heads, unbatch
+from attnlab.attention.spec import AttentionSpec
+from attnlab.functional import Backend, and_masks, attend, sliding_window_mask
 
 
 class MultiHeadAttentionWrapper(nn.Module):
@@ -33,12 +38,12 @@ class MultiHeadAttentionWrapper(nn.Module):
     """
 
     def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, num_heads: int,
-                 qkv_bias: bool = False, backend: Backend = "auto") -> None:
+                 qkv_bias: bool = False) -> None:
         super().__init__()
         if num_heads < 1:
             raise ValueError(f"MultiHeadAttentionWrapper: num_heads must be >= 1, got {num_heads!r}")
         self.heads = nn.ModuleList(
-            CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, backend=backend)
+            CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
             for _ in range(num_heads)
         )
 
@@ -49,12 +54,22 @@ class MultiHeadAttentionWrapper(nn.Module):
         return torch.cat([o for o, _ in outs], dim=-1), torch.stack([w for _, w in outs], dim=-3)
 
 
+class RotaryLike(Protocol):
+    """What the module needs from a rotary embedding (:class:`attnlab.layers.RotaryEmbedding` is one)."""
+
+    head_dim: int
+
+    def apply(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with weight splitting and an output projection, called as in the book.
 
     ``MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads, qkv_bias=False)``: the book's
     positional arguments, in the book's order. Self-attention is ``mha(x)`` (queries, keys and values all
     from ``x``); cross-attention is ``mha(x, memory)`` (queries from ``x``, keys and values from ``memory``).
+    Every other option is a field of :class:`~attnlab.attention.spec.AttentionSpec`:
+    ``MultiHeadAttention.from_spec(spec, rotary=None)``.
 
     Args:
         d_in: input width.
@@ -67,21 +82,23 @@ class MultiHeadAttention(nn.Module):
             for cross-attention.
         out_bias: give ``out_proj`` a bias (the book and GPT-2 do; ``bias=False`` models do not).
         backend: attention backend, see :func:`attnlab.functional.scaled_dot_product_attention`.
+        scale: the scores' factor (None: 1/√head_dim).
 
-    Calling it, ``mha(x, memory=None, *, attention_mask=None, attn_mask=None, return_weights=False,
-    kv_cache=None, memory_kv=None, head_mask=None)``:
+    Calling it, ``mha(x, memory=None, *, attention_mask=None, attn_mask=None, positions=None,
+    return_weights=False, kv_cache=None, memory_kv=None, head_mask=None)``:
         x: the queries' sequence ``(B, Tq, d_in)`` or ``(Tq, d_in)``.
         memory: the keys' and values' sequence ``(B, Tk, d_in)``; None for self-attention.
         attention_mask: ``(B, Tk)`` padding mask of the keys' sequence, 1 = real token (checked here).
         attn_mask: instead, a mask already broadcastable to the scores ``(B, H, Tq, Tk)`` (bool, True =
             may attend, or float, added), from a model that checked its inputs; used as it is (with a
-            ``kv_cache`` it spans every cached key, and the causal mask is added to it).
+            ``kv_cache`` it spans every position so far, and the causal mask and the window are added to it).
+        positions: ``(T,)`` or ``(B, T)`` positions RoPE turns q and k by (default ``0..T−1`` after what the
+            cache holds); a model passes them for a left-padded batch. Unused without ``rotary``.
         return_weights: also return the weights ``(B, H, Tq, Tk)``.
-        kv_cache: decoding: an object whose ``update(k, v)`` appends this call's keys and values
-            ``(B, H, T, head_dim)`` and returns all of them so far ``(B, H, L, head_dim)``, and whose
-            ``attn_mask(T, is_causal)`` says which of them the new queries may attend. The T new queries
-            sit at positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i`` (bottom-right
-            aligned; torch's ``is_causal`` is top-left aligned, hence the explicit mask).
+        kv_cache: decoding: one layer of a cache (:class:`~attnlab.attention.cache.LayerCache`); this call's keys
+            and values are appended to it and the queries attend to all of them. The T new queries sit at
+            positions ``L - T .. L - 1``, so query i may attend keys ``j <= L - T + i`` (bottom-right aligned;
+            torch's ``is_causal`` is top-left aligned, hence the cache's own mask).
         memory_kv: cross-attention with the memory's keys and values already projected and split
             (:meth:`project_memory`), instead of ``memory``: what a decoding loop computes once per source.
         head_mask: ``(num_heads,)``: each head's context is multiplied by its entry before the heads are merged
@@ -114,116 +131,182 @@ class MultiHeadAttention(nn.Module):
         if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1 or d_out % num_heads:
             raise ValueError(f"{owner}: d_out must be divisible by num_heads, got d_out={d_out}, "
                              f"num_heads={num_heads}")
-        check_module_options(owner, backend, dropout)
-        self.d_in, self.d_out, self.num_heads = d_in, d_out, num_heads
-        self.head_dim = d_out // num_heads
-        self.context_length, self.is_causal, self.backend = context_length, is_causal, backend
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0):
-            raise ValueError(f"{owner}: scale must be None (1/√head_dim) or a number > 0, got {scale!r}")
-        self.scale = scale  # None: 1/√head_dim; GPT-2's scale_attn_by_inverse_layer_idx divides it by layer + 1
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.out_proj = Linear(d_out, d_out, bias=out_bias)  # mixes what the heads found
-        self.dropout = nn.Dropout(dropout)
+        self.build(AttentionSpec(d_in, d_out, num_heads, context_length=context_length, dropout=dropout,
+                                 qkv_bias=qkv_bias, out_bias=out_bias, is_causal=is_causal, scale=scale,
+                                 backend=backend, owner=owner))
+
+    @classmethod
+    def from_spec(cls, spec: AttentionSpec, rotary: RotaryLike | None = None) -> MultiHeadAttention:
+        """The module ``spec`` describes (RoPE by ``rotary``, shared with the model's other layers)."""
+        module = cls.__new__(cls)
+        nn.Module.__init__(module)
+        module.build(spec, rotary)
+        return module
+
+    def build(self, spec: AttentionSpec, rotary: RotaryLike | None = None) -> None:
+        """Make the projections (and the q/k norms and sinks) ``spec`` asks for."""
+        if rotary is not None and getattr(rotary, "head_dim", None) != spec.head_dim:
+            raise ValueError(f"{spec.owner}: rotary must rotate heads of width head_dim={spec.head_dim}, got one for "
+                             f"head_dim={getattr(rotary, 'head_dim', None)!r}")
+        self.spec, self.rotary = spec, rotary
+        # the spec's fields every call reads, as plain attributes (nn.Module.__getattr__ is slow for the rest)
+        self.d_in, self.d_out, self.num_heads, self.num_kv_heads = spec.d_in, spec.d_out, spec.num_heads, \
+            spec.num_kv_heads
+        self.head_dim, self.context_length, self.is_causal = spec.head_dim, spec.context_length, spec.is_causal
+        self.backend, self.scale, self.sliding_window, self.softcap = spec.backend, spec.scale, \
+            spec.sliding_window, spec.softcap
+        self.qk_norm = spec.qk_norm
+        q_width, kv_width = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+        self.W_query = nn.Linear(spec.d_in, q_width, bias=spec.qkv_bias)
+        self.W_key = nn.Linear(spec.d_in, kv_width, bias=spec.qkv_bias)    # num_kv_heads only: the cache holds
+        self.W_value = nn.Linear(spec.d_in, kv_width, bias=spec.qkv_bias)  # these, nothing more
+        self.out_proj = nn.Linear(q_width, spec.d_out, bias=spec.out_bias)  # mixes what the heads found
+        self.dropout = nn.Dropout(spec.dropout)
+        if spec.qk_norm is not None:
+            per_head = spec.qk_norm == "head"
+            self.q_norm = spec.make_norm(spec.head_dim if per_head else q_width)
+            self.k_norm = spec.make_norm(spec.head_dim if per_head else kv_width)
+        self.sinks = nn.Parameter(torch.zeros(spec.num_heads)) if spec.sinks else None
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per key/value head."""
+        return self.num_heads // self.num_kv_heads
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
-                attn_mask: Tensor | None = None, return_weights: bool = False, kv_cache: LayerCache | None = None,
-                memory_kv: tuple[Tensor, Tensor] | None = None, head_mask: Tensor | None = None):
+                attn_mask: Tensor | None = None, positions: Tensor | None = None, return_weights: bool = False,
+                kv_cache: LayerCache | None = None, memory_kv: tuple[Tensor, Tensor] | None = None,
+                head_mask: Tensor | None = None):
         """Attend from ``x`` to ``memory`` (default: ``x`` itself); arguments and shapes: the class docstring."""
-        self.check_call(memory, attention_mask, kv_cache, memory_kv)               # arguments that exclude others
-        x, unbatched = as_batched(x, self.d_in, type(self).__name__)              # (B, T, d_in); (T, d_in): B = 1
-        b, num_tokens, _ = x.shape                                                 # B, T
-        # 1. project: queries from x, keys and values from memory (or x); 2. split d_out into H heads of hd
-        queries, keys, values = self.project_qkv(x, memory, memory_kv)             # (B, H, T, hd), (B, H, Tk, hd)
-        mask = self.padding_mask(keys, attention_mask, attn_mask)                  # (B, 1, 1, Tk), or the model's
-        if kv_cache is not None:  # decoding: the cached keys and values come first  (B, H, L, hd), L = cached + T
-            keys, values, mask = self.extend_cache(kv_cache, keys, values, mask, num_tokens)
+        owner = type(self).__name__
+        x, unbatched = as_batched(x, self.d_in, owner)                             # (B, T, d_in); (T, d_in): B = 1
+        b, t, _ = x.shape
+        # 1. project: queries from x, keys and values from memory (or x); 2. split into heads (RoPE turns q and k)
+        queries, keys, values = self.heads(x, memory, memory_kv, positions, kv_cache)  # (B, H, T, hd), (B, Hkv, Tk, hd)
+        mask = attn_mask if attention_mask is None else self.padding(attention_mask, attn_mask, keys, kv_cache)
+        # decoding: the cached keys and values come first, (B, Hkv, L, hd); the cache says which each query sees
+        keys, values, mask, is_causal = self.visible(keys, values, mask, t, kv_cache)
         # 3. scores Q Kᵀ / √hd, masked, softmax over the keys, dropout, weighted sum of the values
-        context, weights = attend(queries, keys, values, attn_mask=mask,          # (B, H, T, hd), (B, H, T, Tk)
-                                  is_causal=self.is_causal and kv_cache is None,  # a cache's mask says it instead
-                                  dropout_p=self.dropout.p if self.training else 0.0, scale=self.scale,
-                                  backend=self.backend, return_weights=return_weights)
+        context, weights = self.attend(queries, keys, values, mask, is_causal, return_weights)  # (B, H, T, hd)
         # 4. merge the heads back into d_out, then mix them
-        context = mask_heads(context, head_mask, type(self).__name__)              # head h times head_mask[h]
-        context = context.transpose(1, 2).reshape(b, num_tokens, -1)               # (B, T, H, hd) -> (B, T, d_out)
-        return unbatch(self.out_proj(context), weights, unbatched, return_weights)  # (B, T, d_out)
+        if head_mask is not None:
+            context = mask_heads(context, head_mask, owner)                        # head h times head_mask[h]
+        context = context.transpose(1, 2).reshape(b, t, -1)                       # (B, T, H, hd) -> (B, T, H · hd)
+        out = self.out_proj(context)                                               # (B, T, d_out)
+        return unbatch(out, weights, unbatched, return_weights) if unbatched or return_weights else out
 
-    def split_heads(self, t: Tensor) -> Tensor:
-        """``(B, T, d_out)`` -> ``(B, num_heads, T, head_dim)``. The heads are counted from ``t``'s width: under
-        tensor parallelism a process holds a whole group of them, ``d_out / tp`` wide."""
-        b, n, _ = t.shape
-        return t.view(b, n, -1, self.head_dim).transpose(1, 2)
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Step 1 of self-attention: ``W_query(x)``, ``W_key(x)``, ``W_value(x)``, ``(B, T, ·)`` each."""
+        return self.W_query(x), self.W_key(x), self.W_value(x)
 
-    def project_qkv(self, x: Tensor, memory: Tensor | None = None,
-                    memory_kv: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Steps 1 and 2: ``queries`` from ``x (B, Tq, d_in)``, ``keys`` and ``values`` from ``memory`` (default
-        ``x``) or taken from ``memory_kv``, each split into heads: ``(B, H, Tq, hd)``, ``(B, H, Tk, hd)`` twice."""
-        if memory is None and memory_kv is None:  # self-attention: one matmul where it is the same
-            fused = fused_map(self, self.W_query, self.W_key, self.W_value)  # inference: stacked once, kept
-            if fused is not None:  # (B, T, 3 · d_out) -> q, k, v (B, H, T, hd): one view, one permute
-                b, n, _ = x.shape
-                return fused(x).view(b, n, 3, -1, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-            if self.may_stack():  # training: the weights stacked at each call (autograd flows through them)
-                return self.project_stacked(x)
-        queries = self.split_heads(self.W_query(x))
-        if memory_kv is not None:
-            return queries, *memory_kv
-        source = x if memory is None else as_batched(memory, self.d_in, type(self).__name__, "memory")[0]
-        return queries, self.split_heads(self.W_key(source)), self.split_heads(self.W_value(source))
+    def heads(self, x: Tensor, memory: Tensor | None = None, memory_kv: tuple[Tensor, Tensor] | None = None,
+              positions: Tensor | None = None, kv_cache: LayerCache | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Steps 1 and 2: queries ``(B, H, Tq, hd)`` from ``x (B, Tq, d_in)``, keys and values ``(B, Hkv, Tk, hd)``
+        from ``memory`` (default ``x``) or taken from ``memory_kv``; normalised (QK-norm) and rotated to
+        ``positions`` (RoPE) where the spec says so."""
+        if memory_kv is not None:  # cross-attention while decoding: the memory's heads were made once
+            if memory is not None or kv_cache is not None:
+                raise ValueError(f"{type(self).__name__}: memory_kv holds the memory's keys and values already; give "
+                                 "it without memory and without kv_cache")
+            return self.split_heads(self.W_query(x), None, None)[0], *memory_kv
+        if memory is None:
+            queries, keys, values = self.split_heads(*self.project_qkv(x))
+        else:
+            memory = as_batched(memory, self.d_in, type(self).__name__, "memory")[0]
+            queries, keys, values = self.split_heads(self.W_query(x), self.W_key(memory), self.W_value(memory))
+        if self.rotary is not None:
+            if positions is None:
+                t = x.shape[1]
+                positions = torch.arange(t, device=x.device) if kv_cache is None else kv_cache.positions(t)
+            queries, keys = self.rotary.apply(queries, keys, positions)
+        return queries, keys, values
 
-    def may_stack(self) -> bool:
-        """Whether :meth:`project_stacked` may stand in for the three maps: while training with autograd on, when
-        calling each map would run ``nn.Linear.forward`` and nothing else (:func:`calls_only_forward`).
-
-        Stacking copies the weights, which costs as much as the matmul when a few tokens are all there is to
-        project (decoding), so inference stacks them once and keeps the copy (:mod:`attnlab.attention.fused`).
-        """
-        return (self.training and torch.is_grad_enabled()
-                and all(calls_only_forward(m, nn.Linear) for m in (self.W_query, self.W_key, self.W_value)))
-
-    def project_stacked(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``W_query(x)``, ``W_key(x)``, ``W_value(x)`` split into heads, as one matmul over the stacked weights
-        (nanoGPT's ``c_attn``): two kernel calls fewer each way, and x's gradient comes out of one matmul
-        instead of three summed (about 2 % of a small GPT's training step on a CPU)."""
-        stacked = F.linear(x, *stack_linears(self.W_query, self.W_key, self.W_value))  # (B, T, 3 · d_out)
-        return tuple(self.split_heads(t) for t in stacked.chunk(3, dim=-1))  # this process' heads: d_out / tp wide
+    def split_heads(self, queries: Tensor | None, keys: Tensor | None,
+                    values: Tensor | None) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """Step 2: ``(B, T, heads · hd)`` -> ``(B, heads, T, hd)`` for each one given, the queries and keys normalised
+        where the spec has QK-norm (the whole projection before the split, or each head after it). The heads are
+        counted from the widths: queries have ``num_heads``, keys and values ``num_kv_heads``, and under tensor
+        parallelism a process holds a whole group of them, ``1/tp`` of the width."""
+        if self.qk_norm == "projection":
+            queries = None if queries is None else self.q_norm(queries)
+            keys = None if keys is None else self.k_norm(keys)
+        hd = self.head_dim
+        if queries is not None:
+            queries = queries.view(*queries.shape[:2], -1, hd).transpose(1, 2)
+        if keys is not None:
+            keys, values = keys.view(*keys.shape[:2], -1, hd).transpose(1, 2), \
+                values.view(*values.shape[:2], -1, hd).transpose(1, 2)
+        if self.qk_norm == "head":  # (B, H, T, hd): each head's vector
+            queries = None if queries is None else self.q_norm(queries)
+            keys = None if keys is None else self.k_norm(keys)
+        return queries, keys, values
 
     def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """The keys and values of ``memory (B, Tk, d_in)``, split into heads: ``(B, H, Tk, head_dim)`` each.
+        """The keys and values of ``memory (B, Tk, d_in)``, split into heads: ``(B, Hkv, Tk, hd)`` each.
 
         A decoder's cross-attention attends to the same encoder output at every step, so it computes these once
         per source and passes them back to :meth:`forward` as ``memory_kv``.
         """
         memory = as_batched(memory, self.d_in, type(self).__name__, "memory")[0]
+        _, keys, values = self.split_heads(None, self.W_key(memory), self.W_value(memory))
         # contiguous once here, rather than copied by the score and context matmuls at every step
-        return (self.split_heads(self.W_key(memory)).contiguous(),
-                self.split_heads(self.W_value(memory)).contiguous())
+        return keys.contiguous(), values.contiguous()
 
-    def padding_mask(self, keys: Tensor, attention_mask: Tensor | None, attn_mask: Tensor | None) -> Tensor | None:
-        """The mask over ``keys (B, H, Tk, hd)``: a caller's ``(B, Tk)`` padding mask, checked and made bool
-        ``(B, 1, 1, Tk)``, or a model's ``attn_mask`` as it is; and ``Tk`` checked against ``context_length``."""
-        check_length(keys.shape[-2], self.context_length, type(self).__name__)
-        if attention_mask is None:  # the common case, and a decoding step's: no view of the keys to make
-            return attn_mask
-        return one_mask(attention_mask, attn_mask, keys[:, 0], type(self).__name__)  # keys[:, 0]: (B, Tk, hd)
-
-    def extend_cache(self, kv_cache: LayerCache, keys: Tensor, values: Tensor, mask: Tensor | None,
-                     num_tokens: int) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Decoding: this step's ``keys``, ``values (B, H, T, hd)`` appended to the cache; all of them so far
-        ``(B, H, L, hd)`` and the mask of what the ``num_tokens`` new queries may see among them (the causal part
-        bottom-right aligned, which is why :meth:`forward` then passes ``is_causal=False``), with ``mask``."""
-        keys, values = kv_cache.update(keys, values)
-        check_length(keys.shape[-2], self.context_length, type(self).__name__)
-        return keys, values, and_masks(mask, kv_cache.attn_mask(num_tokens, self.is_causal))
-
-    def check_call(self, memory: Tensor | None, attention_mask: Tensor | None, kv_cache: LayerCache | None,
-                   memory_kv: tuple[Tensor, Tensor] | None) -> None:
-        """The arguments of :meth:`forward` that exclude each other."""
+    def padding(self, attention_mask: Tensor, attn_mask: Tensor | None, keys: Tensor,
+                kv_cache: LayerCache | None = None) -> Tensor:
+        """A caller's ``(B, Tk)`` padding mask of the keys, checked and made bool ``(B, 1, 1, Tk)``."""
         owner = type(self).__name__
-        if memory_kv is not None and (memory is not None or kv_cache is not None):
-            raise ValueError(f"{owner}: memory_kv holds the memory's keys and values already; give it without "
-                             "memory and without kv_cache")
-        if kv_cache is not None and attention_mask is not None:
-            raise ValueError(f"{owner}: a padding mask cannot be combined with kv_cache; a model passes attn_mask "
-                             "over all the cached keys instead")
+        if attn_mask is not None:
+            raise ValueError(f"{owner}: give attention_mask (B, T) or attn_mask (broadcastable to the scores), not "
+                             "both")
+        if kv_cache is not None:
+            raise ValueError(f"{owner}: a (B, T) attention_mask cannot be combined with kv_cache; a model passes "
+                             "attn_mask over all the cached keys instead")
+        return key_padding(attention_mask, keys[:, 0], owner)  # keys[:, 0]: (B, Tk, hd)
+
+    def visible(self, keys: Tensor, values: Tensor, mask: Tensor | None, t: int,
+                kv_cache: LayerCache | None) -> tuple[Tensor, Tensor, Tensor | None, bool]:
+        """The keys and values the ``t`` queries attend to, the mask of what each may see, and whether the kernel's
+        own (top-left) causal mask says it: without a cache, ``mask`` with the window (if it cuts anything); with
+        one, every key so far and the cache's own mask (causal bottom-right, within the window)."""
+        if kv_cache is None:
+            if self.context_length is not None:
+                check_length(keys.shape[-2], self.context_length, type(self).__name__)
+            window = self.sliding_window
+            if not self.is_causal or window is None or window >= keys.shape[-2]:  # a window as wide cuts nothing
+                return keys, values, mask, self.is_causal
+            return keys, values, and_masks(mask, sliding_window_mask(t, t, window, keys.device)), False
+        keys, values = kv_cache.update(keys, values)
+        if self.context_length is not None:
+            check_length(keys.shape[-2], self.context_length, type(self).__name__)
+        if mask is not None:  # the padding of the keys it returned (a rolling cache keeps a few)
+            mask = kv_cache.select_keys(mask)
+        seen = kv_cache.attn_mask(t, self.is_causal, self.sliding_window)
+        return keys, values, (seen if mask is None else and_masks(mask, seen)), False
+
+    def attend(self, queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, is_causal: bool,
+               return_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """Step 3, by the spec's backend: ``(B, H, Tq, hd)`` contexts and, if asked, ``(B, H, Tq, Tk)`` weights.
+        Query head h reads key/value head ``h // group_size``."""
+        return attend(queries, keys, values, attn_mask=mask, is_causal=is_causal,
+                      dropout_p=self.dropout.p if self.training else 0.0, scale=self.scale,
+                      enable_gqa=self.num_kv_heads != self.num_heads, backend=self.backend,
+                      return_weights=return_weights, softcap=self.softcap, sinks=self.sinks)
+
+    def scored_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """For one sequence ``x (T, d_in)`` at positions 0..T−1: queries, keys and values ``(num_heads, T, hd)`` as
+        the scores see them (normalised, rotated), each key/value head repeated for the query heads it serves.
+
+        What :func:`attnlab.inspect.capture` records, so that the arithmetic it explains is the model's.
+        """
+        q, k, v = self.heads(x[None])
+        return q[0], k[0].repeat_interleave(self.group_size, 0), v[0].repeat_interleave(self.group_size, 0)
+
+    def extra_repr(self) -> str:
+        s = self.spec
+        options = (("num_kv_heads", s.num_kv_heads if s.num_kv_heads != s.num_heads else None),
+                   ("rotary", self.rotary is not None or None), ("sliding_window", s.sliding_window),
+                   ("qk_norm", s.qk_norm), ("softcap", s.softcap), ("sinks", s.sinks or None), ("scale", s.scale),
+                   ("is_causal", s.is_causal), ("backend", s.backend if s.backend != "auto" else None))
+        extra = "".join(f", {name}={value}" for name, value in options if value is not None)
+        return f"d_in={s.d_in}, d_out={s.d_out}, num_heads={s.num_heads}, head_dim={s.head_dim}{extra}"

@@ -11,15 +11,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention.checks import as_batched, check_length, check_module_options, key_padding, unbatch
-from attnlab.functional import Backend, attend
+from attnlab.attention.checks import as_batched, check_length, key_padding, unbatch
+from attnlab.functional import attend
 
 
 class _SingleHead(nn.Module):
     """What V1 and V2 share: project, attend, return. Subclasses define ``project``."""
 
     d_in: int
-    backend: Backend
     is_causal: bool = False
     dropout_p: float = 0.0
     context_length: int | None = None
@@ -39,7 +38,6 @@ class _SingleHead(nn.Module):
             attn_mask=None if mask is None else mask[:, 0],  # one head: (B, 1, T)
             dropout_p=self.dropout_p if self.training else 0.0,
             is_causal=self.is_causal,
-            backend=self.backend,
             return_weights=return_weights,
         )
         return unbatch(out, weights, unbatched, return_weights)
@@ -56,10 +54,9 @@ class SelfAttentionV1(_SingleHead):
         torch.Size([6, 2])
     """
 
-    def __init__(self, d_in: int, d_out: int, backend: Backend = "auto") -> None:
+    def __init__(self, d_in: int, d_out: int) -> None:
         super().__init__()
-        check_module_options(type(self).__name__, backend)
-        self.d_in, self.d_out, self.backend = d_in, d_out, backend
+        self.d_in, self.d_out = d_in, d_out
         self.W_query = nn.Parameter(torch.rand(d_in, d_out))
         self.W_key = nn.Parameter(torch.rand(d_in, d_out))
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
@@ -75,10 +72,9 @@ class SelfAttentionV2(_SingleHead):
     V2 equals V1 when ``V2.W_query.weight = V1.W_query.T`` (and likewise for keys and values).
     """
 
-    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False, backend: Backend = "auto") -> None:
+    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False) -> None:
         super().__init__()
-        check_module_options(type(self).__name__, backend)
-        self.d_in, self.d_out, self.backend = d_in, d_out, backend
+        self.d_in, self.d_out = d_in, d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)

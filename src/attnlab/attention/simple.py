@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attnlab.attention.checks import as_batched, check_module_options, key_padding, unbatch
-from attnlab.functional import Backend, attend
+from attnlab.attention.checks import as_batched, key_padding, unbatch
+from attnlab.functional import attend
 
 
 class SimpleSelfAttention(nn.Module):
@@ -21,14 +21,9 @@ class SimpleSelfAttention(nn.Module):
         torch.Size([2, 3])
     """
 
-    def __init__(self, backend: Backend = "auto") -> None:
-        super().__init__()
-        check_module_options(type(self).__name__, backend)
-        self.backend = backend
-
     def forward(self, x: Tensor, attention_mask: Tensor | None = None, return_weights: bool = False):
         x, unbatched = as_batched(x, None, type(self).__name__)
         mask = key_padding(attention_mask, x, type(self).__name__)
         mask = None if mask is None else mask[:, 0]  # one head: (B, 1, T)
-        out, weights = attend(x, x, x, attn_mask=mask, scale=1.0, backend=self.backend, return_weights=return_weights)
+        out, weights = attend(x, x, x, attn_mask=mask, scale=1.0, return_weights=return_weights)
         return unbatch(out, weights, unbatched, return_weights)

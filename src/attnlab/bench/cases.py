@@ -71,11 +71,11 @@ def estimate_peak_bytes(case: Case) -> int:
     return activations + held
 
 
-def prior_gflops(backend: str) -> float:
-    """The rate a case is planned with before its backend has been measured."""
-    if backend in _TWIN_GFLOPS:
-        return _TWIN_GFLOPS[backend]
-    return KERNELS[backend].cpu_gflops if backend in KERNELS else KERNELS["sdpa"].cpu_gflops  # auto: fused
+def prior_gflops(name: str) -> float:
+    """The rate a case is planned with before the backend ``name`` has been measured."""
+    if name in _TWIN_GFLOPS:
+        return _TWIN_GFLOPS[name]
+    return KERNELS[name].cpu_gflops if name in KERNELS else KERNELS["sdpa"].cpu_gflops  # auto: fused
 
 
 def available_backends() -> tuple[str, ...]:
@@ -83,12 +83,12 @@ def available_backends() -> tuple[str, ...]:
     return tuple(b for b in BACKENDS if unavailable(b) is None)
 
 
-def unavailable(backend: str) -> str | None:
-    """None if ``backend`` computes on a CPU, else why it is not measured here."""
-    kernel = KERNELS.get(backend)
+def unavailable(name: str) -> str | None:
+    """None if the backend ``name`` computes on a CPU, else why it is not measured here."""
+    kernel = KERNELS.get(name)
     if kernel is None or kernel.cpu:
         return None
-    return f"{backend} runs on a GPU (on a CPU only under Triton's interpreter): benchmarks/bench_gpu.py times it"
+    return f"{name} runs on a GPU (on a CPU only under Triton's interpreter): benchmarks/bench_gpu.py times it"
 
 
 @dataclass

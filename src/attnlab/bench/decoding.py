@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from attnlab.fast.quantized_linear import QuantizedLinear
 from attnlab.layers.positional import LearnedPositionalEmbedding
-from attnlab.layers.quantized_linear import QuantizedLinear
 
 TABLES = (nn.Embedding, LearnedPositionalEmbedding)  # looked up one row per token
 

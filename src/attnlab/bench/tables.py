@@ -72,9 +72,9 @@ def rich_table(result: BenchResult) -> Table:
     return table
 
 
-def _ok(result: BenchResult, backend: str, is_causal: bool, group: str = "sweep") -> dict[int, CaseResult]:
+def _ok(result: BenchResult, name: str, is_causal: bool, group: str = "sweep") -> dict[int, CaseResult]:
     return {r.case.seq_len: r for r in result.cases
-            if r.status == "ok" and r.case.backend == backend and r.case.is_causal == is_causal
+            if r.status == "ok" and r.case.backend == name and r.case.is_causal == is_causal
             and r.case.group == group}
 
 

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", N_("Write any checkpoint (sharded ones too) as one safetensors file.")),
     "heads": ("heads", N_("What the heads learn: induction heads, BERT's head roles, rollout and flow, pruning.")),
     "heatmap": ("heatmap", N_("Draw attention weights as a heatmap (PNG or SVG), CJK text included.")),
+    "kernels": ("kernels", N_("Build attnlab's CPU kernels ahead of time (about a minute, once), or say their state.")),
     "pe-plot": ("pe_plot", N_("Plot the sinusoidal positional encoding.")),
     "view": ("view", N_("Write an interactive, self-contained HTML viewer of attention.")),
     "train": ("train", N_("Train a GPT on a text corpus (resumable; distributed under torchrun).")),

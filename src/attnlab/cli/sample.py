@@ -47,12 +47,14 @@ from attnlab.models.quantize import SCHEMES, quantize
                       "an endless stream in bounded memory (rotary models; docs/modern.md)."))
 @click.option("--sliding-window", type=click.IntRange(min=1), default=None,
               help=N_("The latest positions a --sink-tokens cache keeps, the new one included."))
+@click.option("--plain", is_flag=True,
+              help=N_("Run the book's plain modules, not their fast twins (the same tokens, more slowly)."))
 def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, ...], max_new_tokens: int,
             temperature: float, top_k: int | None, top_p: float | None, seed: int | None, device: str, dtype: str,
             compile_: bool, scheme: str | None, int8_cache: bool, sink_tokens: int | None,
-            sliding_window: int | None) -> None:
+            sliding_window: int | None, plain: bool) -> None:
     from attnlab.cli.model_options import load_directory
-    from attnlab.generation import generate_texts, stream_text
+    from attnlab.generation import GenerationConfig, generate_texts, stream_text
 
     if (checkpoint is None) == (model_dir is None):
         raise click.UsageError(tr("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
@@ -65,9 +67,11 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
                                 device=device))
         model = model.to(DTYPES[dtype])  # checkpoints hold fp32 weights, whatever dtype trained them
         if scheme is not None:
-            model = quantized(model, scheme)
-        else:
-            announce_fp32_kernel(model, len(prompts))
+            model = quantize(model.eval(), scheme)
+        if not plain:
+            announce_kernels(model, scheme)
+        config = GenerationConfig(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, compile=compile_,
+                                  accelerate=not plain)
         if len(prompts) > 1:
             if compile_:
                 raise ValueError(tr("--compile decodes one prompt; several prompts (a padded batch) need no "
@@ -78,14 +82,12 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
             if sink_tokens is not None:
                 raise ValueError(tr("--sink-tokens decodes one prompt; several prompts (a padded batch) need no "
                                     "--sink-tokens"))
-            for text in noted(generate_texts, model, tokenizer, list(prompts), max_new_tokens, temperature, top_k,
-                              top_p, seed):
+            for text in noted(generate_texts, model, tokenizer, list(prompts), max_new_tokens, config):
                 click.echo(text)
             return
         prompt = prompts[0] if prompts else "\n"
-        pieces = noted(stream_text, model, tokenizer, prompt, max_new_tokens, temperature, top_k, top_p, seed,
-                       compile=compile_, int8_cache=int8_cache, sink_tokens=sink_tokens,
-                       sliding_window=sliding_window)  # checks
+        cache = cache_for(model, int8_cache, sink_tokens, sliding_window, compile_)
+        pieces = noted(stream_text, model, tokenizer, prompt, max_new_tokens, config, cache)  # checks
         click.echo(prompt, nl=False)
         for piece in pieces:
             click.echo(piece, nl=False)
@@ -109,25 +111,31 @@ def noted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-def announce_fp32_kernel(model: Any, rows: int) -> None:
-    """fp32 decoding on a CPU runs attnlab's kernel, built by ``generate`` the first time: say so before the wait."""
-    from attnlab.functional import kernels
-    from attnlab.generation.decode import decodes_on_cpu_kernels
+def cache_for(model: Any, int8_cache: bool, sink_tokens: int | None, sliding_window: int | None,
+              compile_: bool) -> Any:
+    """The cache the options ask for (None: ``generate``'s own, the dynamic one or the compiled loop's static one)."""
+    from attnlab.models import KVCache, SinkKVCache
 
-    if decodes_on_cpu_kernels(model, rows) and kernels.cpu_kernels_to_build():
-        click.echo(tr("note: building attnlab's CPU kernels, once for this machine (about a minute)"), err=True)
+    if sliding_window is not None and sink_tokens is None:
+        raise ValueError(tr("--sliding-window {sliding_window} is the window of a sink cache; give --sink-tokens "
+                            "with it (0: the window alone)", sliding_window=sliding_window))
+    chosen = [name for name, on in (("--int8-cache", int8_cache), ("--sink-tokens", sink_tokens is not None),
+                                    ("--compile", compile_)) if on]
+    if len(chosen) > 1:
+        raise ValueError(tr("{options}: each decodes with a cache of its own (int8 rows, a sink and a window, a "
+                            "static cache for the compiled loop); give one of them", options=", ".join(chosen)))
+    if int8_cache:
+        return KVCache.for_model(model, 1, storage="int8")
+    if sink_tokens is not None:
+        return SinkKVCache.for_model(model, 1, sink_tokens=sink_tokens, sliding_window=sliding_window)
+    return None
 
 
-def quantized(model: Any, scheme: str) -> Any:
-    """``quantize(model, scheme)``, saying what a user waits for or gets: the int8 kernel's one-time build, or
-    torch's slower kernels where it cannot be built."""
-    from attnlab.functional import kernels
+def announce_kernels(model: Any, scheme: str | None) -> None:
+    """Decoding on a CPU runs attnlab's C++ kernels where they are built; where they are not, say so once, and how
+    to build them (never a build here: a sample starts at once)."""
+    from attnlab.fast import kernels
 
-    on_cpu = next(model.parameters()).device.type == "cpu"
-    if on_cpu and scheme == "int8" and kernels.cpu_kernels_to_build():
-        click.echo(tr("note: building attnlab's int8 CPU kernel, once for this machine (about a minute)"), err=True)
-    model = quantize(model.eval(), scheme)
-    if on_cpu and scheme == "int8" and not kernels.cpu_kernels_ready():
-        click.echo(tr("note: int8 products run on {status}", status=kernels.cpu_kernels_status()), err=True)
-    return model
-
+    if next(model.parameters()).device.type == "cpu" and not kernels.load():
+        click.echo(tr("note: {what} products run on {status}", what=scheme or "fp32", status=kernels.status()),
+                   err=True)

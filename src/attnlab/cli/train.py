@@ -147,6 +147,9 @@ def parallel_options(option: Any) -> Any:
                 "--min-lr when the time is spent, and re-planned as the speed changes. With --max-iters too, "
                 "whichever ends first."))
 @option("--compile/--no-compile", "compile", default=None, help=N_("torch.compile the model."))
+@option("--fast/--plain", "accelerate", default=None,
+        help=N_("Train the modules' fast twins (the default), or the book's plain modules (the same arithmetic, "
+                "rounded otherwise, more slowly)."))
 @option("--device", help=N_("auto, cpu, cuda, cuda:N."))
 @option("--dtype", type=click.Choice(list(DTYPES)),
         help=N_("Mixed precision: autocast's dtype; weights and checkpoints stay fp32 (fp16: CUDA only)."))

@@ -22,7 +22,7 @@ from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttention
 from attnlab.demo.context import Demo
 from attnlab.demo.mechanisms import EMBEDDINGS, TOKENS
 from attnlab.files import atomic_write
-from attnlab.generation import cropping_expected, stream_text
+from attnlab.generation import GenerationConfig, cropping_expected, stream_text
 from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect import Explanation, capture, explain
 from attnlab.models import load_trained
@@ -148,7 +148,7 @@ def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Sec
                      "loss curve")]
     model, tokenizer = load_trained(run)
     with cropping_expected():  # past a GPT's position table it crops: the guide below says so
-        text = "".join(stream_text(model, tokenizer, prompt, tokens, temperature=0.8, seed=1337))
+        text = "".join(stream_text(model, tokenizer, prompt, tokens, GenerationConfig(temperature=0.8, seed=1337)))
     parts += [p(tr("A sample ({tokens} tokens, temperature 0.8, seed 1337):",
                    tokens=tokens)), f"<pre>{html.escape(text)}</pre>", p(sample_guide(model, tokenizer, state))]
     return Section(tr("4. A model we trained: loss and sample"), "".join(parts))

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from attnlab.demo.context import Demo
-from attnlab.generation import cropping_expected, stream_text
+from attnlab.generation import GenerationConfig, cropping_expected, stream_text
 from attnlab.i18n import tr
 from attnlab.models import load_trained
 from attnlab.models.checkpoint import read_state, resolve_checkpoint
@@ -64,7 +64,8 @@ def shakespeare_step(demo: Demo) -> None:
     model, tokenizer = load_trained(out)
     console.print(tr("[bold]A sample[/bold] (temperature 0.8, top-k 40, seed 1337), streamed:"))
     with cropping_expected():  # a GPT of 64 positions writes more: it crops, as the guide below explains
-        pieces = stream_text(model, tokenizer, "\n", SAMPLE_TOKENS, temperature=0.8, top_k=40, seed=1337)
+        pieces = stream_text(model, tokenizer, "\n", SAMPLE_TOKENS,
+                             GenerationConfig(temperature=0.8, top_k=40, seed=1337))
     for piece in pieces:
         console.out(piece, end="", highlight=False)
     console.out("")

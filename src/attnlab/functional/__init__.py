@@ -10,7 +10,7 @@ tensor([[[1.0000, 1.0000, 1.0000, 1.0000, 1.0000],
 """
 
 from attnlab.functional.alibi import alibi_bias, alibi_slopes
-from attnlab.functional.backends import BACKENDS, AttentionCall, Backend, choose_backend
+from attnlab.functional.backends import BACKENDS, KERNELS, Backend, CallKind, choose_backend
 from attnlab.functional.chunked import chunked_attention
 from attnlab.functional.masks import and_masks, causal_mask, key_mask, padding_mask
 from attnlab.functional.math_attention import attention_scores, attention_weights, math_attention
@@ -20,8 +20,9 @@ from attnlab.functional.windows import sliding_window_mask
 
 __all__ = [
     "BACKENDS",
-    "AttentionCall",
+    "KERNELS",
     "Backend",
+    "CallKind",
     "alibi_bias",
     "alibi_slopes",
     "and_masks",

@@ -1,14 +1,21 @@
-"""The backends of :func:`~attnlab.functional.scaled_dot_product_attention`: what each one runs (:data:`KERNELS`,
-the one table of them), and the rule ``"auto"`` follows to pick one.
+"""The backends of :func:`~attnlab.functional.scaled_dot_product_attention`: one table of attention functions
+(:data:`KERNELS`), each called with the same keyword arguments, and the rule ``"auto"`` follows to pick one.
 
-The rule is a pure function of plain facts about the call (:class:`AttentionCall`), so it is tested without
-any particular device, and it is the only place that decides. The table in ``docs/attention.md`` is this rule.
-Adding a backend is a module with its kernel and one row of :data:`KERNELS`; configs, the command line, the checks
-and ``attnlab bench`` read the names from here.
+Every function in the table is called as
+
+    run(query, key, value, *, attn_mask, dropout_p, is_causal, scale, groups, return_weights, softcap, sinks)
+        -> (output, weights or None)
+
+with the arguments already checked, ``scale`` a float and ``groups`` the number of query heads per key/value head
+(1 without GQA). The rule, :func:`choose_backend`, reads a :class:`CallKind`: the device, the dtype, the shape
+class (``⌊log₂ Tq⌋`` and ``⌊log₂ Tk⌋``), the mask's kind and what was asked for; it is decided once per kind
+(:func:`auto_backend` keeps the answers), never recomputed from the tensors at every call. Adding a backend is a
+module with its kernel and one row of :data:`KERNELS`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -22,14 +29,11 @@ from attnlab.functional.grouped import fold_groups, unfold_groups
 from attnlab.functional.logit_options import with_sink_key
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import math_attention
-from attnlab.functional.precision import float32_for_cpu_backward, in_float32
+from attnlab.functional.precision import in_float32
 
-#: ``run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights, softcap, sinks) ->
-#: (output, weights)``: the arguments of :func:`~attnlab.functional.attend`, checked, with ``scale`` a float and
-#: ``groups`` the number of query heads per key/value head (1 without GQA); ``weights`` is None unless the kernel
-#: materialises them
-Run = Callable[[Tensor, Tensor, Tensor, Tensor | None, float, bool, float, int, bool, float | None, Tensor | None],
-               tuple[Tensor, Tensor | None]]
+#: ``run(query, key, value, *, attn_mask, dropout_p, is_causal, scale, groups, return_weights, softcap, sinks) ->
+#: (output, weights or None)``: one attention function of the table, keyword arguments only after q, k, v
+AttentionFunction = Callable[..., tuple[Tensor, Tensor | None]]
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Kernel:
     """One backend: how it runs a call, and what the checks and ``attnlab bench`` need to know of it.
 
     Attributes:
-        run: see :data:`Run`.
+        run: the :data:`AttentionFunction`.
         weights: it materialises the weights, so it can return them (``return_weights=True``).
         memory: what its extra memory holds: ``"scores"`` (the whole score matrix: O(T²)), ``"blocks"`` (a few
             blocks of scores at a time) or ``"rows"`` (a few numbers per query: O(T)).
@@ -48,7 +52,7 @@ class Kernel:
             fused kernel cannot cap, and takes sinks only as a mask column, ``(..., Tq, Tk + 1)`` of memory).
     """
 
-    run: Run
+    run: AttentionFunction
     weights: bool = False
     memory: Literal["scores", "blocks", "rows"] = "rows"
     cpu_gflops: float = 150.0
@@ -56,8 +60,8 @@ class Kernel:
     softcap: bool = True
 
 
-def _shared_heads(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool,
-                  groups: int, sinks: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor | None, bool]:
+def shared_heads(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool,
+                 groups: int, sinks: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor | None, bool]:
     """For the kernels that read one key/value head per query head: grouped-query attention without copying the
     keys (each group's query heads folded into rows of its key/value head) where the mask and the sinks (one per
     query head) allow, else with the key/value heads repeated (causal is top-left per head). Also whether the output
@@ -70,12 +74,13 @@ def _shared_heads(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor |
     return query, key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3), attn_mask, False
 
 
-def _math(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-          scale: float, groups: int, return_weights: bool, softcap: float | None = None,
-          sinks: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+@in_float32
+def math_kernel(query: Tensor, key: Tensor, value: Tensor, *, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                is_causal: bool = False, scale: float, groups: int = 1, return_weights: bool = False,
+                softcap: float | None = None, sinks: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """The textbook path: scores, mask, softmax, weighted sum, every matrix explicit."""
     may_be_empty = attn_mask is not None  # a causal mask alone leaves every query some key: no empty rows
-    query, key, value, attn_mask, folded = _shared_heads(query, key, value, attn_mask, is_causal, groups, sinks)
+    query, key, value, attn_mask, folded = shared_heads(query, key, value, attn_mask, is_causal, groups, sinks)
     mask = merge_masks(attn_mask, is_causal, query.shape[-2], key.shape[-2], query.dtype, query.device)
     output, weights = math_attention(query, key, value, mask, dropout_p, scale, may_be_empty=may_be_empty,
                                      return_weights=return_weights, softcap=softcap, sinks=sinks)
@@ -84,19 +89,21 @@ def _math(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, d
     return output, weights if return_weights else None
 
 
-def _chunked(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-             scale: float, groups: int, return_weights: bool, softcap: float | None = None,
-             sinks: Tensor | None = None) -> tuple[Tensor, None]:
+@in_float32
+def chunked_kernel(query: Tensor, key: Tensor, value: Tensor, *, attn_mask: Tensor | None = None,
+                   dropout_p: float = 0.0, is_causal: bool = False, scale: float, groups: int = 1,
+                   return_weights: bool = False, softcap: float | None = None,
+                   sinks: Tensor | None = None) -> tuple[Tensor, None]:
     """Online softmax over blocks of keys: O(T) memory."""
-    query, key, value, attn_mask, folded = _shared_heads(query, key, value, attn_mask, is_causal, groups, sinks)
+    query, key, value, attn_mask, folded = shared_heads(query, key, value, attn_mask, is_causal, groups, sinks)
     output = chunked_attention(query, key, value, attn_mask, is_causal, dropout_p, scale, softcap=softcap,
                                sinks=sinks)
     return (unfold_groups(output, groups) if folded else output), None
 
 
-def _sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-          scale: float, groups: int, return_weights: bool, softcap: float | None = None,
-          sinks: Tensor | None = None) -> tuple[Tensor, None]:
+def sdpa_kernel(query: Tensor, key: Tensor, value: Tensor, *, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                is_causal: bool = False, scale: float, groups: int = 1, return_weights: bool = False,
+                softcap: float | None = None, sinks: Tensor | None = None) -> tuple[Tensor, None]:
     """torch's fused kernel (it reads grouped key/value heads itself); sinks as one more key, of zeros, whose score
     the mask sets (:func:`~attnlab.functional.logit_options.with_sink_key`). No soft-capping."""
     if softcap is not None:
@@ -115,9 +122,10 @@ def _sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, d
                                           is_causal=is_causal, scale=scale, enable_gqa=groups > 1), None
 
 
-def _flash(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-           scale: float, groups: int, return_weights: bool, softcap: float | None = None,
-           sinks: Tensor | None = None) -> tuple[Tensor, None]:
+def flash_kernel(query: Tensor, key: Tensor, value: Tensor, *, attn_mask: Tensor | None = None,
+                 dropout_p: float = 0.0, is_causal: bool = False, scale: float, groups: int = 1,
+                 return_weights: bool = False, softcap: float | None = None,
+                 sinks: Tensor | None = None) -> tuple[Tensor, None]:
     """attnlab's Triton kernel (it reads grouped key/value heads itself)."""
     from attnlab.functional.flash import flash_backend
 
@@ -126,10 +134,10 @@ def _flash(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, 
 
 #: every backend but ``"auto"``, by name: the one table (the order is the docs' and the benchmark's)
 KERNELS: dict[str, Kernel] = {
-    "math": Kernel(in_float32(_math), weights=True, memory="scores", cpu_gflops=30.0),
-    "sdpa": Kernel(float32_for_cpu_backward(_sdpa), softcap=False),
-    "chunked": Kernel(in_float32(_chunked), memory="blocks", cpu_gflops=40.0),
-    "flash": Kernel(_flash, cpu=False),
+    "math": Kernel(math_kernel, weights=True, memory="scores", cpu_gflops=30.0),
+    "sdpa": Kernel(sdpa_kernel, softcap=False),
+    "chunked": Kernel(chunked_kernel, memory="blocks", cpu_gflops=40.0),
+    "flash": Kernel(flash_kernel, cpu=False),
 }
 Backend = Literal["auto", "math", "sdpa", "chunked", "flash"]  # for type checkers: "auto" and KERNELS' names
 #: every backend name: ``"auto"`` (:func:`choose_backend` picks), then :data:`KERNELS`
@@ -138,31 +146,10 @@ BACKENDS: tuple[str, ...] = ("auto", *KERNELS)
 #: what a call's mask is: nothing, ``is_causal`` alone, or an ``attn_mask`` (bool or float, causal or not)
 MaskKind = Literal["none", "causal", "bool", "float"]
 
-# On the CPU, a few queries over a few keys (a decoding step of a few tokens per row; a search's beams querying their
-# source's memory together) are two small matmuls: torch's fused kernel spends more setting up its blocks per head
-# than the work takes (measured 2-5x slower at Tq 2-8, Tk 20-128, head_dim 16-32; as fast at head_dim 64). Not where
-# the keys are strided (AttentionCall.strided): the matmuls would copy the keys and the values first, and torch's
-# kernel reads them as they are. A search without the decoding caches projects its 4,000 rows' memory afresh at
-# every step: 612 ms of such copies in a 4.1-4.8 s search at seq2seq.md C's size (1,000 dates, beam 4).
-FEW_QUERIES, FEW_SCORES = 8, 512
-
-
-def folds(t: Tensor) -> bool:
-    """Whether ``t (..., T, d)``'s batch axes fold into one stride, as a batched matmul takes them without a copy
-    (axes of size 1 aside): a contiguous tensor's do, and a cache's filled part; ``(B, T, D)`` viewed as
-    ``(B, H, T, D / H)`` does not."""
-    expected = None
-    for size, stride in zip(reversed(t.shape[:-2]), reversed(t.stride()[:-2]), strict=True):
-        if size == 1:
-            continue
-        if expected is not None and stride != expected:
-            return False
-        expected = stride * size
-    return True
-
-# torch's fused CPU kernel has no dropout: with dropout it falls back to its O(T²) math kernel. From this many
-# scores per head on, "auto" takes our chunked kernel instead, whose memory stays O(T).
-DROPOUT_CHUNKED_FROM = 1024 * 1024
+#: ``⌊log₂ Tq⌋ + ⌊log₂ Tk⌋`` from which a call is "long": 2²⁰ query-key pairs per head (1,024 queries over 1,024
+#: keys). torch's fused CPU kernel has no dropout: with dropout it falls back to its O(T²) math kernel, and takes
+#: sinks only as a mask column of O(Tq·Tk); a long call goes to our chunked kernel instead, whose memory stays O(T).
+LONG_LOG2 = 20
 
 #: Where ``backend="flash"`` was *measured* faster than torch's fused kernel on CUDA, forward and forward +
 #: backward: ``(mask kind, dtype) -> the number of keys from which it wins``. It was measured with as many queries
@@ -174,88 +161,82 @@ FLASH_FASTER: dict[tuple[str, str], int] = {("bool", "bfloat16"): 4096}
 
 
 @dataclass(frozen=True)
-class AttentionCall:
-    """What the ``"auto"`` rule looks at: the facts of one call, nothing else.
+class CallKind:
+    """What the ``"auto"`` rule looks at: the kind of a call, never its tensors' values.
 
     Attributes:
         device: ``"cpu"``, ``"cuda"``, ... (``tensor.device.type``).
-        t_q, t_k: number of queries and keys.
-        dropout: whether dropout is on (``dropout_p > 0``).
-        return_weights: whether the weights ``(..., Tq, Tk)`` are wanted.
-        dtype: the query's dtype, as torch names it: ``"float32"``, ``"bfloat16"``, ``"float16"``, ...
+        dtype: the query's dtype, as torch names it: ``"float32"``, ``"bfloat16"``, ...
+        queries, keys: the shape class, ``⌊log₂ Tq⌋`` and ``⌊log₂ Tk⌋``.
         mask: ``"none"``, ``"causal"`` (``is_causal`` alone), ``"bool"`` or ``"float"`` (an ``attn_mask``).
-        flash: whether ``backend="flash"`` can run this call (triton, device, head dim, dtype).
+        dropout: whether dropout is on.
+        weights: whether the weights ``(..., Tq, Tk)`` are wanted.
         softcap: whether the scores are soft-capped (only a kernel with :attr:`Kernel.softcap` can).
-        sinks: whether a sink logit per head joins the softmax (every kernel can; torch's with an O(Tq·Tk) mask).
-        strided: whether the keys' batch axes do not fold into one (:func:`folds`), so that a batched matmul
-            would copy them: the heads of a sequence projected at this call, ``(B, T, D)`` viewed as
-            ``(B, H, T, head_dim)``. Only read for a few queries on the CPU (:data:`FEW_QUERIES`).
+        sinks: whether a sink logit per head joins the softmax.
+        flash: whether ``backend="flash"`` can run here (triton, a recent GPU; asked on CUDA only).
     """
 
     device: str
-    t_q: int
-    t_k: int
-    dropout: bool = False
-    return_weights: bool = False
     dtype: str = "float32"
+    queries: int = 0
+    keys: int = 0
     mask: MaskKind = "none"
-    flash: bool = False
+    dropout: bool = False
+    weights: bool = False
     softcap: bool = False
     sinks: bool = False
-    strided: bool = False
+    flash: bool = False
+
+    @property
+    def long(self) -> bool:
+        """At least 2²⁰ query-key pairs per head, counted by the shape class."""
+        return self.queries + self.keys >= LONG_LOG2
+
+    @property
+    def own_scores(self) -> bool:
+        """Only a kernel that computes the scores itself will do: a cap, or sinks over a long call."""
+        return self.softcap or (self.sinks and self.long)
 
 
-def flash_measured_faster(call: AttentionCall) -> bool:
-    """Whether :data:`FLASH_FASTER` holds a measurement saying flash beats torch's kernel for this call."""
-    since = FLASH_FASTER.get((call.mask, call.dtype))
-    return since is not None and min(call.t_q, call.t_k) >= since
+def flash_measured_faster(kind: CallKind) -> bool:
+    """Whether :data:`FLASH_FASTER` holds a measurement saying flash beats torch's kernel for this kind of call."""
+    since = FLASH_FASTER.get((kind.mask, kind.dtype))
+    return since is not None and 1 << min(kind.queries, kind.keys) >= since
 
 
-def choose_backend(call: AttentionCall) -> str:
-    """What ``backend="auto"`` runs: the fastest backend that can do what was asked.
+def choose_backend(kind: CallKind) -> str:
+    """What ``backend="auto"`` runs: torch's fused kernel, unless the call needs what it cannot do.
 
-    - weights wanted: ``"math"``, the only backend that materialises them;
-    - one query on the CPU (decoding with a KV cache), or a few (``Tq ≤ 8``) over few scores (``Tq·Tk ≤ 512``):
-      ``"math"``, two small matmuls, far cheaper than setting up the fused kernel;
-    - dropout on the CPU with ``Tq·Tk ≥ 2²⁰``: ``"chunked"`` (torch's kernel would fall back to O(T²) memory);
-    - CUDA, no dropout, flash can run and :data:`FLASH_FASTER` has a measurement saying it wins: ``"flash"``;
-    - otherwise ``"sdpa"``, torch's fused kernel (it does dropout itself on CUDA). Never ``"chunked"`` on a GPU:
-      a PyTorch loop over blocks there is orders of magnitude slower than torch's fused kernels.
-
-    Soft-capped scores, or sinks over ``Tq·Tk ≥ 2²⁰`` scores (torch's kernel would need a mask of them all): never a
-    kernel without :attr:`Kernel.softcap`; in torch's kernel's place, ``"flash"`` on CUDA where it can run without
-    dropout, ``"chunked"`` on the CPU from ``Tq·Tk ≥ 2²⁰`` scores, else ``"math"``.
+    1. weights wanted: ``"math"``, the only backend that materialises them;
+    2. on CUDA without dropout, where flash can run and either the scores are its own to compute (a soft-cap, or
+       sinks over a long call) or :data:`FLASH_FASTER` records it measured faster: ``"flash"``;
+    3. on the CPU, a long call with dropout or its own scores: ``"chunked"`` (torch's kernel would fall back to
+       O(T²) memory);
+    4. its own scores otherwise: ``"math"``;
+    5. everything else: ``"sdpa"``, torch's fused kernel (it does dropout itself on CUDA).
     """
-    chosen = _fastest(call)
-    if not needs_own_scores(call) or KERNELS[chosen].softcap:
-        return chosen
-    if call.device == "cuda" and call.flash and not call.dropout:
+    if kind.weights:
+        return "math"
+    if kind.device == "cuda" and kind.flash and not kind.dropout and (kind.own_scores or flash_measured_faster(kind)):
         return "flash"
-    return "chunked" if call.device == "cpu" and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM else "math"
-
-
-def needs_own_scores(call: AttentionCall) -> bool:
-    """Whether only a kernel that computes the scores itself will do: a cap, or sinks over many scores."""
-    return call.softcap or (call.sinks and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM)
-
-
-def _fastest(call: AttentionCall) -> str:
-    """:func:`choose_backend`'s rule before it looks at what a kernel cannot do."""
-    if call.return_weights:
-        return "math"
-    if call.device == "cpu" and (call.t_q == 1 or (call.t_q <= FEW_QUERIES and call.t_q * call.t_k <= FEW_SCORES
-                                                   and not call.strided)):
-        return "math"
-    if call.device == "cpu" and call.dropout and call.t_q * call.t_k >= DROPOUT_CHUNKED_FROM:
+    if kind.device == "cpu" and kind.long and (kind.dropout or kind.own_scores):
         return "chunked"
-    if call.device == "cuda" and call.flash and not call.dropout and flash_measured_faster(call):
-        return "flash"
+    if kind.own_scores:
+        return "math"
     return "sdpa"
 
 
-def resolve_backend(backend: str, auto_choice: str, return_weights: bool) -> str:
-    """The backend to run: ``auto_choice`` for ``"auto"``; only a kernel that materialises the weights returns them."""
-    chosen = auto_choice if backend == "auto" else backend
-    if return_weights and not KERNELS[chosen].weights:
-        raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
-    return chosen
+@functools.lru_cache(maxsize=4096)
+def auto_backend(device: torch.device, dtype: torch.dtype, queries: int, keys: int, head_dim: int, mask: MaskKind,
+                 dropout: bool, weights: bool, softcap: bool, sinks: bool) -> Kernel:
+    """:func:`choose_backend`'s kernel for one kind of call, decided once per kind and kept: the lengths come as
+    ``Tq.bit_length()`` and ``Tk.bit_length()`` (the shape class), so a decoding loop, whose keys grow by one a
+    step, asks the rule once per power of two, not once per token."""
+    kind = CallKind(device.type, str(dtype).removeprefix("torch."), queries - 1, keys - 1, mask, dropout, weights,
+                    softcap, sinks)
+    if kind.device == "cuda" and (kind.own_scores or flash_measured_faster(kind)):
+        from attnlab.functional.flash import DTYPES, MAX_HEAD_DIM, flash_status
+
+        runs = flash_status(device) is None and dtype in DTYPES and 1 <= head_dim <= MAX_HEAD_DIM
+        kind = CallKind(**{**kind.__dict__, "flash": runs})
+    return KERNELS[choose_backend(kind)]

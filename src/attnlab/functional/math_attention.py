@@ -15,7 +15,6 @@ from attnlab.arguments import broadcast_shapes
 from attnlab.functional.logit_options import softcap as cap_scores
 from attnlab.functional.logit_options import softmax_with_sinks
 from attnlab.functional.masks import open_empty_rows, rows_with_keys
-from attnlab.functional.single_query import softmax_last, weighted_values
 
 
 def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | None = None,
@@ -27,7 +26,8 @@ def attention_scores(query: Tensor, key: Tensor, scale: float, mask: Tensor | No
     """
     scores = query @ key.transpose(-2, -1)
     scores.mul_(scale)  # in place: the matmul's backward needs q and k, not this product
-    scores = cap_scores(scores, softcap)
+    if softcap is not None:
+        scores = cap_scores(scores, softcap)
     if mask is None:
         return scores
     if not _fits(mask.shape, scores.shape):
@@ -73,10 +73,10 @@ def math_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | Non
     if has_keys is not None:
         mask = open_empty_rows(mask, has_keys)
     scores = attention_scores(query, key, scale, mask, softcap)
-    weights = softmax_last(scores) if sinks is None else softmax_with_sinks(scores, sinks)
+    weights = torch.softmax(scores, dim=-1) if sinks is None else softmax_with_sinks(scores, sinks)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)
-    output = weighted_values(weights, value)  # weights @ value
+    output = weights @ value
     if has_keys is not None:
         output = output.masked_fill_(~has_keys, 0.0)  # in place: a fresh product, which no backward needs
         if return_weights:  # in place where autograd does not need the softmax's output

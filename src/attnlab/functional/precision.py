@@ -8,8 +8,6 @@ in float32 (unless ``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True
 same for ``"math"`` and ``"chunked"``: measured against a float64 reference, their bfloat16 errors were up to 5×
 torch's before it (``tests/functional/test_precision.py`` holds them to 2×).
 
-Speed is the other reason: on the CPU, torch's fused kernel differentiates bfloat16 attention over few keys slower
-than float32, so a training call there is computed in float32 too (:func:`float32_for_cpu_backward`).
 """
 
 from __future__ import annotations
@@ -23,14 +21,7 @@ from torch import Tensor
 #: the floating dtypes computed in float32
 HALF = (torch.float16, torch.bfloat16)
 
-#: Below this many keys a half-precision call to torch's fused kernel that will be differentiated on the CPU is
-#: computed in float32: its bfloat16 forward + backward took 1.36-2.48x as long as the same call cast to float32 and
-#: back at 64-128 keys (head_dim 32 and 64), 0.89-1.14x at 256 and 0.74-0.81x from 512 on
-#: (``benchmarks/results/half_backward.md``). The baby preset's compiled step under ``--dtype bf16`` spent 15.8 ms in it
-#: (profiled), against 2.6 ms in float32.
-CPU_HALF_BACKWARD_FLOAT32_BELOW = 256
-
-#: a backend's ``run``: ``(query, key, value, *rest) -> (output, weights or None)``
+#: a backend's ``run``: ``(query, key, value, **options) -> (output, weights or None)``
 KernelRun = Callable[..., tuple[Tensor, Tensor | None]]
 
 
@@ -47,33 +38,17 @@ def low_precision(query: Tensor) -> torch.dtype | None:
 
 
 def in_float32(run: KernelRun) -> KernelRun:
-    """A backend's ``run`` (``(query, key, value, *rest) -> (output, weights or None)``) computed in float32, with
+    """A backend's ``run`` (``(query, key, value, **options) -> (output, weights or None)``) computed in float32, with
     autocast off, where :func:`low_precision` names a half dtype; its output and weights are returned in that
     dtype. Gradients flow through the casts."""
 
     @functools.wraps(run)
-    def wrapped(query: Tensor, key: Tensor, value: Tensor, *rest) -> tuple[Tensor, Tensor | None]:
+    def wrapped(query: Tensor, key: Tensor, value: Tensor, **options) -> tuple[Tensor, Tensor | None]:
         dtype = low_precision(query)
         if dtype is None:
-            return run(query, key, value, *rest)
+            return run(query, key, value, **options)
         with torch.autocast(query.device.type, enabled=False):
-            output, weights = run(query.float(), key.float(), value.float(), *rest)
+            output, weights = run(query.float(), key.float(), value.float(), **options)
         return output.to(dtype), None if weights is None else weights.to(dtype)
-
-    return wrapped
-
-
-def float32_for_cpu_backward(run: KernelRun) -> KernelRun:
-    """A backend's ``run`` computed in float32 (:func:`in_float32`) where the call is in a half dtype, on a CPU, over
-    fewer than :data:`CPU_HALF_BACKWARD_FLOAT32_BELOW` keys, and will be differentiated; as it is otherwise. What was
-    measured slower is forward + backward; a call without gradients keeps torch's half-precision kernel."""
-    through_float32 = in_float32(run)
-
-    @functools.wraps(run)
-    def wrapped(query: Tensor, key: Tensor, value: Tensor, *rest) -> tuple[Tensor, Tensor | None]:
-        training = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
-        if training and query.device.type == "cpu" and key.shape[-2] < CPU_HALF_BACKWARD_FLOAT32_BELOW:
-            return through_float32(query, key, value, *rest)
-        return run(query, key, value, *rest)
 
     return wrapped

@@ -7,26 +7,13 @@ runs the chosen backend. Modules that build q, k and v themselves (and check the
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from typing import Literal, overload
 
 import torch
 from torch import Tensor
 
 from attnlab.arguments import check_choice, check_scale
-from attnlab.functional.backends import (
-    BACKENDS,
-    FEW_QUERIES,
-    KERNELS,
-    AttentionCall,
-    Backend,
-    choose_backend,
-    flash_measured_faster,
-    folds,
-    needs_own_scores,
-    resolve_backend,
-)
+from attnlab.functional.backends import BACKENDS, KERNELS, Backend, auto_backend
 from attnlab.functional.checks import check_mask, check_qkv
 from attnlab.functional.logit_options import check_sinks, check_softcap
 
@@ -37,77 +24,41 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None =
            sinks: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """:func:`scaled_dot_product_attention` without the argument checks: ``(output, weights or None)``.
 
-    For callers whose q, k, v and mask are right by construction. ``"auto"`` is resolved by
-    :func:`~attnlab.functional.backends.choose_backend`; the chosen backend's row of
-    :data:`~attnlab.functional.backends.KERNELS` runs the call.
+    For callers whose q, k, v and mask are right by construction. The backend's row of
+    :data:`~attnlab.functional.backends.KERNELS` runs the call; for ``"auto"``, the row chosen for this kind of call
+    (device, dtype, shape class, mask kind, what is asked), which :func:`~attnlab.functional.backends.auto_backend`
+    decides once per kind.
     """
-    groups = query.shape[-3] // key.shape[-3] if enable_gqa else 1
-    scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
-    if backend != "auto":
-        chosen = resolve_backend(backend, backend, return_weights)
-    elif query.is_cpu:  # the rule's answer for these facts, asked once (a decoding loop asks often)
+    if backend == "auto":
+        mask = ("causal" if is_causal else "none") if attn_mask is None else \
+            ("bool" if attn_mask.dtype == torch.bool else "float")
         # torch.compile decides once per graph anyway, and warns about tracing through a cache
-        choose = _cpu_choice.__wrapped__ if torch.compiler.is_compiling() else _cpu_choice
-        chosen = choose(*_facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap is not None,
-                                sinks is not None))
+        choose = auto_backend.__wrapped__ if torch.compiler.is_compiling() else auto_backend
+        kernel = choose(query.device, query.dtype, query.shape[-2].bit_length(), key.shape[-2].bit_length(),
+                        query.shape[-1], mask, dropout_p > 0.0, return_weights, softcap is not None, sinks is not None)
     else:
-        chosen = choose_backend(call_facts(query, key, attn_mask, dropout_p, is_causal, return_weights,
-                                           softcap is not None, sinks is not None))
-    return KERNELS[chosen].run(query, key, value, attn_mask, dropout_p, is_causal, scale, groups, return_weights,
-                               softcap, sinks)
-
-
-def call_facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-               return_weights: bool, softcap: bool = False, sinks: bool = False) -> AttentionCall:
-    """The facts ``"auto"`` decides on, read from shapes, dtypes and devices only (never tensor values).
-
-    Whether flash can run is asked only where :data:`~attnlab.functional.backends.FLASH_FASTER` could pick it, or
-    soft-capped scores (or sinks over many) on CUDA need it: the answer imports triton and queries the GPU (once per
-    device).
-    """
-    call = _call(query.device.type, _facts(query, key, attn_mask, dropout_p, is_causal, return_weights, softcap,
-                                           sinks))
-    if call.device == "cuda" and (needs_own_scores(call) or flash_measured_faster(call)):
-        from attnlab.functional.flash import flash_can_run
-
-        call = dataclasses.replace(call, flash=flash_can_run(query))
-    return call
-
-
-def _facts(query: Tensor, key: Tensor, attn_mask: Tensor | None, dropout_p: float, is_causal: bool,
-           return_weights: bool, softcap: bool, sinks: bool) -> tuple:
-    """:class:`AttentionCall`'s fields after ``device``: ``(t_q, t_k, dropout, return_weights, dtype, mask, flash
-    (False: not probed), softcap, sinks, strided)``, the dtype as it is (:func:`_call` names it: naming it at every
-    call would cost more than the cached choice saves); ``strided`` looked at only where the rule reads it."""
-    mask = ("causal" if is_causal else "none") if attn_mask is None else \
-        ("bool" if attn_mask.dtype == torch.bool else "float")
-    t_q = query.shape[-2]
-    strided = 1 < t_q <= FEW_QUERIES and not folds(key)
-    return (t_q, key.shape[-2], dropout_p > 0.0, return_weights, query.dtype, mask, False, softcap, sinks, strided)
-
-
-def _call(device: str, facts: tuple) -> AttentionCall:
-    """The :class:`AttentionCall` of :func:`_facts` on ``device``, the dtype named as torch names it."""
-    t_q, t_k, dropout, weights, dtype, *rest = facts
-    return AttentionCall(device, t_q, t_k, dropout, weights, str(dtype).removeprefix("torch."), *rest)
-
-
-@functools.lru_cache(maxsize=4096)
-def _cpu_choice(*facts: object) -> str:
-    """What ``"auto"`` runs on a CPU for :func:`_facts` (nothing to probe there: the rule is a pure function of
-    them)."""
-    return choose_backend(_call("cpu", facts))
+        kernel = KERNELS[backend]
+        if return_weights and not kernel.weights:
+            raise ValueError(f"backend={backend!r} cannot return weights; use backend='math' or 'auto'")
+    return kernel.run(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                      scale=query.shape[-1] ** -0.5 if scale is None else float(scale),
+                      groups=query.shape[-3] // key.shape[-3] if enable_gqa else 1, return_weights=return_weights,
+                      softcap=softcap, sinks=sinks)
 
 
 def check_options(dropout_p: float, scale: float | None, backend: str, softcap: float | None = None) -> None:
+    """The plain options of a call: a dropout probability, a scale, a backend that can do what is asked."""
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float) or not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
-    check_scale(scale)
-    check_choice("backend", backend, BACKENDS)
-    check_softcap(softcap)
-    if softcap is not None and backend != "auto" and not KERNELS[backend].softcap:
-        able = [name for name, kernel in KERNELS.items() if kernel.softcap]
-        raise ValueError(f"backend={backend!r} cannot soft-cap the scores; use one of {able} or 'auto'")
+    if scale is not None:
+        check_scale(scale)
+    if backend not in BACKENDS:
+        check_choice("backend", backend, BACKENDS)
+    if softcap is not None:
+        check_softcap(softcap)
+        if backend != "auto" and not KERNELS[backend].softcap:
+            able = [name for name, kernel in KERNELS.items() if kernel.softcap]
+            raise ValueError(f"backend={backend!r} cannot soft-cap the scores; use one of {able} or 'auto'")
 
 
 @overload
@@ -156,7 +107,8 @@ def scaled_dot_product_attention(
         backend: ``"math"`` (explicit score and weight matrices), ``"sdpa"`` (torch's fused
             kernel), ``"chunked"`` (online softmax over key blocks, O(T) memory), ``"flash"`` (attnlab's
             Triton kernel: CUDA, or the CPU under ``TRITON_INTERPRET=1``; no dropout), or ``"auto"``
-            (see :func:`~attnlab.functional.backends.choose_backend`).
+            (torch's fused kernel unless the call needs what it cannot do: see
+            :func:`~attnlab.functional.backends.choose_backend`).
         return_weights: also return the weights ``(..., Tq, Tk)`` (``"math"`` or ``"auto"`` only).
         softcap: scores become ``softcap · tanh(s / softcap)`` before the mask (Gemma 2: 50); a number > 0, or
             None. ``"math"``, ``"chunked"`` and ``"flash"`` can; ``"auto"`` then picks one of them.
@@ -176,9 +128,11 @@ def scaled_dot_product_attention(
         torch.Size([2, 4, 8, 16])
     """
     batch = check_qkv(query, key, value, enable_gqa)
-    check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
+    if attn_mask is not None:
+        check_mask(attn_mask, batch, query.shape[-2], key.shape[-2])
     check_options(dropout_p, scale, backend, softcap)
-    check_sinks(sinks, query)
+    if sinks is not None:
+        check_sinks(sinks, query)
     output, weights = attend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend,
                              return_weights, softcap, sinks)
     return (output, weights) if return_weights else output

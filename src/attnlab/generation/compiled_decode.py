@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.generation.loop import decode_loop, position_limit
-from attnlab.models.caches import compute_dtype
+from attnlab.generation.loop import Steps, decode_loop, position_limit
+from attnlab.models.caches import StaticKVCache, compute_dtype
 from attnlab.models.checks import check_token_ids
 
 _STEPS: dict[tuple[type, str, str], Callable] = {}  # one compiled step per model class, device type, options
@@ -71,12 +71,16 @@ def _take_cache(model: Any, batch: int, length: int) -> tuple[tuple, Any]:
     if held is not None and held[0] == key:
         held[1].reset()
         return held
-    return key, _any_length(model.new_cache(batch, length, static=True))
+    return key, _any_length(StaticKVCache.for_model(model, batch, length))
 
 
 def _any_length(cache: Any) -> Any:
-    """``cache`` with its number of slots marked dynamic, so that one graph serves the sizes :func:`static_length`
-    gives (otherwise the second size would compile again, tens of seconds on a CPU, before torch made it dynamic)."""
+    """``cache`` ready for the compiled step: its tensors marked as keeping their addresses (CUDA graphs may then
+    write them in place, step after step), and its number of slots dynamic, so that one graph serves the sizes
+    :func:`static_length` gives (otherwise the second size would compile again, tens of seconds on a CPU, before
+    torch made it dynamic)."""
+    for t in (cache.position, cache.slots, *(b for layer in cache.layers for b in (layer.keys, layer.values))):
+        torch._dynamo.mark_static_address(t)
     torch._dynamo.maybe_mark_dynamic(cache.slots, 0)
     for layer in cache.layers:
         torch._dynamo.maybe_mark_dynamic(layer.keys, 2)
@@ -84,29 +88,41 @@ def _any_length(cache: Any) -> Any:
     return cache
 
 
-def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
-                    top_p: float | None, generator: torch.Generator | None,
-                    eos_token_id: int | None) -> Iterator[Tensor]:
+class CompiledSteps(Steps):
+    """The prompt through the model's ``decode_step`` (eagerly: its length is its own), each new token through the
+    step compiled once per model class (:func:`compiled_step`)."""
+
+    def __init__(self, model: Any, cache: Any) -> None:
+        super().__init__(model, cache, None)
+        self.compiled = compiled_step(model, next(model.parameters()).device)
+
+    def prefill(self, prompt: Tensor) -> Tensor:
+        check_token_ids(prompt, self.model.config.vocab_size, type(self.model).__name__)  # decode_step checks nothing
+        return self.model.decode_step(prompt, self.cache)
+
+    def step(self, token: Tensor, mask: Tensor | None = None) -> Tensor:
+        torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are used up: reuse their memory
+        return self.compiled(self.model, token, self.cache)
+
+
+def decode_compiled(model: Any, idx: Tensor, max_new_tokens: int, config: Any, generator: torch.Generator | None,
+                    cache: Any = None) -> Iterator[Tensor]:
     """The new tokens ``(B,)`` one by one, as :func:`~attnlab.generation.generate_stream` with ``compile=True``:
     the eager loop (:func:`~attnlab.generation.loop.decode_loop`) with a static cache and the compiled step.
 
-    The model needs ``new_cache(batch, static=True)`` and ``decode_step(idx, cache)`` (as
-    :class:`~attnlab.models.GPT` has). Past ``context_length``, like the eager loop: a rotary model's static cache
-    is allocated for the whole sequence; a learned position table crops and recomputes.
+    The model needs ``cache_layout()`` and ``decode_step(idx, cache)`` (as :class:`~attnlab.models.GPT` has). The
+    cache is the caller's :class:`~attnlab.models.StaticKVCache`, or the model's idle one if it fits the sequence,
+    or a new one sized to it. Past ``context_length``, like the eager loop: a rotary model's static cache is
+    allocated for the whole sequence; a learned position table crops and recomputes.
     """
-    compiled = compiled_step(model, idx.device)
-
-    def prefill(prompt: Tensor, cache: Any) -> Tensor:  # eagerly: the prompt's length is its own
-        check_token_ids(prompt, model.config.vocab_size, type(model).__name__)  # decode_step checks nothing
-        return model.decode_step(prompt, cache)
-
-    def step(token: Tensor, cache: Any) -> Tensor:
-        torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are used up: reuse their memory
-        return compiled(model, token, cache)
-
-    key, cache = _take_cache(model, idx.shape[0], static_length(model, idx.shape[1] + max_new_tokens))
+    own = cache is None
+    if own:
+        key, cache = _take_cache(model, idx.shape[0], static_length(model, idx.shape[1] + max_new_tokens))
+    else:
+        _any_length(cache)
     try:
-        yield from decode_loop(model, idx, max_new_tokens, temperature, top_k, top_p, generator, eos_token_id,
-                               None, cache, prefill, step)
+        yield from decode_loop(model, idx, max_new_tokens, config, generator, None, cache,
+                               CompiledSteps(model, cache))
     finally:
-        _CACHES[model] = (key, cache)
+        if own:
+            _CACHES[model] = (key, cache)

@@ -1,8 +1,8 @@
 """The decoding loop: sample a token, feed it back, again; one loop for eager and compiled decoding.
 
 What differs between the two is passed in: the cache (a :class:`~attnlab.models.KVCache`, a static one, or none)
-and the two functions that run the model, ``prefill`` for the prompt and ``step`` for each new token (the
-model's forward, or a compiled ``decode_step``).
+and how the model runs, :class:`Steps`: the prompt through the model's checked forward, each new token through its
+unchecked ``decode_step`` (or a compiled one). The inputs were checked once, by ``generate``; a step checks nothing.
 
 Past ``context_length``: a model with rotary positions (``position_limit`` None) goes on, its cache growing (a
 rolling one stays at its window), exactly as transformers' ``generate`` does. A model with a learned position
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -27,9 +27,6 @@ from torch import Tensor
 
 from attnlab.generation.sampling import sample
 from attnlab.models.language_model import LanguageModel
-
-# (tokens (B, T), cache, attention_mask=... when there is padding) -> logits of the last position (B, vocab_size)
-Step = Callable[..., Tensor]
 
 
 def masked(mask: Tensor | None, length: int) -> dict[str, Tensor]:
@@ -75,44 +72,90 @@ def last_logits(model: Any, tokens: Tensor, cache: Any = None, **mask: Tensor) -
     return model(tokens, kv_cache=cache, **mask, **keep).logits[:, -1]
 
 
+class Steps:
+    """How a loop runs the model: the prompt through its checked forward, each new token through its unchecked
+    ``decode_step`` (with the padding and positions the loop keeps), or, for a model without one, its forward.
+
+    ``mask (B, T)``: the prompt's padding (1 = real), or None. After the prompt, the loop keeps the key padding
+    ``(B, 1, 1, L)`` over every position so far and each row's next position, so a step reads nothing back.
+    """
+
+    def __init__(self, model: Any, cache: Any, mask: Tensor | None) -> None:
+        self.model, self.cache, self.mask = model, cache, mask
+        self.unchecked = cache is not None and isinstance(model, LanguageModel)
+        self.keys: Tensor | None = None  # (B, 1, 1, L) bool, with padding only
+        self.next_position: Tensor | None = None  # (B, 1), with padding only
+
+    def prefill(self, prompt: Tensor) -> Tensor:
+        """The prompt's last logits ``(B, vocab)``, the cache filled (a sink cache's past its places, token by
+        token, each evicting the window's oldest)."""
+        capacity = getattr(self.cache, "capacity", None)
+        if capacity is not None and prompt.shape[1] > capacity:
+            logits = last_logits(self.model, prompt[:, :capacity], self.cache)
+            for t in range(capacity, prompt.shape[1]):
+                logits = last_logits(self.model, prompt[:, t : t + 1], self.cache)
+            return logits
+        logits = last_logits(self.model, prompt, self.cache, **masked(self.mask, prompt.shape[1]))
+        if self.mask is not None and self.unchecked:
+            real = self.mask[:, -prompt.shape[1]:]
+            self.keys = real.bool()[:, None, None, :]
+            self.next_position = real.long().sum(-1, keepdim=True)
+        return logits
+
+    def step(self, token: Tensor, mask: Tensor | None) -> Tensor:
+        """The logits ``(B, vocab)`` after ``token (B, 1)``, placed after what the cache holds (``mask``: the padding
+        of every position so far, the new one's included, for a model stepped through its forward)."""
+        if not self.unchecked:
+            return last_logits(self.model, token, self.cache, **masked(mask, self.cache.length + 1))
+        if self.keys is None:
+            return self.model.decode_step(token, self.cache)
+        self.keys = torch.cat([self.keys, self.keys.new_ones(len(token), 1, 1, 1)], dim=-1)
+        logits = self.model.decode_step(token, self.cache, self.keys, self.next_position)
+        self.next_position = self.next_position + 1
+        return logits
+
+
 @torch.no_grad()
-def decode_loop(model: Any, idx: Tensor, max_new_tokens: int, temperature: float, top_k: int | None,
-                top_p: float | None, generator: torch.Generator | None, eos_token_id: int | None,
-                mask: Tensor | None, cache: Any, prefill: Step, step: Step) -> Iterator[Tensor]:
+def decode_loop(model: Any, idx: Tensor, max_new_tokens: int, config: Any, generator: torch.Generator | None,
+                mask: Tensor | None, cache: Any, steps: Steps | None = None) -> Iterator[Tensor]:
     """The new tokens ``(B,)`` one by one, for the prompt ``idx (B, T)`` (its padding ``mask (B, T)`` or None).
 
-    ``prefill(prompt, cache, **mask)`` runs the prompt (its last ``position_limit`` tokens), filling ``cache``;
-    ``step(token (B, 1), cache, **mask)`` runs one new token after the cached ones. Both return the last
-    position's logits ``(B, vocab_size)``. Without a cache (None) every token recomputes the window. The model
-    runs in eval mode and is put back afterwards. Arguments are those of :func:`~attnlab.generation.generate`,
-    checked there.
+    ``steps`` runs the model (:class:`Steps` by default; the compiled loop gives its own); without a cache (None)
+    every token recomputes the window. The model runs in eval mode and is put back afterwards. ``config`` is the
+    :class:`~attnlab.generation.GenerationConfig`, checked by :func:`~attnlab.generation.generate`.
     """
     limit, rebuild = position_limit(model), cache_rebuild_length(model)
+    steps = Steps(model, cache, mask) if steps is None else steps
+    stops = torch.tensor(config.stop_tokens, dtype=torch.long, device=idx.device) if config.stop_tokens else None
     was_training = model.training
     model.eval()
     try:
         seq = window = crop(idx, limit)
-        logits = prefill(window, cache, **masked(mask, window.shape[1]))
+        logits = steps.prefill(window) if cache is not None else \
+            last_logits(model, window, **masked(mask, window.shape[1]))
         filled = window.shape[1]  # positions the cache holds
         done = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
+        last = torch.zeros(idx.shape[0], dtype=torch.long, device=idx.device)  # a finished row's stop token
         for i in range(max_new_tokens):
-            nxt = sample(logits, temperature, top_k, top_p, generator)
-            if eos_token_id is not None:  # a finished row keeps repeating its end-of-sequence token
-                nxt = nxt.masked_fill(done, eos_token_id)
-                done |= nxt == eos_token_id
+            nxt = sample(logits, config.temperature, config.top_k, config.top_p, generator)
+            if stops is not None:  # a finished row keeps repeating the stop token it produced
+                nxt = torch.where(done, last, nxt)
+                stopped = torch.isin(nxt, stops) & ~done
+                last, done = torch.where(stopped, nxt, last), done | stopped
             yield nxt
             seq = torch.cat([seq, nxt[:, None].to(seq.dtype)], dim=1)
             if mask is not None:  # the new token is real
                 mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-            if i == max_new_tokens - 1 or (eos_token_id is not None and bool(done.all())):
+            if i == max_new_tokens - 1 or (stops is not None and bool(done.all())):
                 break
             if cache is not None and rebuild is not None and filled < rebuild <= seq.shape[1]:
                 cache.reset()  # the cached keys' angles are no longer those of their positions: run all again
                 window = crop(seq, limit)
-                logits = prefill(window, cache, **masked(mask, window.shape[1]))
+                steps.mask = None if mask is None else mask[:, -window.shape[1]:]
+                logits = steps.prefill(window)
                 filled = window.shape[1]
             elif cache is not None and (limit is None or filled < limit):
-                logits = step(nxt[:, None].to(seq.dtype), cache, **masked(mask, filled + 1))
+                logits = steps.step(nxt[:, None].to(seq.dtype), mask)
                 filled += 1
             else:  # no cache, or the position table is full: recompute (cropped to the table)
                 window = crop(seq, limit)

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab.generation.config import GenerationConfig
 from attnlab.generation.decode import generate
 
 
@@ -33,8 +34,9 @@ def perplexity(model: Any, tokens: Tensor, window: int | None = None) -> float:
 def greedy_agreement(reference: Any, model: Any, prompts: Tensor, max_new_tokens: int) -> float:
     """The fraction of ``prompts (P, T)`` whose ``max_new_tokens`` greedy tokens from ``model`` equal, all of them,
     those from ``reference``."""
-    want = generate(reference, prompts, max_new_tokens, temperature=0)[:, prompts.shape[1]:]
-    got = generate(model, prompts, max_new_tokens, temperature=0)[:, prompts.shape[1]:]
+    greedy = GenerationConfig(temperature=0)
+    want = generate(reference, prompts, max_new_tokens, greedy)[:, prompts.shape[1]:]
+    got = generate(model, prompts, max_new_tokens, greedy)[:, prompts.shape[1]:]
     return (got == want).all(dim=1).float().mean().item()
 
 

@@ -33,8 +33,8 @@ def encode_prompts(prompts: Sequence[Any], tokenizer: Any | None) -> list[list[i
     for i, prompt in enumerate(prompts):
         if isinstance(prompt, str):
             if tokenizer is None:
-                raise ValueError(tr("prompts[{i}]: a string needs a tokenizer (generate(..., tokenizer=...)), got "
-                                    "{prompt!r}", i=i, prompt=prompt[:40]))
+                raise ValueError(tr("prompts[{i}]: a string needs a tokenizer (generate_texts(model, tokenizer, "
+                                    "prompts, ...)), got {prompt!r}", i=i, prompt=prompt[:40]))
             ids = [int(t) for t in tokenizer.encode(prompt)] if prompt else []
         elif isinstance(prompt, Tensor) and prompt.dim() == 1:
             ids = prompt.tolist()
@@ -60,14 +60,13 @@ def left_pad(rows: list[list[int]], device: torch.device | str | None = None) ->
     return idx.to(device), mask.to(device)
 
 
-def unpad(out: Tensor, rows: list[list[int]], eos_token_id: int | None) -> list[list[int]]:
+def unpad(out: Tensor, rows: list[list[int]], stop_tokens: tuple[int, ...] = ()) -> list[list[int]]:
     """``out (B, T + n)`` (left-padded prompts and their new tokens) -> each row's prompt and new tokens, the
-    padding cut off, and after an ``eos_token_id`` the copies that filled the row while others went on."""
+    padding cut off, and after a row's first stop token the copies that filled the row while others went on."""
     t = max(len(r) for r in rows)
     result = []
     for i, r in enumerate(rows):
         new = out[i, t:].tolist()
-        if eos_token_id is not None and eos_token_id in new:
-            new = new[: new.index(eos_token_id) + 1]
-        result.append(r + new)
+        stops = [j for j, token in enumerate(new) if token in stop_tokens]
+        result.append(r + (new[: stops[0] + 1] if stops else new))
     return result

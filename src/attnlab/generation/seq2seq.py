@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.attention.fused import fixed_weights
+from attnlab.fast import accelerated
+from attnlab.fast.projections import fixed_weights
 from attnlab.i18n import tr
 
 
@@ -111,7 +112,7 @@ class _Stepper:
 
 @contextmanager
 def _decoding(model: Any) -> Iterator[None]:
-    """Eval mode, without autograd, the weights fixed (:func:`~attnlab.attention.fused.fixed_weights`), for the
+    """Eval mode, without autograd, the weights fixed (:func:`~attnlab.fast.projections.fixed_weights`), for the
     duration; the modules that were training train again after. Only the modules in training mode are switched:
     walking them all twice would cost as much as a decoding step."""
     training = [m for m in model.modules() if m.training]
@@ -130,7 +131,7 @@ def _start(model: Any, rows: int, device: torch.device) -> Tensor:
 
 
 def greedy_decode(model: Any, src: Tensor, src_mask: Tensor | None = None, max_new_tokens: int | None = None,
-                  use_cache: bool = True) -> Tensor:
+                  use_cache: bool = True, *, accelerate: bool = True) -> Tensor:
     """The most probable next token at every step: ``src (B, S)`` -> ``(B, L)`` ids, ``L <= max_new_tokens``.
 
     Args:
@@ -138,10 +139,13 @@ def greedy_decode(model: Any, src: Tensor, src_mask: Tensor | None = None, max_n
         src: source ids; ``src_mask (B, S)`` 1 = real (None: positions holding ``pad_id`` are padding).
         max_new_tokens: the most tokens per result (default and limit: the model's ``context_length``).
         use_cache: feed one token per step to the cached decoder (True), or the whole prefix (False).
+        accelerate: run the model's fast twin (:func:`attnlab.fast.accelerated`: the same tokens, faster); False:
+            the book's plain modules.
     """
     mask = _check_source(model, src, src_mask)
     limit = _check_max_new_tokens(model, max_new_tokens)
     c = model.config
+    model = accelerated(model) if accelerate else model
     with _decoding(model):
         step = _Stepper(model, src, src_mask, mask, use_cache, limit)
         tokens = _start(model, src.shape[0], src.device)
@@ -157,7 +161,8 @@ def greedy_decode(model: Any, src: Tensor, src_mask: Tensor | None = None, max_n
 
 
 def beam_search(model: Any, src: Tensor, src_mask: Tensor | None = None, beam_size: int = 4, alpha: float = 0.6,
-                max_new_tokens: int | None = None, use_cache: bool = True) -> tuple[Tensor, Tensor]:
+                max_new_tokens: int | None = None, use_cache: bool = True, *,
+                accelerate: bool = True) -> tuple[Tensor, Tensor]:
     """The best of ``beam_size`` hypotheses per source: ``src (B, S)`` -> ``(tokens (B, L), scores (B,))``.
 
     A hypothesis's score is its log-probability (over the tokens that may be chosen: pad and bos left out of the
@@ -166,7 +171,7 @@ def beam_search(model: Any, src: Tensor, src_mask: Tensor | None = None, beam_si
     when every beam of every source has finished, or after ``max_new_tokens``. ``beam_size=1`` is greedy search.
 
     Args:
-        model, src, src_mask, max_new_tokens, use_cache: as in :func:`greedy_decode`.
+        model, src, src_mask, max_new_tokens, use_cache, accelerate: as in :func:`greedy_decode`.
         beam_size: hypotheses kept per source, >= 1 (the paper: 4).
         alpha: the length penalty's exponent, >= 0 (the paper: 0.6; 0: no penalty).
     """
@@ -176,6 +181,7 @@ def beam_search(model: Any, src: Tensor, src_mask: Tensor | None = None, beam_si
         raise ValueError(tr("alpha (the length penalty's exponent) must be a number >= 0, got {got!r}", got=alpha))
     mask = _check_source(model, src, src_mask)
     limit = _check_max_new_tokens(model, max_new_tokens)
+    model = accelerated(model) if accelerate else model
     with _decoding(model):
         tokens, scores = _beam_search(model, src, src_mask, mask, beam_size, float(alpha), limit, use_cache)
     return tokens.clone(), scores.clone()  # plain tensors, not inference-mode ones: the caller may write to them

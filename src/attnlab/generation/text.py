@@ -7,7 +7,9 @@ from typing import Any
 
 import torch
 
+from attnlab.generation.config import GenerationConfig
 from attnlab.generation.decode import generate, generate_stream
+from attnlab.generation.ragged import encode_prompts
 from attnlab.i18n import tr
 
 
@@ -22,33 +24,24 @@ def encode_prompt(tokenizer: Any, prompt: str) -> torch.Tensor:
     return torch.as_tensor(ids, dtype=torch.long)[None]
 
 
-def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, temperature: float = 1.0,
-                top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
-                compile: bool = False, int8_cache: bool = False, sink_tokens: int | None = None,
-                sliding_window: int | None = None) -> Iterator[str]:
-    """The generated text, piece by piece as the tokens arrive (KV cache on; ``compile``, ``int8_cache``,
-    ``sink_tokens`` and ``sliding_window``: see ``generate``).
+def stream_text(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int, config: GenerationConfig | None = None,
+                cache: Any = None) -> Iterator[str]:
+    """The generated text, piece by piece as the tokens arrive (``config`` and ``cache``: see ``generate``).
 
     Everything is checked and the prompt encoded when this is called, before the first piece is asked for,
     so a caller can fail before printing anything. Byte-level BPE tokens may end inside a multi-byte
     character; such a piece is held back until the character is complete, so every piece is valid text.
     """
     idx = encode_prompt(tokenizer, prompt).to(next(model.parameters()).device)
-    generator = None if seed is None else torch.Generator(device=idx.device).manual_seed(seed)
-    tokens = generate_stream(model, idx, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                             generator=generator, compile=compile, int8_cache=int8_cache, sink_tokens=sink_tokens,
-                             sliding_window=sliding_window)
-    return _pieces(tokens, tokenizer)
+    return _pieces(generate_stream(model, idx, max_new_tokens, config, cache), tokenizer)
 
 
-def generate_texts(model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None) -> list[str]:
+def generate_texts(model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int,
+                   config: GenerationConfig | None = None) -> list[str]:
     """Each prompt followed by its generated text, the prompts decoded together as one ragged batch (KV cache
     on; :mod:`attnlab.generation.ragged`): with ``temperature=0`` each the text it gets alone."""
-    device = next(model.parameters()).device
-    generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
-    return generate(model, prompts, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                    generator=generator, tokenizer=tokenizer)
+    rows = generate(model, encode_prompts(prompts, tokenizer), max_new_tokens, config)
+    return [tokenizer.decode(row) for row in rows]
 
 
 def _pieces(tokens: Iterator[torch.Tensor], tokenizer: Any) -> Iterator[str]:

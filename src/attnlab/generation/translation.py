@@ -68,10 +68,12 @@ def _strip(ids: list[int], bos: int, eos: int) -> list[int]:
 
 @torch.no_grad()
 def translate(model: nn.Module, vocab: CharTokenizer, texts: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
-              truncate: bool = False, max_new_tokens: int | None = None) -> list[Translation]:
+              truncate: bool = False, max_new_tokens: int | None = None,
+              accelerate: bool = True) -> list[Translation]:
     """Translate ``texts`` with ``model`` (a :class:`~attnlab.models.Transformer`); one :class:`Translation` each.
 
-    ``beam=1`` is greedy decoding; ``beam > 1`` is beam search with the length penalty ``alpha``.
+    ``beam=1`` is greedy decoding; ``beam > 1`` is beam search with the length penalty ``alpha``. ``accelerate``:
+    the model's fast twin runs (the same tokens); False: the book's plain modules.
     """
     if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
         raise ValueError(tr("beam: expected a positive integer (1 = greedy), got {beam!r}", beam=beam))
@@ -88,10 +90,10 @@ def translate(model: nn.Module, vocab: CharTokenizer, texts: Sequence[str], *, b
     model.eval()
     scores: list[float | None] = [None] * len(texts)
     if beam == 1:
-        tokens = greedy_decode(model, src, src_mask=mask, max_new_tokens=max_new_tokens)
+        tokens = greedy_decode(model, src, src_mask=mask, max_new_tokens=max_new_tokens, accelerate=accelerate)
     else:
         tokens, beam_scores = beam_search(model, src, src_mask=mask, beam_size=beam, alpha=alpha,
-                                          max_new_tokens=max_new_tokens)
+                                          max_new_tokens=max_new_tokens, accelerate=accelerate)
         scores = [float(s) for s in beam_scores.reshape(len(texts), -1)[:, 0]]
     out = []
     for text, row, score in zip(texts, tokens, scores, strict=True):

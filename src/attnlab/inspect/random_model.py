@@ -78,14 +78,14 @@ class RandomModel(nn.Module):
         self.config = c = config or RandomModelConfig()
         torch.manual_seed(c.seed)  # the projections' initial weights come from here
         if c.mechanism == "simple":
-            self.attn: nn.Module = SimpleSelfAttention(backend="math")
+            self.attn: nn.Module = SimpleSelfAttention()
         elif c.mechanism == "scaled":
-            self.attn = SelfAttentionV2(c.d_model, c.d_k, backend="math")
+            self.attn = SelfAttentionV2(c.d_model, c.d_k)
         elif c.mechanism == "causal":
-            self.attn = CausalAttention(c.d_model, c.d_k, c.context_length, dropout=0.0, backend="math")
+            self.attn = CausalAttention(c.d_model, c.d_k, c.context_length, dropout=0.0)
         else:
             self.attn = MultiHeadAttention(c.d_model, c.d_k * c.num_heads, c.context_length, num_heads=c.num_heads,
-                                           is_causal=True, backend="math")
+                                           is_causal=True)
         self.eval()
 
     @property

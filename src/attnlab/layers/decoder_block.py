@@ -20,50 +20,39 @@ from torch import Tensor, nn
 
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.multihead import MultiHeadAttention
-from attnlab.functional import Backend
-from attnlab.layers.block import Norm, check_norm
-from attnlab.layers.feedforward import Activation, FeedForward, dropped
+from attnlab.layers.block import BlockSpec
+from attnlab.layers.feedforward import FeedForward, dropped
 from attnlab.layers.layernorm import LayerNorm
 
 
 class DecoderBlock(nn.Module):
     """One decoder block: ``x (B, T, D)`` and ``memory (B, S, D)`` -> ``(B, T, D)``.
 
-    Args:
-        d_model: width D of the target tokens and of the memory.
-        num_heads: attention heads of both attentions; must divide ``d_model``.
-        d_ff: feed-forward hidden width.
-        dropout: on the attention weights and on each sublayer's output, training mode only.
-        norm: ``"post"`` (the paper) or ``"pre"``, as :class:`~attnlab.layers.TransformerBlock` (torch's
-            ``norm_first=True`` is ``"pre"``).
-        activation: the feed-forward non-linearity (the paper: ReLU).
-        bias: biases on every projection and LayerNorm (``torch.nn.Transformer`` has them).
-        eps: LayerNorm epsilon.
-        backend: attention backend (see :func:`attnlab.functional.scaled_dot_product_attention`).
+    Built from a :class:`~attnlab.layers.BlockSpec` (``norm="post"``: the paper; ``"pre"``: torch's
+    ``norm_first=True``; its ``is_causal`` is ignored: the self-attention is causal, the cross-attention is not). Both
+    attentions have the spec's heads, bias and backend.
 
     Submodules: ``self_attn`` (causal) and ``ln1``, ``cross_attn`` and ``ln2``, ``ff`` and ``ln3``.
 
     Example:
-        >>> block = DecoderBlock(d_model=16, num_heads=4, d_ff=32)
+        >>> block = DecoderBlock(BlockSpec(d_model=16, num_heads=4, d_ff=32, norm="post", activation="relu"))
         >>> block(torch.randn(2, 5, 16), torch.randn(2, 7, 16)).shape     # 5 target tokens, 7 source tokens
         torch.Size([2, 5, 16])
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, *, norm: Norm = "post",
-                 activation: Activation = "relu", bias: bool = True, eps: float = 1e-5,
-                 backend: Backend = "auto") -> None:
+    def __init__(self, spec: BlockSpec) -> None:
         super().__init__()
-        check_norm(type(self).__name__, norm)
-        self.norm = norm
-        self.self_attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, bias, is_causal=True,
-                                            out_bias=bias, backend=backend)
-        self.ln1 = LayerNorm(d_model, eps=eps, bias=bias)
-        self.cross_attn = MultiHeadAttention(d_model, d_model, None, dropout, num_heads, bias, is_causal=False,
-                                             out_bias=bias, backend=backend)
-        self.ln2 = LayerNorm(d_model, eps=eps, bias=bias)
-        self.ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, bias=bias)
-        self.ln3 = LayerNorm(d_model, eps=eps, bias=bias)
-        self.dropout = nn.Dropout(dropout)  # on each attention sublayer's output, as in the paper
+        if not isinstance(spec, BlockSpec):
+            raise TypeError(f"DecoderBlock: spec must be a BlockSpec, got {type(spec).__name__}")
+        self.spec, self.norm = spec, spec.norm
+        self.self_attn = MultiHeadAttention.from_spec(spec.attention(is_causal=True))
+        self.ln1 = LayerNorm(spec.d_model, eps=spec.eps, bias=spec.bias)
+        self.cross_attn = MultiHeadAttention.from_spec(spec.attention(is_causal=False))
+        self.ln2 = LayerNorm(spec.d_model, eps=spec.eps, bias=spec.bias)
+        self.ff = FeedForward(spec.d_model, spec.d_ff, activation=spec.activation, dropout=spec.dropout,
+                              bias=spec.bias)
+        self.ln3 = LayerNorm(spec.d_model, eps=spec.eps, bias=spec.bias)
+        self.dropout = nn.Dropout(spec.dropout)  # on each attention sublayer's output, as in the paper
 
     def _residual(self, x: Tensor, sublayer, norm: LayerNorm) -> Tensor:
         """``x + sublayer(LN(x))`` (pre-LN) or ``LN(x + sublayer(x))`` (post-LN)."""

@@ -15,77 +15,114 @@ Gemma 2 and 3 normalise each sublayer's output too ("sandwich" norms, ``sandwich
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from torch import Tensor, nn
 
+from attnlab.arguments import check_positive_int, expect_one_of
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.grouped_query import GroupedQueryAttention
-from attnlab.functional import Backend
+from attnlab.attention.spec import AttentionSpec
 from attnlab.layers.rmsnorm import RMSNorm
 from attnlab.layers.rotary import RotaryEmbedding
-from attnlab.layers.swiglu import SwiGLU
+from attnlab.layers.swiglu import GATES, SwiGLU
+
+
+@dataclass(frozen=True)
+class ModernBlockSpec:
+    """One block of today's decoders: its attention (an :class:`~attnlab.attention.spec.AttentionSpec`, causal,
+    width ``d_model``), its gated feed-forward and its norms.
+
+    Attributes:
+        attention: the attention's spec (grouped key/value heads, window, QK-norm, soft-cap, sinks, scale).
+        d_ff: the gated feed-forward's hidden width.
+        activation: the feed-forward's gate, ``"silu"`` (SwiGLU) or ``"gelu_tanh"`` (GeGLU).
+        mlp_bias: biases on the feed-forward's three projections.
+        eps: RMSNorm epsilon.
+        unit_offset: (1 + w) RMSNorms, Gemma's (every norm of the block, the q/k norms included).
+        sandwich: also normalise each sublayer's output before it joins the residual stream (Gemma 2 and 3).
+        dropout: on each sublayer's output, training mode only (the attention's own is the spec's).
+        ff: another feed-forward's spec, with ``build()`` (a mixture of experts); None: the gated network above.
+
+    Any spec of attention with ``build(rotary)`` may stand as ``attention`` (an ``AttentionSpec`` is the one attention
+    module's; a latent or linear attention builds its own), as long as its module is called as that one is.
+    """
+
+    attention: AttentionSpec
+    d_ff: int
+    activation: str = "silu"
+    mlp_bias: bool = False
+    eps: float = 1e-5
+    unit_offset: bool = False
+    sandwich: bool = False
+    dropout: float = 0.0
+    ff: Any = None
+
+    def __post_init__(self) -> None:
+        check_positive_int("ModernBlockSpec", "d_ff", self.d_ff)
+        expect_one_of("ModernBlockSpec: activation", self.activation, tuple(GATES))
+        if self.attention.qk_norm is not None and self.attention.make_norm is None:  # the block's own norms
+            object.__setattr__(self, "attention", dataclasses.replace(self.attention, make_norm=self.make_norm))
+
+    @property
+    def d_model(self) -> int:
+        return self.attention.d_in
+
+    def make_norm(self, width: int) -> RMSNorm:
+        """An RMSNorm of ``width`` as every norm of the block is."""
+        return RMSNorm(width, eps=self.eps, unit_offset=self.unit_offset)
 
 
 class ModernBlock(nn.Module):
     """One pre-RMSNorm block: ``(B, T, D)`` -> ``(B, T, D)``; with ``return_weights`` also ``(B, H, T, L)``.
 
-    Args:
-        d_model: width D.
-        num_heads: query heads.
-        d_ff: SwiGLU hidden width.
-        num_kv_heads: key/value heads (None: ``num_heads``); must divide ``num_heads``.
-        head_dim: width of one head (None: ``d_model // num_heads``).
-        rotary: the model's :class:`RotaryEmbedding`, shared by all blocks (None: no positions).
-        sliding_window: keys seen per query, its own included (None: all before it).
-        dropout: on the attention weights and on each sublayer's output, training mode only.
-        qkv_bias: biases on q, k and v (Qwen2).
-        out_bias: a bias on the attention's output projection.
-        eps: RMSNorm epsilon.
-        backend: attention backend.
-        unit_offset: (1 + w) RMSNorms, Gemma's (every norm of the block, the q/k norms included).
-        sandwich: also normalise each sublayer's output before it joins the residual stream (Gemma 2 and 3).
-        activation: the feed-forward's gate, ``"silu"`` (SwiGLU) or ``"gelu_tanh"`` (GeGLU).
-        mlp_bias: biases on the feed-forward's three projections.
-        attention_options: more options of :class:`GroupedQueryAttention`: ``qk_norm``, ``softcap``, ``sinks``,
-            ``scale``.
+    ``ModernBlock(spec, rotary=None)``: a :class:`ModernBlockSpec` and the model's :class:`RotaryEmbedding`, shared
+    by all blocks (None: no positions).
 
-    Submodules: ``norm1`` (before the attention), ``attn`` (:class:`GroupedQueryAttention`), ``norm2`` and
-    ``ff`` (:class:`SwiGLU`); with ``sandwich`` also ``post_attn_norm`` and ``post_ff_norm``.
+    Submodules: ``norm1`` (before the attention), ``attn`` (:class:`GroupedQueryAttention`, or what the spec's
+    attention builds), ``norm2`` and ``ff`` (:class:`SwiGLU`, or what ``spec.ff`` builds); with ``sandwich`` also
+    ``post_attn_norm`` and ``post_ff_norm``.
+
+    Example:
+        >>> spec = ModernBlockSpec(AttentionSpec(32, 32, num_heads=4, num_kv_heads=2, out_bias=False), d_ff=88)
+        >>> ModernBlock(spec)(torch.randn(2, 5, 32)).shape
+        torch.Size([2, 5, 32])
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, *, num_kv_heads: int | None = None,
-                 head_dim: int | None = None, rotary: RotaryEmbedding | None = None, sliding_window: int | None = None,
-                 dropout: float = 0.0, qkv_bias: bool = False, out_bias: bool = False, eps: float = 1e-5,
-                 backend: Backend = "auto", unit_offset: bool = False, sandwich: bool = False,
-                 activation: str = "silu", mlp_bias: bool = False, **attention_options: Any) -> None:
+    def __init__(self, spec: ModernBlockSpec, rotary: RotaryEmbedding | None = None) -> None:
         super().__init__()
-        norm = partial(RMSNorm, eps=eps, unit_offset=unit_offset)
-        self.norm1 = norm(d_model)
-        self.attn = GroupedQueryAttention(d_model, d_model, None, dropout, num_heads, qkv_bias,
-                                          num_kv_heads=num_kv_heads, head_dim=head_dim, rotary=rotary,
-                                          sliding_window=sliding_window, is_causal=True, out_bias=out_bias,
-                                          backend=backend, make_norm=norm, **attention_options)
-        self.norm2 = norm(d_model)
-        self.ff = SwiGLU(d_model, d_ff, bias=mlp_bias, activation=activation)
-        self.dropout = nn.Dropout(dropout)
-        self.sandwich = sandwich
-        if sandwich:
-            self.post_attn_norm, self.post_ff_norm = norm(d_model), norm(d_model)
+        if not isinstance(spec, ModernBlockSpec):
+            raise TypeError(f"ModernBlock: spec must be a ModernBlockSpec, got {type(spec).__name__}")
+        self.spec = spec
+        norm = partial(RMSNorm, eps=spec.eps, unit_offset=spec.unit_offset)
+        self.norm1 = norm(spec.d_model)
+        attention = spec.attention  # the one attention module, or another kind's own (its spec builds it)
+        self.attn = GroupedQueryAttention(attention, rotary) if isinstance(attention, AttentionSpec) else \
+            attention.build(rotary)
+        self.norm2 = norm(spec.d_model)
+        self.ff = spec.ff.build() if spec.ff is not None else \
+            SwiGLU(spec.d_model, spec.d_ff, bias=spec.mlp_bias, activation=spec.activation)
+        self.dropout = nn.Dropout(spec.dropout)
+        self.sandwich = spec.sandwich
+        if spec.sandwich:
+            self.post_attn_norm, self.post_ff_norm = norm(spec.d_model), norm(spec.d_model)
 
     def forward(self, x: Tensor, *, attn_mask: Tensor | None = None, positions: Tensor | None = None,
                 return_weights: bool = False, kv_cache: LayerCache | None = None, head_mask: Tensor | None = None):
         """``x (B, T, D)``; a model's checked ``attn_mask`` and RoPE ``positions`` (see
-        :meth:`GroupedQueryAttention.forward`); ``kv_cache`` for decoding; ``head_mask`` ``(num_heads,)``."""
+        :meth:`~attnlab.attention.MultiHeadAttention.forward`); ``kv_cache`` for decoding; ``head_mask``
+        ``(num_heads,)``."""
         a = self.attn(self.norm1(x), attn_mask=attn_mask, positions=positions, return_weights=return_weights,
                       kv_cache=kv_cache, head_mask=head_mask)
         a, weights = a if return_weights else (a, None)
         if self.sandwich:
             a = self.post_attn_norm(a)
-        x = x + self.dropout(a)
+        x = x + (self.dropout(a) if self.training else a)
         f = self.ff(self.norm2(x))
         if self.sandwich:
             f = self.post_ff_norm(f)
-        x = x + self.dropout(f)
+        x = x + (self.dropout(f) if self.training else f)
         return (x, weights) if return_weights else x

@@ -52,7 +52,9 @@ class RMSNorm(nn.Module):
         if not self.fused:
             return self.formula(x)
         normed = F.rms_norm(x.float(), (self.d_model,), None, self.eps)
-        return self._gain(normed, x.dtype)
+        if self.unit_offset:  # Gemma: (1 + w) in float32, then cast; Llama: cast, then γ
+            return (normed * (1.0 + self.weight.float())).to(x.dtype)
+        return self.weight * normed.to(x.dtype)
 
     def formula(self, x: Tensor) -> Tensor:
         """γ · x / √(mean(x²) + ε), written out: statistics in float32, cast back, then γ."""

@@ -147,14 +147,9 @@ def llama3_inv_freq(inv_freq: Tensor, s: RopeScaling) -> Tensor:
     return torch.where(wavelength < s.original_context_length / s.high_freq_factor, inv_freq, out)
 
 
-def rotate_half(x: Tensor) -> Tensor:
-    """``(x₁, x₂)`` -> ``(−x₂, x₁)`` on the halves of the last dim: a 90° turn of every pair ``(i, i + D/2)``."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate ``x (B, H, T, D)`` by the angles whose cos and sin are given: ``x · cos + rotate_half(x) · sin``.
+    """Rotate ``x (B, H, T, D)`` by the angles whose cos and sin are given: ``x · cos + rotate_half(x) · sin``, where
+    ``rotate_half((x₁, x₂)) = (−x₂, x₁)`` on the halves of the last dim: a 90° turn of every pair ``(i, i + D/2)``.
 
     ``cos`` and ``sin`` are ``(T, D)`` (one set of positions for the batch) or ``(B, T, D)`` (per sequence), as
     :meth:`RotaryEmbedding.cos_sin` returns them; they are cast to ``x``'s dtype, so the output has x's dtype.
@@ -172,7 +167,8 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
             raise ValueError(f"apply_rotary: cos/sin batch {cos.shape[0]} does not match x's batch {x.shape[0]}")
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D): the same angles for every head
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    return x * cos + rotate_half(x) * sin
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin  # rotate_half(x) · sin
 
 
 def _attention_factor(s: RopeScaling | None) -> float:
@@ -223,6 +219,7 @@ class RotaryEmbedding:
                                      f"(one per frequency), got {len(getattr(self.scaling, name))}")
         #: cos and sin are multiplied by it (YaRN's and LongRoPE's; 1 for the other scalings)
         self.attention_factor = _attention_factor(self.scaling)
+        self._fixed_inv_freq: dict[torch.device, Tensor] = {}  # device -> the frequencies, where they are fixed
 
     @property
     def rebuild_length(self) -> int | None:
@@ -268,7 +265,12 @@ class RotaryEmbedding:
         seq_len, s = None, self.scaling
         if s is not None and s.type in ("dynamic", "longrope") and positions.numel():
             seq_len = int(positions.max()) + 1
-        angles = positions.to(device=device, dtype=torch.float32)[..., None] * self.inv_freq(seq_len, device)
+        inv_freq = self._fixed_inv_freq.get(device) if seq_len is None else None
+        if inv_freq is None:  # computed once per device where it depends on nothing else (not dynamic, not long)
+            inv_freq = self.inv_freq(seq_len, device)
+            if seq_len is None:
+                self._fixed_inv_freq[device] = inv_freq
+        angles = positions.to(device=device, dtype=torch.float32)[..., None] * inv_freq
         angles = torch.cat((angles, angles), dim=-1)  # pair (i, i + D/2) turns by the same angle
         cos, sin = angles.cos(), angles.sin()
         if self.attention_factor != 1.0:  # YaRN, LongRoPE: scores sharpened by its square

@@ -16,8 +16,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int, expect_one_of
-from attnlab.attention.fused import fused_map
-from attnlab.functional.linear import Linear
 from attnlab.layers.feedforward import gelu_tanh
 
 #: what may gate: SiLU (SwiGLU: Llama, Qwen, Mistral, Phi-3) or GELU's tanh form (GeGLU: Gemma)
@@ -44,16 +42,11 @@ class SwiGLU(nn.Module):
         self.activation = activation
         self.gate_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
-        self.down_proj = Linear(d_ff, d_model, bias=bias)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.shape[-1] != self.gate_proj.in_features:
             raise ValueError(
                 f"SwiGLU: x must have last dim {self.gate_proj.in_features} (d_model), got shape {tuple(x.shape)}"
             )
-        fused = fused_map(self, self.gate_proj, self.up_proj)  # inference: one matmul, the weights kept stacked
-        if fused is None:
-            gate, up = self.gate_proj(x), self.up_proj(x)
-        else:
-            gate, up = fused(x).chunk(2, dim=-1)
-        return self.down_proj(GATES[self.activation](gate) * up)
+        return self.down_proj(GATES[self.activation](self.gate_proj(x)) * self.up_proj(x))

@@ -2,7 +2,9 @@
 configured by dataclasses, and loading a model that ``attnlab train`` wrote."""
 
 from attnlab.models.caches import (
-    Int8KVCache,
+    STORAGES,
+    CacheLayout,
+    CacheShape,
     KVCache,
     LayerKVCache,
     RollingLayerKVCache,
@@ -33,13 +35,15 @@ __all__ = [
     "DTYPES",
     "GPT",
     "SCHEMES",
+    "STORAGES",
     "Architecture",
+    "CacheLayout",
+    "CacheShape",
     "CausalLMOutput",
     "EncoderConfig",
     "EncoderEmbeddings",
     "EncoderOutput",
     "GPTConfig",
-    "Int8KVCache",
     "KVCache",
     "LanguageModel",
     "LayerKVCache",

@@ -17,6 +17,7 @@ import torch
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
 from attnlab.i18n import N_, tr
+from attnlab.layers.block import BlockSpec
 from attnlab.layers.feedforward import ACTIVATIONS
 
 #: the messages of the building blocks' checks (attnlab.arguments, attnlab.layers) that a config runs with ``tr``,
@@ -44,6 +45,14 @@ def common_checks(cfg: Any, owner: str) -> None:
     if cfg.backend not in BACKENDS:
         raise ValueError(tr("{owner}: backend must be one of {backends}, got {backend!r}", owner=owner,
                             backends=BACKENDS, backend=cfg.backend))
+
+
+def block_spec(cfg: Any, **layout: Any) -> BlockSpec:
+    """The :class:`~attnlab.layers.BlockSpec` of a config of GPT's, BERT's or the original Transformer's family:
+    its widths, heads, dropout and attention backend, with ``layout`` (norm, causal, biases, eps, scale) the
+    family's own."""
+    return BlockSpec(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, activation=cfg.activation,
+                     backend=cfg.backend, **layout)
 
 
 class Presets:

@@ -29,7 +29,7 @@ from attnlab.models.checks import (
     mask_values_error,
     read_facts,
 )
-from attnlab.models.config import Presets, common_checks
+from attnlab.models.config import Presets, block_spec, common_checks
 
 
 @dataclass
@@ -167,11 +167,8 @@ class TransformerEncoder(nn.Module):
                                config_type=type(config).__name__))
         self.config = c = config
         self.embeddings = EncoderEmbeddings(c)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, norm="post", is_causal=False,
-                             activation=c.activation, qkv_bias=True, eps=c.layer_norm_eps, backend=c.backend)
-            for _ in range(c.num_layers)
-        )
+        spec = block_spec(c, norm="post", eps=c.layer_norm_eps)  # bidirectional, biases everywhere (BERT's)
+        self.blocks = nn.ModuleList(TransformerBlock(spec) for _ in range(c.num_layers))
         self.apply(init_weights)
 
     def num_parameters(self) -> int:

@@ -11,10 +11,9 @@ from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from attnlab.functional.linear import Linear
 from attnlab.i18n import tr
-from attnlab.layers import LayerNorm, LearnedPositionalEmbedding, TransformerBlock
-from attnlab.models.config import Presets, common_checks
+from attnlab.layers import BlockSpec, LayerNorm, LearnedPositionalEmbedding, TransformerBlock
+from attnlab.models.config import Presets, block_spec, common_checks
 from attnlab.models.language_model import LanguageModel
 
 
@@ -76,6 +75,13 @@ class GPTConfig(Presets):
     def head_dim(self) -> int:
         return self.d_model // self.num_heads
 
+    def block_spec(self, layer: int) -> BlockSpec:
+        """Layer ``layer``'s block: pre-LN, causal (with ``scale_attn_by_inverse_layer_idx`` its scores' factor
+        also divided by ``layer + 1``)."""
+        scale = self.head_dim ** -0.5 / (layer + 1) if self.scale_attn_by_inverse_layer_idx else None
+        return block_spec(self, norm="pre", is_causal=True, qkv_bias=self.qkv_bias, bias=self.bias,
+                          eps=self.layer_norm_eps, scale=scale)
+
 
 class GPT(LanguageModel):
     """A GPT-2-style language model (the shared forward, decoding and caches: :class:`LanguageModel`).
@@ -94,15 +100,9 @@ class GPT(LanguageModel):
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.pos_emb = LearnedPositionalEmbedding(c.d_model, c.context_length)
         self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.num_heads, c.d_ff, dropout=c.dropout, norm="pre", is_causal=True,
-                             activation=c.activation, qkv_bias=c.qkv_bias, bias=c.bias, eps=c.layer_norm_eps,
-                             backend=c.backend,
-                             scale=c.head_dim ** -0.5 / (i + 1) if c.scale_attn_by_inverse_layer_idx else None)
-            for i in range(c.num_layers)
-        )
+        self.blocks = nn.ModuleList(TransformerBlock(c.block_spec(i)) for i in range(c.num_layers))
         self.ln_f = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias)  # pre-LN needs a last norm
-        self.head = Linear(c.d_model, c.vocab_size, bias=False)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
         self.init_weights(residual_projections="linear2")

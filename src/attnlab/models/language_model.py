@@ -19,11 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.checks import check_head_mask
-from attnlab.i18n import tr
 from attnlab.layers.feedforward import dropped
 from attnlab.layers.initialisation import STD, init_weights
-from attnlab.models.caches import Int8KVCache, KVCache, StaticKVCache, compute_dtype
-from attnlab.models.caches.sink import sink_cache
+from attnlab.models.caches import CacheLayout, CacheShape, KVCache, StaticKVCache, compute_dtype
 from attnlab.models.checks import IGNORE_INDEX, check_decoder_inputs
 
 
@@ -84,38 +82,21 @@ class LanguageModel(nn.Module):
         ``context_length``, the length they were trained on)."""
         return None if self.ROTARY else self.config.context_length
 
-    def new_cache(self, batch: int, context_length: int | None = None, *, static: bool = False, int8: bool = False,
-                  sink_tokens: int | None = None, sliding_window: int | None = None) -> KVCache | StaticKVCache:
-        """An empty cache for ``batch`` sequences, of ``num_kv_heads`` heads per layer where the attention shares
-        them, in the dtype the model computes in here (autocast's, under autocast).
-
-        A :class:`~attnlab.models.KVCache` for :meth:`forward` holds up to ``context_length`` positions (default:
-        :attr:`position_limit`; None grows without limit); a layer with a sliding window keeps only its last
-        ``sliding_window`` positions (a rolling cache). With ``int8``, its int8 twin
-        :class:`~attnlab.models.Int8KVCache` (long contexts; every position kept). With ``static``, a
-        :class:`~attnlab.models.StaticKVCache` for :meth:`decode_step`, allocated for ``context_length`` positions
-        (default: the model's). With ``sink_tokens``, StreamingLLM's :class:`~attnlab.models.SinkKVCache`: the
-        first ``sink_tokens`` positions and the last ``sliding_window``, at their places in the cache (rotary
-        models)."""
-        if static and int8:
-            raise ValueError(tr("new_cache: the int8 cache is a dynamic one; static=True and int8=True exclude "
-                                "each other"))
-        if sink_tokens is not None and (static or int8):
-            raise ValueError(tr("new_cache: sink_tokens makes a cache of its own kind; it excludes static=True and "
-                                "int8=True"))
+    def cache_layout(self) -> CacheLayout:
+        """How this model's decoding cache is laid out (what :class:`~attnlab.models.KVCache` and its kin read)."""
         c, w = self.config, self.tok_emb.weight
-        if sink_tokens is not None:
-            return sink_cache(self, batch, sink_tokens, sliding_window, compute_dtype(w), w.device)
-        heads = getattr(c, "num_kv_heads", None) or c.num_heads
-        if static:
-            return StaticKVCache(c.num_layers, batch, heads, context_length or c.context_length, c.head_dim,
-                                 compute_dtype(w), w.device)
-        if int8:
-            return Int8KVCache(c.num_layers, batch, heads, context_length or self.position_limit, c.head_dim,
-                               compute_dtype(w), w.device)
-        windows = [getattr(block.attn, "sliding_window", None) for block in self.blocks]
-        return KVCache(c.num_layers, batch, heads, context_length or self.position_limit, c.head_dim,
-                       compute_dtype(w), w.device, windows=windows)
+        attns = [block.attn for block in self.blocks]
+        return CacheLayout(CacheShape(c.num_layers, attns[0].num_kv_heads, attns[0].head_dim),
+                           tuple(a.sliding_window for a in attns), compute_dtype(w), w.device, self.position_limit,
+                           tuple(a.rotary for a in attns), type(self).__name__)
+
+    def new_cache(self, batch: int, context_length: int | None = None) -> KVCache:
+        """An empty dynamic cache for ``batch`` sequences, of ``num_kv_heads`` heads per layer, in the dtype the
+        model computes in here (autocast's, under autocast), holding up to ``context_length`` positions (default:
+        :attr:`position_limit`; None grows without limit); a layer with a sliding window keeps only its last
+        ``sliding_window`` positions (a rolling cache). The other kinds are made by their classes:
+        ``StaticKVCache.for_model``, ``SinkKVCache.for_model``, ``KVCache.for_model(..., storage="int8")``."""
+        return KVCache.for_model(self, batch, context_length=context_length)
 
     def run_blocks(self, x: Tensor, attn_mask: Tensor | None, positions: Tensor | None,
                    kv_cache: KVCache | StaticKVCache | None, return_weights: bool = False,
@@ -125,9 +106,9 @@ class LanguageModel(nn.Module):
         last position only)."""
         where = {"positions": positions} if self.ROTARY else {}
         attentions = []
-        for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask=attn_mask, return_weights=return_weights,
-                      kv_cache=None if kv_cache is None else kv_cache[i],
+        layers = [None] * len(self.blocks) if kv_cache is None else kv_cache.layers
+        for i, (block, layer) in enumerate(zip(self.blocks, layers, strict=True)):
+            x = block(x, attn_mask=attn_mask, return_weights=return_weights, kv_cache=layer,
                       head_mask=None if head_mask is None else head_mask[i], **where)
             if return_weights:
                 x, w = x
@@ -183,15 +164,19 @@ class LanguageModel(nn.Module):
             loss = F.cross_entropy(logits.view(-1, c.vocab_size), targets.reshape(-1), ignore_index=IGNORE_INDEX)
         return CausalLMOutput(logits, loss, attentions)
 
-    def decode_step(self, idx: Tensor, kv_cache: StaticKVCache) -> Tensor:
+    def decode_step(self, idx: Tensor, kv_cache: KVCache | StaticKVCache, attn_mask: Tensor | None = None,
+                    positions: Tensor | None = None) -> Tensor:
         """Logits of the last position ``(B, vocab_size)`` for ``idx (B, T)`` placed after what ``kv_cache`` holds.
 
-        A decoding loop's step, in eval mode: unchecked (the loop checks its prompt once, and stops before the
-        static cache's end) and capturable: positions are tensors read from the cache, shapes depend only on T,
-        nothing is read back to the host. So ``torch.compile(fullgraph=True)`` traces it once for T = 1 and
-        CUDA graphs replay it. The same blocks as :meth:`forward`; equal to it with a :class:`KVCache` (tested).
+        A decoding loop's step, in eval mode: unchecked (the loop checks its prompt once, and stops before a
+        cache's end). With a left-padded batch the loop passes the key padding ``attn_mask (B, 1, 1, L)`` over every
+        position so far and each new token's ``positions (B, T)``; else the positions come from the cache. With a
+        :class:`~attnlab.models.StaticKVCache` it is capturable: positions are tensors read from the cache, shapes
+        depend only on T, nothing is read back to the host, so ``torch.compile(fullgraph=True)`` traces it once for
+        T = 1 and CUDA graphs replay it. The same blocks as :meth:`forward`; equal to it (tested).
         """
-        positions = kv_cache.positions(idx.shape[1])  # (T,) on the device
-        x = self.run_blocks(self.embed(idx, positions, 0), None, positions, kv_cache)
+        if positions is None:
+            positions = kv_cache.positions(idx.shape[1])  # (T,), on the device for a static cache
+        x = self.run_blocks(self.embed(idx, positions, 0), attn_mask, positions, kv_cache)
         kv_cache.advance(idx.shape[1])
         return self.logits(x[:, -1])

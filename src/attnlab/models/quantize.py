@@ -1,7 +1,7 @@
 """Weight-only quantization of a trained model, for decoding: ``quantize(model, "int8")``.
 
 Every linear map (the attention's projections, the feed-forward's, the output head) is swapped, in place, for one
-that keeps its weight in 8 or 4 bits (:mod:`attnlab.layers.quantized_linear`); embeddings and norms stay as they
+that keeps its weight in 8 or 4 bits (:mod:`attnlab.fast.quantized_linear`); embeddings and norms stay as they
 are (an embedding reads one row per token, a norm a vector). A decoding step then streams a quarter (int8) or an
 eighth (int4) of the bytes of fp32. What it costs in quality is measured, not assumed: docs/decoding.md and
 ``benchmarks/bench_decode.py``.
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from attnlab.fast.quantized_linear import INT4_GROUP_SIZES, Int4Linear, Int8Linear, QuantizedLinear, int4_available
 from attnlab.i18n import N_, tr
-from attnlab.layers.quantized_linear import INT4_GROUP_SIZES, Int4Linear, Int8Linear, QuantizedLinear, int4_available
 
 #: the schemes ``quantize`` (and ``attnlab sample --quantize``) accepts, with what each keeps per weight
 SCHEMES: dict[str, str] = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.numpy.checks import Backend
 from attnlab.numpy.feedforward import feed_forward
 from attnlab.numpy.layernorm import layer_norm
 from attnlab.numpy.multihead import multi_head_attention
@@ -31,7 +30,6 @@ def transformer_block(
     is_causal: bool = False,
     activation: str = "gelu",
     eps: float = 1e-5,
-    backend: Backend = "auto",
     return_weights: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """One block: ``(B, T, D)`` -> ``(B, T, D)`` (and weights ``(B, H, T, T)`` with ``return_weights``).
@@ -42,7 +40,7 @@ def transformer_block(
         raise ValueError(f"transformer_block: norm must be 'post' or 'pre', got {norm!r}")
     attn, ff = subtree(params, "attn"), subtree(params, "ff")
     h = _ln(params, "ln1", x, eps) if norm == "pre" else x
-    a = multi_head_attention(h, attn, num_heads, attention_mask, is_causal=is_causal, backend=backend,
+    a = multi_head_attention(h, attn, num_heads, attention_mask, is_causal=is_causal,
                              return_weights=return_weights)
     a, weights = a if return_weights else (a, None)
     if norm == "pre":

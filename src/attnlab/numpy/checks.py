@@ -6,7 +6,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from attnlab.arguments import check_choice, check_mask_shape, check_scale, qkv_batch
+from attnlab.arguments import check_mask_shape, check_scale, qkv_batch
 
 Backend = Literal["auto", "math", "chunked"]
 BACKENDS: tuple[str, ...] = get_args(Backend)  # the twin's backends, in one place
@@ -41,8 +41,7 @@ def check_mask(attn_mask: np.ndarray | None, batch: tuple[int, ...], t_q: int, t
     check_mask_shape(attn_mask.shape, batch, t_q, t_k)
 
 
-def check_options(dropout_p: float, scale: float | None, backend: str) -> None:
+def check_options(dropout_p: float, scale: float | None) -> None:
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, int | float) or dropout_p != 0.0:
         raise ValueError(f"dropout_p must be 0.0: the NumPy twin is an inference forward pass, got {dropout_p!r}")
     check_scale(scale)
-    check_choice("backend", backend, BACKENDS)

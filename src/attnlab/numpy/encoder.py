@@ -14,7 +14,6 @@ import re
 import numpy as np
 
 from attnlab.numpy.block import transformer_block
-from attnlab.numpy.checks import Backend
 from attnlab.numpy.layernorm import layer_norm
 from attnlab.numpy.weights import Params, require, subtree
 
@@ -64,7 +63,6 @@ def encoder_forward(
     *,
     eps: float = 1e-12,
     activation: str = "gelu",
-    backend: Backend = "auto",
 ) -> np.ndarray:
     """``last_hidden_state (B, T, D)`` of a BERT-style encoder.
 
@@ -76,7 +74,8 @@ def encoder_forward(
         token_type_ids: ``(B, T)`` segment ids (None: all 0).
         eps: LayerNorm epsilon (``config.layer_norm_eps``; BERT: 1e-12).
         activation: the feed-forward non-linearity (``config.activation``).
-        backend: attention backend, ``"math"``, ``"chunked"`` or ``"auto"``.
+
+    The attention runs ``"auto"``: the in-place math path, or over long inputs the chunked one (O(T) memory).
     """
     if attention_mask is not None:
         _ids("attention_mask", attention_mask, input_ids.shape if isinstance(input_ids, np.ndarray) else None, 2)
@@ -87,5 +86,5 @@ def encoder_forward(
     for i in range(n):
         x = transformer_block(x, subtree(params, f"blocks.{i}"), num_heads, attention_mask, norm="post",
                               is_causal=False,
-                              activation=activation, eps=eps, backend=backend)
+                              activation=activation, eps=eps)
     return x

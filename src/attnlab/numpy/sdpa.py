@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.numpy.checks import Backend, check_mask, check_options, check_qkv
+from attnlab.arguments import check_choice
+from attnlab.numpy.checks import BACKENDS, Backend, check_mask, check_options, check_qkv
 from attnlab.numpy.chunked import chunked_attention
 from attnlab.numpy.math_attention import math_attention
 
@@ -69,7 +70,8 @@ def scaled_dot_product_attention(
         groups = query.shape[-3] // key.shape[-3]
         key, value = np.repeat(key, groups, axis=-3), np.repeat(value, groups, axis=-3)
     check_mask(attn_mask, batch, t_q, t_k)
-    check_options(dropout_p, scale, backend)
+    check_options(dropout_p, scale)
+    check_choice("backend", backend, BACKENDS)
     scale = query.shape[-1] ** -0.5 if scale is None else float(scale)
     chosen = choose_backend(query, key, return_weights, backend)
     if chosen == "chunked":

@@ -8,7 +8,6 @@ from pathlib import Path
 import torch
 
 from attnlab.i18n import tr
-from attnlab.layers import pack_linears
 from attnlab.models import TransformerEncoder
 from attnlab.pretrained.bert import PretrainedBert
 from attnlab.pretrained.bert_weights import read_config, read_weights
@@ -62,5 +61,4 @@ def load_bert(name_or_path: str | Path = "all-MiniLM-L6-v2") -> PretrainedBert:
     expected = {name: p.shape for name, p in encoder.state_dict().items()}
     state = read_weights(model_dir / "model.safetensors", expected)
     encoder.load_state_dict({k: v.float() for k, v in state.items()}, assign=True)
-    pack_linears(encoder)  # inference fast path: weights packed for oneDNN (training unaffected)
     return PretrainedBert(encoder, tokenizer, name=str(name_or_path)).eval()

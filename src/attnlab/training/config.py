@@ -67,6 +67,7 @@ class TrainConfig:
     seed: int = 1337
     time_budget: float | None = None     # minutes; stop cleanly (with a checkpoint) once spent
     compile: bool = False                # torch.compile the model
+    accelerate: bool = True              # train the model's fast twin (attnlab.fast); False: the book's modules
     dtype: str = "fp32"                  # a name of attnlab.models.DTYPES: autocast's dtype (weights stay fp32)
     device: str = "auto"                 # "auto", "cpu", "cuda", "cuda:1", ...
     val_fraction: float = 0.1            # the last part of the corpus is the validation split
@@ -118,6 +119,8 @@ class TrainConfig:
                                 seed=self.seed))
         check_dtype_name(self.dtype)
         expect_one_of("parallel", self.parallel, PARALLEL_MODES, tr)
+        if not isinstance(self.accelerate, bool):
+            raise ValueError(tr("accelerate: expected true or false, got {value!r}", value=self.accelerate))
         if self.tp_size is not None and (isinstance(self.tp_size, bool) or not isinstance(self.tp_size, int)
                                          or self.tp_size < 1):
             raise ValueError(tr("tp_size: expected a positive integer, got {value!r}", value=self.tp_size))

@@ -42,7 +42,6 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.checkpoint import checkpoint
 
 from attnlab.arguments import expect_one_of
-from attnlab.attention.grouped_query import GroupedQueryAttention
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.i18n import tr
 from attnlab.layers.feedforward import FeedForward
@@ -53,11 +52,16 @@ from attnlab.training.distributed import DistInfo
 #: what tensor parallelism splits in each module: the maps that make its heads (or hidden units), column-parallel,
 #: and the one that mixes them, row-parallel
 SPLITS: dict[type[nn.Module], tuple[tuple[str, ...], str]] = {
-    MultiHeadAttention: (("W_query", "W_key", "W_value"), "out_proj"),
-    GroupedQueryAttention: (("W_query", "W_key", "W_value"), "out_proj"),
+    MultiHeadAttention: (("W_query", "W_key", "W_value"), "out_proj"),  # every attention module, and its fast twin
     FeedForward: (("linear1",), "linear2"),
     SwiGLU: (("gate_proj", "up_proj"), "down_proj"),
 }
+
+
+def split_of(module: nn.Module) -> tuple[tuple[str, ...], str] | None:
+    """What tensor parallelism splits in ``module`` (its kind's row of :data:`SPLITS`, subclasses included: a fast
+    twin splits as its plain module does); None for a module it leaves whole."""
+    return next((split for kind, split in SPLITS.items() if isinstance(module, kind)), None)
 
 
 def mesh_shape(mode: str, tp_size: int | None, world_size: int) -> tuple[int, int]:
@@ -148,7 +152,7 @@ def tensor_parallel_plan(model: nn.Module, tp_size: int) -> dict[str, Any]:
 
     plan = {}
     for name, module in model.named_modules():
-        split = SPLITS.get(type(module))
+        split = split_of(module)
         if split is None:
             continue
         check_divides(name, module, tp_size)
@@ -160,11 +164,11 @@ def tensor_parallel_plan(model: nn.Module, tp_size: int) -> dict[str, Any]:
 
 def check_divides(name: str, module: nn.Module, tp_size: int) -> None:
     """Each of ``tp_size`` processes must hold whole heads (and whole hidden units): name what does not divide."""
-    if isinstance(module, MultiHeadAttention | GroupedQueryAttention):
+    if isinstance(module, MultiHeadAttention):
         counts = [("num_heads", module.num_heads)]
-        counts += [("num_kv_heads", module.num_kv_heads)] if isinstance(module, GroupedQueryAttention) else []
+        counts += [("num_kv_heads", module.num_kv_heads)] if module.num_kv_heads != module.num_heads else []
     else:
-        first = getattr(module, SPLITS[type(module)][0][0])
+        first = getattr(module, split_of(module)[0][0])
         counts = [("d_ff", first.out_features)]
     for what, n in counts:
         if n % tp_size:
@@ -265,7 +269,7 @@ def split_parameters(model: nn.Module) -> tuple[int, int]:
     norms, the mixing maps' biases)."""
     split = 0
     for module in model.modules():
-        columns, rows = SPLITS.get(type(module), ((), None))
+        columns, rows = split_of(module) or ((), None)
         maps = [getattr(module, name) for name in columns]
         split += sum(p.numel() for m in maps for p in m.parameters())
         split += getattr(module, rows).weight.numel() if rows else 0

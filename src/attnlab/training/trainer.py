@@ -33,6 +33,7 @@ from attnlab.data import (
     train_val_split,
 )
 from attnlab.data.tokens import check_long_enough
+from attnlab.fast import swap_modules
 from attnlab.files import check_writable_dir
 from attnlab.i18n import tr
 from attnlab.models import GPTConfig, ModernDecoderConfig, is_quantized
@@ -136,6 +137,8 @@ class Trainer:
         if is_quantized(self.model):
             raise ValueError(tr("train: the model is weight-only quantized, which is for inference; train the "
                                 "floating-point model, then quantize it"))
+        if c.accelerate and not layout.sharded:  # the fast twins, in place (the state dict stays the same)
+            swap_modules(self.model)
         parallelize(self.model, layout, c.dtype, c.activation_checkpointing)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
         self.step, self.train_losses, self.evals, self.saved_step = 0, [], [], -1

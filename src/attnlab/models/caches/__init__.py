@@ -9,11 +9,13 @@ values of the earlier ones instead of recomputing them.
   of the latest, rotated to their places in the cache: bounded memory for an endless stream, on any model.
 * :class:`StaticKVCache` (``static.py``): keeps the position on the device and hands over whole buffers with a
   mask, so that a compiled step is one graph for every token.
-* :class:`Int8KVCache` (``quantized.py``): the dynamic cache with int8 keys and values, about half the memory of
-  bf16, for long contexts.
+* int8 storage (``quantized.py``): an option of the dynamic cache, ``KVCache.for_model(model, batch,
+  storage="int8")``: keys and values in int8, about half the memory of bf16, for long contexts.
 
-Both are made by a model's ``new_cache`` and are, layer by layer, the one protocol the attention modules call:
-:class:`attnlab.attention.cache.LayerCache`.
+Each is made for a model by its class's ``for_model(model, batch, ...)``, which checks what the model allows
+(``model.new_cache(batch)`` is the dynamic one), and each is, layer by layer, the one protocol the attention
+modules call: :class:`attnlab.attention.cache.LayerCache`. A cache given to a model it was not made for is refused
+(``layout.py``).
 
 Under ``torch.autocast`` a model keeps float32 weights but its matmuls run in bfloat16 or float16, so the keys and
 values it produces, and the cache that keeps them, are in that dtype (:func:`compute_dtype`), not the weights'.
@@ -25,12 +27,13 @@ import torch
 from torch import Tensor
 
 from attnlab.models.caches.dynamic import KVCache, LayerKVCache
-from attnlab.models.caches.quantized import Int8KVCache, Int8LayerKVCache
+from attnlab.models.caches.quantized import STORAGES
 from attnlab.models.caches.rolling import RollingLayerKVCache
+from attnlab.models.caches.shape import CacheLayout, CacheShape
 from attnlab.models.caches.sink import SinkKVCache, SinkLayerKVCache
 from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
 
-__all__ = ["Int8KVCache", "Int8LayerKVCache", "KVCache", "LayerKVCache", "RollingLayerKVCache", "SinkKVCache",
+__all__ = ["STORAGES", "CacheLayout", "CacheShape", "KVCache", "LayerKVCache", "RollingLayerKVCache", "SinkKVCache",
            "SinkLayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
 
 

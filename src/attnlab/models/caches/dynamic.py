@@ -19,6 +19,7 @@ positions alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -26,7 +27,9 @@ from torch import Tensor
 from attnlab.attention.cache import cached_causal_mask
 from attnlab.functional import sliding_window_mask
 from attnlab.i18n import tr
+from attnlab.models.caches.quantized import SCALE_DTYPE, STORAGES, Int8Storage
 from attnlab.models.caches.rolling import RollingLayerKVCache
+from attnlab.models.caches.shape import CacheOf, CacheShape, layout_of
 
 
 class LayerKVCache:
@@ -43,11 +46,20 @@ class LayerKVCache:
     FIRST_CAPACITY = 16
 
     def __init__(self, batch: int, num_heads: int, context_length: int | None, head_dim: int,
-                 dtype: torch.dtype, device: torch.device | str | None, *, positions_first: bool = False) -> None:
+                 dtype: torch.dtype, device: torch.device | str | None, *, positions_first: bool = False,
+                 storage: str = "float") -> None:
         self.max_length = context_length  # None: no limit (RoPE has no table to run out of)
         self.positions_first = positions_first
+        if storage not in STORAGES:
+            raise ValueError(tr("LayerKVCache: storage must be one of {storages}, got {storage!r}", storages=STORAGES,
+                                storage=storage))
+        if storage == "int8" and positions_first:
+            raise ValueError(tr("LayerKVCache: int8 storage keeps rows as they are; a search's positions-first "
+                                "layout needs the floating-point storage"))
         capacity = min(context_length or self.FIRST_CAPACITY, self.FIRST_CAPACITY)
-        self.hold(self._storage(batch, num_heads, capacity, head_dim, dtype, device))
+        self.hold(self._storage(batch, num_heads, capacity, head_dim, torch.int8 if storage == "int8" else dtype,
+                                device))
+        self.int8 = Int8Storage(self.keys) if storage == "int8" else None  # the scales beside the codes
         self.length = 0
         self.memory_kv: tuple[Tensor, Tensor] | None = None  # an encoder-decoder's: (B, H, S, head_dim) each
         self.spare: Tensor | None = None  # where a beam search's reorder writes; then the two swap
@@ -82,6 +94,8 @@ class LayerKVCache:
         old = self.buffer[..., : self.length, :]
         self.hold(self._storage(b, h, capacity, head_dim, self.storage.dtype, self.storage.device))
         self.buffer[..., : self.length, :] = old
+        if self.int8 is not None:
+            self.int8.grow(capacity, self.length)
         self.spare = None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
@@ -96,17 +110,22 @@ class LayerKVCache:
         if self.max_length is not None and self.length + t > self.max_length:
             raise ValueError(tr("LayerKVCache: {length} + {t} positions exceed context_length={context_length}",
                                 length=self.length, t=t, context_length=self.max_length))
-        if key.dtype != self.keys.dtype:
+        dtype = key.dtype
+        if self.int8 is None and key.dtype != self.keys.dtype:
             if self.length:
                 raise ValueError(tr("LayerKVCache: holds {dtype} keys, got {dtype_2}; a cache keeps the dtype it was "
                                     "filled in: start a new one (model.new_cache) to switch", dtype=self.keys.dtype,
                                     dtype_2=key.dtype))
             self.hold(torch.empty_like(self.storage, dtype=key.dtype))  # empty: take the compute dtype
-        self.reserve(self.length + t)
+        if self.length + t > self.keys.shape[2]:  # room first: int8 storage writes its scales beside the codes
+            self.reserve(self.length + t)
+        if self.int8 is not None:  # codes in the buffers, their scales beside them; read back in key's dtype
+            key, value = self.int8.write(self.length, key, value)
         self.keys[:, :, self.length : self.length + t] = key
         self.values[:, :, self.length : self.length + t] = value
         self.length += t
-        return self.keys[:, :, : self.length], self.values[:, :, : self.length]
+        keys, values = self.keys[:, :, : self.length], self.values[:, :, : self.length]
+        return (keys, values) if self.int8 is None else self.int8.read(keys, values, dtype)
 
     def follow(self, rows: Tensor) -> None:
         """Row ``i`` takes over the keys and values of row ``rows[i]`` (``(B',)``): a beam search's parents, gathered
@@ -138,7 +157,7 @@ class LayerKVCache:
     def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor | None:
         """The ``t_new`` newest queries see the cached keys up to their own position (every key if not causal),
         with ``window`` only the last ``window`` of them: bool ``(t_new, length)``, or None for all."""
-        if not is_causal:
+        if not is_causal or (t_new == 1 and (window is None or window >= self.length)):  # one token sees them all
             return None
         if window is not None and window < self.length:  # a window as wide as the cache cuts nothing
             return sliding_window_mask(t_new, self.length, window, self.keys.device)
@@ -153,24 +172,44 @@ class LayerKVCache:
         return key_mask
 
 
-class KVCache:
-    """One :class:`LayerKVCache` per layer, or a :class:`~attnlab.models.caches.rolling.RollingLayerKVCache` for a
-    layer with a sliding window (``windows[i]``); ``cache[i]`` goes to block ``i``.
+class KVCache(CacheOf):
+    """The dynamic cache: one :class:`LayerKVCache` per layer, or a
+    :class:`~attnlab.models.caches.rolling.RollingLayerKVCache` for a layer with a sliding window (``windows[i]``);
+    ``cache[i]`` goes to block ``i``. ``storage="int8"`` keeps the full layers' keys and values in int8
+    (:mod:`attnlab.models.caches.quantized`; a window's ring stays in the model's dtype, bounded as it is).
 
     ``length`` is the number of positions already cached, i.e. the position of the next token. An
     encoder-decoder's cache also holds the memory's key mask ``memory_mask (B, 1, 1, S)``, bool or a float term added
     to the scores (0 where real, -inf at padding; None: no padding).
+
+    Example:
+        >>> from attnlab.models import GPT, GPTConfig
+        >>> model = GPT(GPTConfig.from_preset("tiny"))
+        >>> cache = KVCache.for_model(model, batch=2, storage="int8")       # what generate(..., cache=) takes
+        >>> cache.shape, cache.rows
+        (CacheShape(num_layers=2, num_heads=2, head_dim=16), 2)
     """
 
     def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int | None, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
                  memory_mask: Tensor | None = None, windows: Sequence[int | None] | None = None, *,
-                 positions_first: bool = False) -> None:
+                 positions_first: bool = False, storage: str = "float") -> None:
         windows = windows or [None] * num_layers  # a layer with a window keeps only that many positions
         self.layers = [LayerKVCache(batch, num_heads, context_length, head_dim, dtype, device,
-                                    positions_first=positions_first) if w is None
+                                    positions_first=positions_first, storage=storage) if w is None
                        else RollingLayerKVCache(batch, num_heads, w, head_dim, dtype, device) for w in windows]
         self.memory_mask = memory_mask
+        self.storage = storage
+        self.shape, self.rows = CacheShape(num_layers, num_heads, head_dim), batch
+
+    @classmethod
+    def for_model(cls, model: Any, batch: int, *, context_length: int | None = None,
+                  storage: str = "float") -> KVCache:
+        """An empty cache for ``batch`` sequences of ``model`` (its ``cache_layout()``): up to ``context_length``
+        positions (default: the model's position limit; None grows without limit), the windowed layers rolling."""
+        layout = layout_of(model, batch)
+        return cls(layout.num_layers, batch, layout.num_heads, context_length or layout.position_limit,
+                   layout.head_dim, layout.dtype, layout.device, windows=layout.windows, storage=storage)
 
     def __getitem__(self, i: int) -> LayerKVCache:
         return self.layers[i]
@@ -189,8 +228,28 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """The bytes its key and value buffers take."""
-        return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.layers)
+        """The bytes its key and value buffers take, filled or not (with int8 storage: codes and scales)."""
+        return sum(layer.keys.nbytes + layer.values.nbytes + (0 if getattr(layer, "int8", None) is None
+                                                               else layer.int8.nbytes) for layer in self.layers)
+
+    def filled_nbytes(self) -> int:
+        """The bytes the filled positions of every layer take (with int8 storage: codes and scales)."""
+        total = 0
+        for layer in self.layers:
+            b, h, _, head_dim = layer.keys.shape
+            kept = min(layer.length, layer.keys.shape[2])
+            per_position = b * h * (head_dim * layer.keys.element_size() + (0 if getattr(layer, "int8", None) is None
+                                                                           else SCALE_DTYPE.itemsize))
+            total += 2 * kept * per_position
+        return total
+
+    def positions(self, t: int) -> Tensor:
+        """``(t,)`` the positions of the next ``t`` tokens (RoPE turns them by these)."""
+        return self.layers[0].positions(t)
+
+    def advance(self, t: int) -> None:
+        """Nothing to do: each layer counted its positions as it kept them (a static cache moves its position
+        here)."""
 
     def reset(self) -> None:
         """Start a new sequence in the same buffers (an encoder-decoder's memory keys and values stay)."""

@@ -30,6 +30,7 @@ from attnlab.attention.cache import cached_causal_mask
 from attnlab.i18n import tr
 from attnlab.layers.rotary import apply_rotary
 from attnlab.models.caches.dynamic import KVCache
+from attnlab.models.caches.shape import CacheShape, layout_of
 
 
 class SinkLayerKVCache:
@@ -113,8 +114,15 @@ class SinkLayerKVCache:
 
 
 class SinkKVCache(KVCache):
-    """A :class:`~attnlab.models.KVCache` whose every layer is a :class:`SinkLayerKVCache` (made by a rotary
-    model's ``new_cache(batch, sink_tokens=..., sliding_window=...)``); ``rotaries[i]`` turns layer i's keys."""
+    """A cache whose every layer is a :class:`SinkLayerKVCache`: the first ``sink_tokens`` positions and the last
+    ``sliding_window``, at their places in the cache (``rotaries[i]`` turns layer i's keys).
+
+    Example:
+        >>> from attnlab.models import ModernDecoder, ModernDecoderConfig
+        >>> model = ModernDecoder(ModernDecoderConfig.from_preset("tiny"))
+        >>> SinkKVCache.for_model(model, batch=1, sink_tokens=4, sliding_window=12).capacity
+        16
+    """
 
     def __init__(self, batch: int, num_heads: int, sink_tokens: int, sliding_window: int, head_dim: int,
                  rotaries: list[Any], dtype: torch.dtype = torch.float32,
@@ -122,37 +130,41 @@ class SinkKVCache(KVCache):
         # the layers only: the parent's constructor would allocate a full cache first
         self.layers = [SinkLayerKVCache(batch, num_heads, sink_tokens, sliding_window, head_dim, r, dtype, device)
                        for r in rotaries]
-        self.memory_mask = None
+        self.memory_mask, self.storage = None, "float"
+        self.shape, self.rows = CacheShape(len(rotaries), num_heads, head_dim), batch
 
     @property
     def capacity(self) -> int:
         """The positions kept: ``sink_tokens + sliding_window``."""
         return self.layers[0].capacity
 
-
-def sink_cache(model: Any, batch: int, sink_tokens: Any, sliding_window: Any, dtype: torch.dtype,
-               device: torch.device) -> SinkKVCache:
-    """``model``'s :class:`SinkKVCache` for ``batch`` sequences, after checking that it can have one: rotary
-    positions (a learned table has no places to move keys to), no sliding-window layer of its own, and a RoPE
-    whose frequencies do not depend on the length."""
-    owner = type(model).__name__
-    if isinstance(sink_tokens, bool) or not isinstance(sink_tokens, int) or sink_tokens < 0:
-        raise ValueError(tr("{owner}: sink_tokens must be an int >= 0 (the first positions kept), got {value!r}",
-                            owner=owner, value=sink_tokens))
-    if isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 1:
-        raise ValueError(tr("{owner}: a sink cache needs sliding_window, an int >= 1 (the latest positions kept, "
-                            "the new one included), got {value!r}", owner=owner, value=sliding_window))
-    if not model.ROTARY:
-        raise ValueError(tr("{owner}: a sink cache moves keys to their places in the cache, which needs rotary "
-                            "positions; this model has a learned position table", owner=owner))
-    if any(getattr(block.attn, "sliding_window", None) is not None for block in model.blocks):
-        raise ValueError(tr("{owner}: its layers have a sliding window of their own; a sink cache replaces it, "
-                            "decode it without sink_tokens", owner=owner))
-    rotaries = [block.attn.rotary for block in model.blocks]
-    scaling = getattr(rotaries[0], "scaling", None)
-    if scaling is not None and scaling.type in ("dynamic", "longrope"):
-        raise ValueError(tr("{owner}: {kind} scaling picks its frequencies from the length, which a sink cache does "
-                            "not have; decode it without sink_tokens", owner=owner, kind=scaling.type))
-    c = model.config
-    heads = getattr(c, "num_kv_heads", None) or c.num_heads
-    return SinkKVCache(batch, heads, sink_tokens, sliding_window, c.head_dim, rotaries, dtype, device)
+    @classmethod
+    def for_model(cls, model: Any, batch: int, *, sink_tokens: int = 4,  # type: ignore[override]
+                  sliding_window: int | None = None, context_length: int | None = None,
+                  storage: str = "float") -> SinkKVCache:
+        """``model``'s sink cache for ``batch`` sequences, after checking that it can have one: rotary positions (a
+        learned table has no places to move keys to), no sliding-window layer of its own, and a RoPE whose
+        frequencies do not depend on the length."""
+        layout = layout_of(model, batch)
+        owner = layout.model
+        if isinstance(sink_tokens, bool) or not isinstance(sink_tokens, int) or sink_tokens < 0:
+            raise ValueError(tr("{owner}: sink_tokens must be an int >= 0 (the first positions kept), got {value!r}",
+                                owner=owner, value=sink_tokens))
+        if isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 1:
+            raise ValueError(tr("{owner}: a sink cache needs sliding_window, an int >= 1 (the latest positions kept, "
+                                "the new one included), got {value!r}", owner=owner, value=sliding_window))
+        if storage != "float":
+            raise ValueError(tr("{owner}: a sink cache keeps {capacity} positions in the model's dtype; int8 storage "
+                                "is the dynamic cache's", owner=owner, capacity=sink_tokens + sliding_window))
+        if any(r is None for r in layout.rotaries):
+            raise ValueError(tr("{owner}: a sink cache moves keys to their places in the cache, which needs rotary "
+                                "positions; this model has a learned position table", owner=owner))
+        if any(w is not None for w in layout.windows):
+            raise ValueError(tr("{owner}: its layers have a sliding window of their own; a sink cache replaces it, "
+                                "decode it without sink_tokens", owner=owner))
+        scaling = getattr(layout.rotaries[0], "scaling", None)
+        if scaling is not None and scaling.type in ("dynamic", "longrope"):
+            raise ValueError(tr("{owner}: {kind} scaling picks its frequencies from the length, which a sink cache "
+                                "does not have; decode it without sink_tokens", owner=owner, kind=scaling.type))
+        return cls(batch, layout.num_heads, sink_tokens, sliding_window, layout.head_dim, list(layout.rotaries),
+                   layout.dtype, layout.device)

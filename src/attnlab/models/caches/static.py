@@ -16,16 +16,13 @@ masked slot adds exactly ``0 · 0``, never NaN.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
 from attnlab.i18n import tr
-
-
-def _static(t: Tensor) -> Tensor:
-    """Tell torch.compile the tensor keeps its address: CUDA graphs may then write it in place, step after step."""
-    torch._dynamo.mark_static_address(t)
-    return t
+from attnlab.models.caches.shape import CacheOf, CacheShape, layout_of
 
 
 class StaticLayerKVCache:
@@ -33,7 +30,7 @@ class StaticLayerKVCache:
     :class:`~attnlab.attention.cache.LayerCache`)."""
 
     def __init__(self, keys: Tensor, values: Tensor, position: Tensor, slots: Tensor) -> None:
-        self.keys, self.values = _static(keys), _static(values)
+        self.keys, self.values = keys, values
         self.position, self.slots = position, slots  # shared by every layer of the cache
         self.memory_kv: tuple[Tensor, Tensor] | None = None
 
@@ -76,7 +73,7 @@ class StaticLayerKVCache:
         return key_mask
 
 
-class StaticKVCache:
+class StaticKVCache(CacheOf):
     """One :class:`StaticLayerKVCache` per layer (``cache[i]`` goes to block ``i``) and the position they share.
 
     ``position`` is a ``(1,)`` int64 tensor: the position of the next token. The model's step reads it through
@@ -85,12 +82,25 @@ class StaticKVCache:
 
     def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
-        self.position = _static(torch.zeros(1, dtype=torch.long, device=device))
-        self.slots = _static(torch.arange(context_length, device=device))
+        self.shape, self.rows = CacheShape(num_layers, num_heads, head_dim), batch
+        self.position = torch.zeros(1, dtype=torch.long, device=device)
+        self.slots = torch.arange(context_length, device=device)
         shape = (batch, num_heads, context_length, head_dim)
         self.layers = [StaticLayerKVCache(torch.zeros(shape, dtype=dtype, device=device),
                                           torch.zeros(shape, dtype=dtype, device=device), self.position, self.slots)
                        for _ in range(num_layers)]
+
+    @classmethod
+    def for_model(cls, model: Any, batch: int, length: int | None = None) -> StaticKVCache:
+        """An empty static cache for ``batch`` sequences of ``model``, of ``length`` slots (default: the model's
+        ``context_length``). Every layer keeps every slot, a sliding-window layer too: its window is a mask over
+        them (:meth:`StaticLayerKVCache.attn_mask`), so the shapes stay those of every other layer."""
+        layout = layout_of(model, batch)
+        length = length or getattr(getattr(model, "config", None), "context_length", None)
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ValueError(tr("StaticKVCache: length must be an int >= 1 (the slots kept), got {length!r}",
+                                length=length))
+        return cls(layout.num_layers, batch, layout.num_heads, length, layout.head_dim, layout.dtype, layout.device)
 
     def __getitem__(self, i: int) -> StaticLayerKVCache:
         return self.layers[i]

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
 from attnlab.i18n import tr
-from attnlab.layers.block import Norm, check_norm
+from attnlab.layers.block import BlockSpec, Norm, check_norm
 from attnlab.layers.feedforward import ACTIVATIONS
-from attnlab.models.config import Presets
+from attnlab.models.config import Presets, block_spec
 
 #: the paper's shared vocabulary and depths (Table 3), common to its two presets
 _PAPER = dict(vocab_size=37000, num_encoder_layers=6, num_decoder_layers=6)
@@ -126,3 +126,7 @@ class TransformerConfig(Presets):
     def has_final_norm(self) -> bool:
         """Whether the encoder and decoder stacks end in a LayerNorm (``final_norm``, resolved)."""
         return self.norm == "pre" if self.final_norm is None else self.final_norm
+
+    def block_spec(self) -> BlockSpec:
+        """Every encoder and decoder block's spec (biases on every projection, as ``torch.nn.Transformer``)."""
+        return block_spec(self, norm=self.norm, qkv_bias=self.bias, bias=self.bias, eps=self.layer_norm_eps)

@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
-from attnlab.functional.linear import Linear
 from attnlab.functional.masks import additive_mask, key_mask
 from attnlab.i18n import tr
 from attnlab.layers import DecoderBlock, LayerNorm, SinusoidalPositionalEncoding, TransformerBlock
@@ -76,21 +75,13 @@ class Transformer(nn.Module):
         self.embedding = nn.Embedding(c.vocab_size, c.d_model)  # source, target and output layer share it
         self.positions = SinusoidalPositionalEncoding(c.d_model, c.context_length)
         self.drop = nn.Dropout(c.dropout)
-        self.encoder_blocks = nn.ModuleList(
-            TransformerBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=c.norm, is_causal=False,
-                             activation=c.activation, qkv_bias=c.bias, bias=c.bias, eps=c.layer_norm_eps,
-                             backend=c.backend)
-            for _ in range(c.num_encoder_layers)
-        )
-        self.decoder_blocks = nn.ModuleList(
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm=c.norm, activation=c.activation,
-                         bias=c.bias, eps=c.layer_norm_eps, backend=c.backend)
-            for _ in range(c.num_decoder_layers)
-        )
+        spec = c.block_spec()
+        self.encoder_blocks = nn.ModuleList(TransformerBlock(spec) for _ in range(c.num_encoder_layers))
+        self.decoder_blocks = nn.ModuleList(DecoderBlock(spec) for _ in range(c.num_decoder_layers))
         final = c.has_final_norm
         self.encoder_norm = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias) if final else None
         self.decoder_norm = LayerNorm(c.d_model, eps=c.layer_norm_eps, bias=c.bias) if final else None
-        self.head = Linear(c.d_model, c.vocab_size, bias=False)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.head.weight = self.embedding.weight  # tied: one matrix reads and writes tokens
         self._init_weights()
 

@@ -1,19 +1,15 @@
-"""One query against a few keys: the elementwise weighted sum and the moved softmax equal the matmul and torch's
-softmax, for every shape on either side of the thresholds, with broadcast batch axes, gradients
-and in bf16."""
+"""A few queries against a few keys (``fast.few_queries``): the elementwise weighted sum and the moved softmax equal
+the matmul and torch's softmax, for every shape on either side of the thresholds, with broadcast batch axes,
+gradients and in bf16; and the kernel they make equals the math kernel, masks, grouped heads and empty rows
+included."""
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.functional import math_attention
-from attnlab.functional.single_query import (
-    MANY_PRODUCTS,
-    SHORT_ROW,
-    softmax_last,
-    weighted_values,
-)
+from attnlab.fast.few_queries import MANY_PRODUCTS, SHORT_ROW, few_queries_kernel, softmax_last, weighted_values
+from attnlab.functional.backends import KERNELS
 
 
 @settings(max_examples=40, deadline=None)
@@ -88,20 +84,35 @@ def test_low_precision_and_mixed_dtypes(dtype):
         weighted_values(w, v.to(dtype))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         q, k = torch.randn(256, 4, 1, 16), torch.randn(256, 4, 7, 16)
-        out, _ = math_attention(q, k, v, None, 0.0, 0.25, return_weights=False)
+        out, _ = few_queries_kernel(q, k, v, scale=0.25)
         ref = torch.softmax((q @ k.transpose(-2, -1)) * 0.25, -1) @ v
     assert out.dtype == ref.dtype
     torch.testing.assert_close(out.float(), ref.float(), rtol=2e-2, atol=2e-2)
 
 
-def test_math_attention_with_one_query_equals_the_explicit_formula():
+def test_the_kernel_with_one_query_equals_the_explicit_formula():
     g = torch.Generator().manual_seed(2)
     q, k, v = torch.randn(256, 4, 1, 16, generator=g), torch.randn(256, 4, 6, 16, generator=g), \
         torch.randn(256, 4, 6, 16, generator=g)
     mask = torch.rand(256, 1, 1, 6, generator=g) > 0.3
     mask[0] = False  # a row with no key: output 0, never NaN
-    out, weights = math_attention(q, k, v, mask, 0.0, 0.25)
+    out, weights = few_queries_kernel(q, k, v, attn_mask=mask, scale=0.25)
     scores = (q @ k.transpose(-2, -1) * 0.25).masked_fill(~mask, float("-inf"))
     ref_w = torch.softmax(scores, -1).nan_to_num(0.0)
-    torch.testing.assert_close(weights, ref_w, rtol=1e-5, atol=1e-6)
+    assert weights is None
     torch.testing.assert_close(out, ref_w @ v, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(1, 5), kv_heads=st.sampled_from([1, 2]), groups=st.sampled_from([1, 2, 4]),
+       t_q=st.integers(1, 8), t_k=st.integers(1, 40), masked=st.booleans(), seed=st.integers(0, 2**16))
+def test_the_kernel_equals_the_math_kernel(batch, kv_heads, groups, t_q, t_k, masked, seed):
+    """Grouped heads folded into rows, a padding mask with empty rows: the math kernel's numbers."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, kv_heads * groups, t_q, 16, generator=g)
+    k, v = torch.randn(2, batch, kv_heads, t_k, 16, generator=g)
+    mask = torch.rand(batch, 1, 1, t_k, generator=g) > 0.4 if masked else None
+    options = dict(attn_mask=mask, scale=0.25, groups=groups)
+    got, _ = few_queries_kernel(q, k, v, **options)
+    want, _ = KERNELS["math"].run(q, k, v, **options)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -8,10 +8,12 @@ scale (int8: one per row; int4: one scale and one offset per group of ``group_si
     int4 (asymmetric, per group): q = round((W − m) / s) ∈ [0, 15],  s = (max − min) / 15,  W ≈ q · s + m
 
 The products read the small weights and scale inside the kernel. int8 on a CPU runs attnlab's own AVX2 kernel
-(:mod:`attnlab.functional.kernels`, built on first use), since torch vectorizes its int8 kernel
-(``aten._weight_int8pack_mm``) for AVX-512 only; where ours cannot be built, torch's is used on AVX-512 and
+(:mod:`attnlab.fast.kernels`, built by ``attnlab kernels build``): torch's int8 kernel (``aten._weight_int8pack_mm``)
+ran 15 times slower at one row on an AVX-512 Xeon with VNNI; where ours is not built, torch's is used on AVX-512 and
 elsewhere the int8 weight is converted to the input's dtype and multiplied (the same numbers;
-:func:`int8_kernel_pays`). int4 runs ``aten._weight_int4pack_mm_for_cpu``. Why not torchao: see docs/decoding.md.
+:func:`int8_kernel_pays`). int4 runs ``aten._weight_int4pack_mm_for_cpu`` with bfloat16 activations: given fp32
+ones, that kernel ran 27-34 times slower (4.2 against 0.12-0.16 ms for a 3072 × 768 map at one row, same Xeon).
+Why not torchao: see docs/decoding.md.
 
 These maps hold no trainable parameters: they are for inference. A forward pass in training mode with autograd on
 (a training step) is refused.
@@ -24,7 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import plain
-from attnlab.functional.kernels import cpu_kernels_ready, ensure_cpu_kernels
+from attnlab.fast.kernels import load as load_kernels
+from attnlab.fast.kernels import ready as kernels_ready
 
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # what torch's int4 kernel packs
 # attnlab's int8 kernel serves up to this many rows of x (decoding, a prompt); a longer prompt widens W block by
@@ -101,7 +104,7 @@ class Int8Linear(QuantizedLinear):
     def store(self, codes: Tensor, scales: Tensor) -> None:
         """Keep ``codes (N, K)`` and ``scales (N,)``: as the kernel reads them where it runs (built once per machine,
         loaded once per process), row by row elsewhere."""
-        self.packed = codes.device.type == "cpu" and ensure_cpu_kernels()
+        self.packed = codes.device.type == "cpu" and load_kernels()
         self.register_buffer("weight", pack_int8(codes) if self.packed else codes)
         self.register_buffer("scales", scales)
 
@@ -137,12 +140,12 @@ class Int8Linear(QuantizedLinear):
         # takes (..., K), scales and adds the bias itself; anything else goes the checked way
         if (self.packed and x.dtype is torch.float32 and x.is_cpu and self.scales.dtype is torch.float32
                 and not (self.training and torch.is_grad_enabled()) and x.shape[-1] == self.in_features
-                and x.numel() <= KERNEL_ROWS * self.in_features and cpu_kernels_ready()):
+                and x.numel() <= KERNEL_ROWS * self.in_features and kernels_ready()):
             return torch.ops.attnlab_cpu.int8_linear.default(x, self.weight, self.scales, self.bias)
         return super().forward(x)
 
     def matmul(self, x: Tensor) -> Tensor:
-        if self.packed and x.device.type == "cpu" and cpu_kernels_ready():
+        if self.packed and x.device.type == "cpu" and kernels_ready():
             return own_kernel_product(x, self)
         if x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16) and int8_kernel_pays():
             return torch.ops.aten._weight_int8pack_mm(x.contiguous(), self.codes(), self.scales.to(x.dtype))
@@ -196,6 +199,7 @@ class Int4Linear(QuantizedLinear):
         zeros = low + 8 * scales
         self.register_buffer("scales_and_zeros", torch.cat([scales, zeros], dim=-1).transpose(0, 1).contiguous())
         self.register_buffer("weight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1))
+        self._scales_bf16: Tensor | None = None  # made at the first product, kept (not a buffer: not saved)
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int = 128) -> Int4Linear:
@@ -206,11 +210,15 @@ class Int4Linear(QuantizedLinear):
         return self.matmul(torch.eye(self.in_features)).t()
 
     def matmul(self, x: Tensor) -> Tensor:
+        """``x (M, K)`` -> ``(M, N)`` in x's dtype, the product computed with bfloat16 activations (torch's int4
+        kernel's fast path: its fp32 one is a scalar loop); the weights' own rounding dwarfs bf16's."""
         if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
             raise ValueError(f"Int4Linear: runs on the CPU in fp32 or bf16, got {x.dtype} on {x.device}")
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), self.weight, self.group_size,
-                                                       self.scales_and_zeros.to(x.dtype))
-        return y[:, : self.out_features]
+        if self._scales_bf16 is None:
+            self._scales_bf16 = self.scales_and_zeros.to(torch.bfloat16)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16).contiguous(), self.weight,
+                                                       self.group_size, self._scales_bf16)
+        return y[:, : self.out_features].to(x.dtype)
 
 
 def int4_available() -> bool:

@@ -1,4 +1,4 @@
-"""attnlab's int8 CPU kernel (``functional/kernels``) against a float64 product written here: every path through it
+"""attnlab's int8 CPU kernel (``fast/kernels``) against a float64 product written here: every path through it
 (a block of four rows of W for one x row, one row of a block against up to four x rows, K and N not multiples of
 the layout's 16 and 4, the widened blocks for a prompt), the packed layout, the same bits on any number of threads
 and at any batch size, torch.compile, and the fallbacks."""
@@ -6,11 +6,10 @@ and at any batch size, torch.compile, and the fallbacks."""
 import pytest
 import torch
 
-from attnlab.functional import kernels
-from attnlab.layers.quantized_linear import KERNEL_ROWS, Int8Linear, QuantizedLinear, pack_int8, unpack_int8
+from attnlab.fast import kernels
+from attnlab.fast.quantized_linear import KERNEL_ROWS, Int8Linear, QuantizedLinear, pack_int8, unpack_int8
 
-pytestmark = pytest.mark.skipif(not kernels.ensure_cpu_kernels(),
-                                reason=f"attnlab's int8 kernel cannot be built here: {kernels.cpu_kernels_status()}")
+pytestmark = pytest.mark.usefixtures("cpu_kernels")
 
 
 def reference(x, q):
@@ -52,7 +51,7 @@ def test_the_op_is_called_for_decoding_rows(monkeypatch):
     """Up to KERNEL_ROWS rows go through the kernel (not a fallback that would pass the test above as well)."""
     calls = []
     op = torch.ops.attnlab_cpu.int8_linear
-    monkeypatch.setattr("attnlab.layers.quantized_linear.torch.ops.attnlab_cpu",
+    monkeypatch.setattr("attnlab.fast.quantized_linear.torch.ops.attnlab_cpu",
                         type("Ops", (), {"int8_linear": staticmethod(lambda *a: calls.append(1) or op(*a))}))
     x, q = case(3, 16, 24)
     q.matmul(x)
@@ -111,18 +110,10 @@ def test_bad_arguments_are_named_by_the_kernel():
         torch.ops.attnlab_cpu.int8_linear(x, q.weight.float(), q.scales)
 
 
-def test_the_variable_turns_the_kernel_off(monkeypatch):
-    monkeypatch.setenv(kernels.DISABLE_VARIABLE, "0")
-    assert kernels._why_not() == f"{kernels.DISABLE_VARIABLE}=0 is set"
-
-
-def test_a_failed_build_warns_once_and_falls_back(monkeypatch):
-    """No compiler: a warning that says why, torch's kernels, the same numbers."""
-    monkeypatch.setattr(kernels, "_status", {"tried": False, "ready": False, "why": "not built yet"})
-    monkeypatch.setattr(kernels, "_build", lambda: (_ for _ in ()).throw(OSError("no such file: c++")))
-    with pytest.warns(RuntimeWarning, match=r"could not be built \(the build failed: OSError"):
-        assert kernels.ensure_cpu_kernels() is False
-    assert kernels.ensure_cpu_kernels() is False  # asked again: no second build, no second warning
-    assert "the build failed" in kernels.cpu_kernels_status()
+def test_without_the_kernels_the_int8_map_gives_the_same_numbers(monkeypatch):
+    """Not built (or turned off): torch's kernels, the same numbers; the codes kept row by row."""
+    monkeypatch.setattr(kernels, "_state", {"tried": True, "ready": False, "why": "they are not built"})
+    monkeypatch.setattr(kernels, "READY", [False])
     x, q = case(2, 8, 16)
+    assert not q.packed
     torch.testing.assert_close(q.matmul(x).double(), reference(x, q), rtol=1e-5, atol=1e-5)

@@ -1,4 +1,11 @@
-"""One query against a few keys, many times over: a beam search's decoding step, where the CPU's small kernels lose.
+"""A few queries against a few keys, many times over: decoding steps, where torch's fused kernel and the CPU's small
+kernels lose.
+
+On the CPU, a few queries over a few keys (a decoding step of a few tokens per row; a search's beams querying their
+source's memory together) are two small matmuls: torch's fused kernel spends more setting up its blocks per head
+than the work takes (measured 2-5x slower at Tq 2-8, Tk 20-128, head_dim 16-32; as fast at head_dim 64). So a
+decoding step there runs :func:`few_queries_kernel` (:class:`~attnlab.fast.attention.FastAttention` picks it), the
+math path with two more CPU-specific choices:
 
 A decoding step with a cache multiplies ``(..., 1, Tk)`` weights by ``(..., Tk, hd)`` values, one small product per
 row and head. At beam search's sizes (256 rows × 4 heads, Tk 1-12, hd 16) the batched matmul spends more on each
@@ -22,6 +29,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnlab.functional.backends import math_kernel
+from attnlab.functional.grouped import fold_groups, unfold_groups
+from attnlab.functional.masks import open_empty_rows, rows_with_keys
+from attnlab.functional.math_attention import attention_scores
+
 # measured on one CPU thread, products of (1, Tk) by (Tk, hd): the elementwise sum wins from this many of them
 # (1.2-7x at 64-4,000 rows of 4 heads, Tk 1-11, hd 16: benchmarks/results/single_query.md) while Tk and hd stay
 # within SHORT_PRODUCT; below 64 products, or from Tk 40, the matmul is as fast or faster
@@ -37,17 +49,12 @@ SHORT_ROW = {dtype: VECTOR_BYTES // dtype.itemsize for dtype in (torch.float32, 
 MANY_ROWS = 64
 
 
-def _many_short_products(one: Tensor, other: Tensor) -> bool:
-    """Whether ``one (..., 1, n)`` times ``other (..., Tk, hd)`` (one query's row, many times over) is faster
-    elementwise: on a CPU, in one dtype (autocast casts a matmul's operands; a product would promote them instead),
-    rows and heads many, ``Tk`` and ``hd`` short."""
-    return (one.shape[-2] == 1 and one.is_cpu and one.dtype == other.dtype
-            and max(other.shape[-2:]) <= SHORT_PRODUCT and one.numel() >= MANY_PRODUCTS * one.shape[-1])
-
-
 def weighted_values(weights: Tensor, value: Tensor) -> Tensor:
-    """``weights @ value``: ``(..., Tq, Tk)`` and ``(..., Tk, hd)`` -> ``(..., Tq, hd)``, batch axes broadcast."""
-    if _many_short_products(weights, value):
+    """``weights @ value``: ``(..., Tq, Tk)`` and ``(..., Tk, hd)`` -> ``(..., Tq, hd)``, batch axes broadcast; for
+    one query's row many times over, on a CPU, in one dtype (autocast casts a matmul's operands; a product would
+    promote them instead), with ``Tk`` and ``hd`` short, as an elementwise product summed over the keys."""
+    if (weights.shape[-2] == 1 and weights.is_cpu and weights.dtype == value.dtype
+            and max(value.shape[-2:]) <= SHORT_PRODUCT and weights.numel() >= MANY_PRODUCTS * weights.shape[-1]):
         return (weights.transpose(-2, -1) * value).sum(-2, keepdim=True)  # (..., Tk, 1) · (..., Tk, hd) over Tk
     return weights @ value
 
@@ -60,3 +67,26 @@ def softmax_last(scores: Tensor) -> Tensor:
     if not scores.is_cpu or not short:  # is_cpu: device.type builds a string at every call
         return torch.softmax(scores, dim=-1)
     return torch.softmax(scores.movedim(-1, 0), dim=0).movedim(0, -1)
+
+
+def few_queries_kernel(query: Tensor, key: Tensor, value: Tensor, *, attn_mask: Tensor | None = None,
+                       dropout_p: float = 0.0, is_causal: bool = False, scale: float, groups: int = 1,
+                       return_weights: bool = False, softcap: float | None = None,
+                       sinks: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """An attention function of the table's signature (:data:`~attnlab.functional.backends.AttentionFunction`)
+    for a few queries on a CPU: the math path, its softmax and weighted sum taken by :func:`softmax_last` and
+    :func:`weighted_values`. Anything it was not written for (weights, dropout, a cap, sinks, a causal mask of
+    torch's alignment, rows that may see no key) goes to the math kernel itself."""
+    if return_weights or dropout_p or softcap is not None or sinks is not None or is_causal or \
+            (attn_mask is not None and attn_mask.dtype != torch.bool):
+        return math_kernel(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                           scale=scale, groups=groups, return_weights=return_weights, softcap=softcap, sinks=sinks)
+    if groups > 1:  # each group's query heads as rows of its key/value head: the cache is never copied per head
+        query, attn_mask = fold_groups(query, attn_mask, groups)
+    has_keys = None if attn_mask is None else rows_with_keys(attn_mask)
+    if has_keys is not None:  # a row that sees no key gets zeros, as in every backend (never NaN)
+        attn_mask = open_empty_rows(attn_mask, has_keys)
+    output = weighted_values(softmax_last(attention_scores(query, key, scale, attn_mask)), value)
+    if has_keys is not None:
+        output = output.masked_fill_(~has_keys, 0.0)
+    return (unfold_groups(output, groups) if groups > 1 else output), None

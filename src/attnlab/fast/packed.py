@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.functional.linear import Linear
-from attnlab.layers.feedforward import FeedForward, activate
+from attnlab.fast.twins import twin_of
+from attnlab.layers.feedforward import activate
 
 _POST_OPS = {"none": ("none", ""), "relu": ("relu", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
 
@@ -45,10 +45,7 @@ class PackedLinear(nn.Linear):
     @classmethod
     def from_linear(cls, linear: nn.Linear, activation: str = "none") -> PackedLinear:
         """A PackedLinear sharing ``linear``'s parameters (no copy)."""
-        new = cls.__new__(cls)
-        nn.Module.__init__(new)
-        new.in_features, new.out_features = linear.in_features, linear.out_features
-        new.weight, new.bias = linear.weight, linear.bias
+        new = twin_of(cls, linear)
         new.activation, new._packed = activation, None
         return new
 
@@ -73,17 +70,3 @@ class PackedLinear(nn.Linear):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, activation={self.activation!r}"
-
-
-def pack_linears(module: nn.Module) -> nn.Module:
-    """Swap, in place, every ``nn.Linear`` inside ``module`` for a :class:`PackedLinear` sharing its
-    parameters; a :class:`FeedForward`'s first map also takes over its activation. Returns ``module``.
-
-    Training is unaffected (the packed path only runs at inference); the state dict is unchanged.
-    """
-    for parent in list(module.modules()):
-        for name, child in list(parent.named_children()):
-            if type(child) in (nn.Linear, Linear):
-                fuse = parent.activation if isinstance(parent, FeedForward) and name == "linear1" else "none"
-                setattr(parent, name, PackedLinear.from_linear(child, activation=fuse))
-    return module

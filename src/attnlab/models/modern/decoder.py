@@ -17,7 +17,7 @@ full causal attention       optional sliding window (Mistral)      cost per toke
 ==========================  =====================================  ==============================================
 
 The options of Qwen3, Gemma 2 and 3 and gpt-oss (QK-norm, soft-capping, sinks, local and global layers, (1 + w)
-norms, GeGLU, ...) are fields of the same config, described in :mod:`attnlab.models.layer_options`.
+norms, GeGLU, ...) are fields of the same config, described in :mod:`attnlab.models.modern.options`.
 """
 
 from __future__ import annotations
@@ -31,13 +31,12 @@ from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
 from attnlab.functional import BACKENDS
-from attnlab.functional.linear import Linear
 from attnlab.functional.logit_options import softcap
 from attnlab.i18n import tr
-from attnlab.layers import ModernBlock, RMSNorm, RopeScaling, RotaryEmbedding
+from attnlab.layers import ModernBlock, ModernBlockSpec, RMSNorm, RopeScaling, RotaryEmbedding
 from attnlab.models.config import Presets
 from attnlab.models.language_model import LanguageModel
-from attnlab.models.layer_options import block_options, check_layer_options, is_sliding
+from attnlab.models.modern.options import check_layer_options, is_sliding, layer_spec
 
 #: what every Gemma shares: (1 + w) sandwich norms, a GELU gate, embeddings times √d_model
 _GEMMA = dict(norm_unit_offset=True, sandwich_norm=True, activation="gelu_tanh", embed_scale=True)
@@ -71,7 +70,7 @@ class ModernDecoderConfig(Presets):
         backend: attention backend for the blocks.
         qk_norm, attn_softcap, final_softcap, sinks, query_pre_attn_scalar, layer_types, rope_local_base,
         norm_unit_offset, sandwich_norm, activation, embed_scale, mlp_bias: the newest models' options, one line
-            each in :mod:`attnlab.models.layer_options` (with ``layer_types``, ``sliding_window`` is the window of
+            each in :mod:`attnlab.models.modern.options` (with ``layer_types``, ``sliding_window`` is the window of
             the ``"sliding_attention"`` layers only).
     """
 
@@ -189,6 +188,11 @@ class ModernDecoderConfig(Presets):
                                 backends=BACKENDS, backend=self.backend))
         check_layer_options(self, owner)
 
+    def layer_spec(self, layer: int) -> ModernBlockSpec:
+        """Layer ``layer``'s block, as this config writes it (:func:`~attnlab.models.modern.options.layer_spec`); a
+        family of its own overrides it (another attention, a mixture of experts)."""
+        return layer_spec(self, layer)
+
 
 class ModernDecoder(LanguageModel):
     """A Llama-style language model (Qwen2 with ``qkv_bias``, Mistral with ``sliding_window``).
@@ -221,14 +225,11 @@ class ModernDecoder(LanguageModel):
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            ModernBlock(c.d_model, c.num_heads, c.d_ff, num_kv_heads=c.num_kv_heads, head_dim=c.head_dim,
-                        rotary=self.rotary_local if is_sliding(c, i) else self.rotary, dropout=c.dropout,
-                        qkv_bias=c.qkv_bias, out_bias=c.out_bias, eps=c.norm_eps, backend=c.backend,
-                        **block_options(c, i))
+            ModernBlock(c.layer_spec(i), self.rotary_local if is_sliding(c, i) else self.rotary)
             for i in range(c.num_layers)
         )
         self.norm_f = RMSNorm(c.d_model, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
-        self.head = Linear(c.d_model, c.vocab_size, bias=False)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight
         self.init_weights(residual_projections="down_proj")
@@ -250,4 +251,5 @@ class ModernDecoder(LanguageModel):
 
     def logits(self, x: Tensor) -> Tensor:
         """The final norm, the head, and Gemma 2's soft-cap ``cap · tanh(z / cap)`` of the logits if it has one."""
-        return softcap(super().logits(x), self.config.final_softcap)
+        logits = super().logits(x)
+        return logits if self.config.final_softcap is None else softcap(logits, self.config.final_softcap)

@@ -1,8 +1,15 @@
+"""oneDNN's packed linears (``fast.packed``), an encoder's fast twins: ``F.linear`` to fp32 rounding, the
+activation fused once, the parameters and the training path as they were."""
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from attnlab.layers import FeedForward, PackedLinear, onednn_available, pack_linears
+from attnlab.fast import swap_modules
+from attnlab.fast.feedforward import FastFeedForward
+from attnlab.fast.packed import PackedLinear, onednn_available
+from attnlab.layers import FeedForward
 
 needs_onednn = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")
 
@@ -35,17 +42,20 @@ def test_repacks_when_the_weight_changes():
         torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias), atol=1e-5, rtol=1e-5)
 
 
-def test_pack_linears_keeps_parameters_state_and_training():
+def test_an_encoders_feed_forward_is_packed_and_keeps_parameters_state_and_training():
+    """A model without causal attention (an encoder) gets packed maps: the first takes over the activation."""
     torch.manual_seed(0)
-    ff = FeedForward(16, 32, activation="gelu")
-    before = {k: v.clone() for k, v in ff.state_dict().items()}
+    holder = nn.ModuleDict({"ff": FeedForward(16, 32, activation="gelu")})
+    before = {k: v.clone() for k, v in holder.state_dict().items()}
     x = torch.randn(3, 16)
-    want = ff(x)
-    params = list(ff.parameters())
-    pack_linears(ff)
+    want = holder["ff"](x)
+    params = list(holder.parameters())
+    swap_modules(holder)
+    ff = holder["ff"]
+    assert type(ff) is FastFeedForward
     assert isinstance(ff.linear1, PackedLinear) and ff.linear1.activation == "gelu"
     assert isinstance(ff.linear2, PackedLinear) and ff.linear2.activation == "none"
-    assert list(ff.parameters()) == params and ff.state_dict().keys() == before.keys()
+    assert list(holder.parameters()) == params and holder.state_dict().keys() == before.keys()
     torch.testing.assert_close(ff(x), want, atol=1e-6, rtol=0)  # training path: activation applied once
     with torch.no_grad():
         torch.testing.assert_close(ff.eval()(x), want, atol=1e-5, rtol=1e-5)

@@ -5,16 +5,24 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.attention import GroupedQueryAttention, MultiHeadAttention
-from attnlab.attention.fused import fixed_weights, fused_map
+from attnlab.attention import AttentionSpec, GroupedQueryAttention, MultiHeadAttention
+from attnlab.fast.attention import FastAttention
+from attnlab.fast.feedforward import FastSwiGLU
+from attnlab.fast.projections import fixed_weights, fused_map
 from attnlab.layers.swiglu import SwiGLU
 
 
 def modules():
+    """Each plain module's fast twin (sharing its parameters)."""
     torch.manual_seed(0)
-    return {"mha": MultiHeadAttention(32, 32, None, 0.0, 4, qkv_bias=True),
-            "gqa": GroupedQueryAttention(32, 32, None, 0.0, 4, num_kv_heads=2),
-            "swiglu": SwiGLU(32, 48)}
+    return {"mha": FastAttention.from_module(MultiHeadAttention(32, 32, None, 0.0, 4, qkv_bias=True)),
+            "gqa": FastAttention.from_module(GroupedQueryAttention(AttentionSpec(32, 32, 4, num_kv_heads=2))),
+            "swiglu": FastSwiGLU.from_module(SwiGLU(32, 48))}
+
+
+def stacked(fused):
+    """The stacked weight of a fused map of plain linears."""
+    return fused.keywords["weight"]
 
 
 def maps(module):
@@ -38,12 +46,12 @@ def test_the_stacked_copy_is_made_once_and_rebuilt_when_a_weight_changes():
     module = modules()["mha"].eval()
     with torch.no_grad():
         first = fused_map(module, *maps(module))
-        assert fused_map(module, *maps(module))[0] is first[0]  # kept, not stacked again
+        assert stacked(fused_map(module, *maps(module))) is stacked(first)  # kept, not stacked again
         module.W_key.weight.mul_(2)  # in place: the version counter moves
         second = fused_map(module, *maps(module))
-        torch.testing.assert_close(second[0][32:64], module.W_key.weight)
+        torch.testing.assert_close(stacked(second)[32:64], module.W_key.weight)
         module.load_state_dict({k: torch.zeros_like(v) for k, v in module.state_dict().items()})
-        assert fused_map(module, *maps(module))[0].abs().sum() == 0
+        assert stacked(fused_map(module, *maps(module))).abs().sum() == 0
 
 
 def test_within_a_fixed_weights_span_the_copy_is_checked_once_then_trusted():
@@ -53,14 +61,14 @@ def test_within_a_fixed_weights_span_the_copy_is_checked_once_then_trusted():
         with fixed_weights():
             module.W_key.weight.mul_(2)  # changed before the span's first use: that use sees it
             first = fused_map(module, *maps(module))
-            assert first[0] is not before[0]
-            torch.testing.assert_close(first[0][32:64], module.W_key.weight)
+            assert stacked(first) is not stacked(before)
+            torch.testing.assert_close(stacked(first)[32:64], module.W_key.weight)
             module.W_key.weight.mul_(2)  # the span promises no change: the copy is no longer checked
-            assert fused_map(module, *maps(module))[0] is first[0]
+            assert stacked(fused_map(module, *maps(module))) is stacked(first)
         with fixed_weights():  # a new span checks again
-            torch.testing.assert_close(fused_map(module, *maps(module))[0][32:64], module.W_key.weight)
+            torch.testing.assert_close(stacked(fused_map(module, *maps(module)))[32:64], module.W_key.weight)
         module.W_key.weight.mul_(2)  # outside any span: checked at every call
-        torch.testing.assert_close(fused_map(module, *maps(module))[0][32:64], module.W_key.weight)
+        torch.testing.assert_close(stacked(fused_map(module, *maps(module)))[32:64], module.W_key.weight)
 
 
 def test_nothing_is_fused_in_training_with_autograd_or_with_a_hook():
@@ -81,10 +89,12 @@ def test_an_optimizer_step_between_two_evaluations_is_seen(optimizer):
     """A trainer evaluates, trains a step, evaluates again: the second evaluation must use the new weights. An
     optimizer's fused or foreach kernels update weights in place without moving their version counters, so the
     copy is dropped by the training step's forward, not trusted on its version."""
+    from attnlab.fast import swap_modules
     from attnlab.models import GPT, GPTConfig
 
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=32, context_length=16, d_model=32, num_layers=2, num_heads=4, dropout=0.0))
+    model = swap_modules(GPT(GPTConfig(vocab_size=32, context_length=16, d_model=32, num_layers=2, num_heads=4,
+                                       dropout=0.0)))
     x = torch.randint(0, 32, (2, 16), generator=torch.Generator().manual_seed(1))
     opt = torch.optim.AdamW(model.parameters(), lr=0.05, **{optimizer: True})
     for _ in range(2):
@@ -102,7 +112,7 @@ def test_an_optimizer_step_between_two_evaluations_is_seen(optimizer):
 
 def test_a_cast_after_the_copy_was_made_is_seen():
     """``module.to(dtype)`` swaps each parameter's ``.data`` (same object, same version): the copy is remade."""
-    m = MultiHeadAttention(8, 8, num_heads=2, qkv_bias=True).eval()
+    m = FastAttention.from_module(MultiHeadAttention(8, 8, num_heads=2, qkv_bias=True)).eval()
     x = torch.randn(1, 3, 8)
     with torch.no_grad():
         m(x)

@@ -1,7 +1,7 @@
-"""``functional.linear`` and attnlab's fp32 CPU kernel (``functional/kernels/fp32_linear.cpp``): the float64
+"""``fast.linear`` and attnlab's fp32 CPU kernel (``fast/kernels/fp32_linear.cpp``): the float64
 product within fp32 rounding on every path through the kernel (blocks of four rows of W, the last rows, inputs past
 the last chunk of 16), the same bits for a row alone or in a batch and on any number of threads, which calls go to
-the kernel and which to ``F.linear`` (autograd, autocast, many rows, other dtypes), and ``Linear`` as a drop-in
+the kernel and which to ``F.linear`` (autograd, autocast, many rows, other dtypes), and ``FastLinear`` as a drop-in
 ``nn.Linear``."""
 
 import pytest
@@ -11,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attnlab.functional import kernels
-from attnlab.functional.linear import KERNEL_ROWS, Linear, linear, on_kernel
+from attnlab.fast.linear import KERNEL_ROWS, FastLinear, linear
 
-pytestmark = pytest.mark.skipif(not kernels.ensure_cpu_kernels(),
-                                reason=f"attnlab's CPU kernels cannot be built here: {kernels.cpu_kernels_status()}")
-op = torch.ops.attnlab_cpu.fp32_linear
+pytestmark = pytest.mark.usefixtures("cpu_kernels")
+
+
+def op(*args):
+    return torch.ops.attnlab_cpu.fp32_linear(*args)
 
 
 def case(m, n, k, seed=0, bias=True):
@@ -86,29 +87,41 @@ def test_bad_arguments_are_named_by_the_kernel():
         op(x, w, b[:3])
 
 
-def test_decoding_rows_go_to_the_kernel_and_the_rest_to_torch(monkeypatch):
+@pytest.fixture
+def on_kernel(monkeypatch):
+    """``on_kernel(x, w, b)``: whether :func:`linear` ran attnlab's kernel for these tensors (the op spied on)."""
+    calls, real = [], torch.ops.attnlab_cpu.fp32_linear.default
+    spy = type("Ops", (), {"fp32_linear": type("Op", (), {"default": staticmethod(
+        lambda *a: calls.append(1) or real(*a))})})
+    monkeypatch.setattr("attnlab.fast.linear.torch.ops.attnlab_cpu", spy)
+
+    def ran(x, w, b=None):
+        calls.clear()
+        out = linear(x, w, b).detach()
+        want = reference(x.detach(), w.detach(), None if b is None else b.detach())
+        torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+        return bool(calls)
+
+    return ran
+
+
+def test_decoding_rows_go_to_the_kernel_and_the_rest_to_torch(on_kernel):
     """The kernel for a few fp32 rows without autograd; F.linear for more rows, for autograd, autocast, other
-    dtypes and strided weights. Both answer within fp32 rounding of each other."""
+    dtypes and strided weights. Both answer within fp32 rounding of the float64 product."""
     x, w, b = case(KERNEL_ROWS + 1, 16, 24)
     with torch.no_grad():
         assert on_kernel(x[:KERNEL_ROWS], w) and on_kernel(x[0], w)
         assert not on_kernel(x, w)                                # a prompt: torch's blocked product
         assert not on_kernel(x[:1].double(), w.double())          # fp32 only
         assert not on_kernel(x[:1], w.t().contiguous().t())       # the kernel reads W row by row
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert not on_kernel(x[:1], w)                        # autocast computes in bf16: F.linear does
-        assert on_kernel(x[:1], w, b) and not on_kernel(x[:1], w, b.double())  # the bias too: fp32 only
+        assert on_kernel(x[:1], w, b)
     assert not on_kernel(x[:1], w, b.clone().requires_grad_(True))  # autograd records a bias's F.linear as well
     w.requires_grad_(True)
     assert not on_kernel(x[:1], w)                                # autograd records F.linear
     with torch.no_grad():
         assert on_kernel(x[:1], w)
-        calls = []
-        monkeypatch.setattr("attnlab.functional.linear.torch.ops.attnlab_cpu",
-                            type("Ops", (), {"fp32_linear": type("O", (), {"default": staticmethod(
-                                lambda *a: calls.append(1) or op(*a))})}))
-        assert_fp32_close(linear(x[:2], w, b), reference(x[:2], w.detach(), b))
-        assert calls == [1]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert linear(x[:1], w).dtype == torch.bfloat16       # autocast computes in bf16: F.linear does
 
 
 def test_the_gradient_is_torchs():
@@ -121,7 +134,7 @@ def test_the_gradient_is_torchs():
 def test_linear_is_a_drop_in_nn_linear():
     """The same parameters, state dict and initialisation (from one seed), and the same map to fp32 rounding."""
     torch.manual_seed(0)
-    ours = Linear(24, 16)
+    ours = FastLinear(24, 16)
     torch.manual_seed(0)
     theirs = nn.Linear(24, 16)
     assert isinstance(ours, nn.Linear) and ours.state_dict().keys() == theirs.state_dict().keys()
@@ -135,7 +148,7 @@ def test_linear_is_a_drop_in_nn_linear():
 
 def test_torch_compile_calls_the_kernel_in_one_graph():
     """The op has a shape function: a compiled step keeps it, with no graph break around it (fullgraph)."""
-    lin = Linear(24, 16).eval()
+    lin = FastLinear(24, 16).eval()
     x = torch.randn(2, 24)
     with torch.no_grad():
         compiled = torch.compile(lambda t: lin(t) * 2, fullgraph=True)  # ×2: exact

@@ -18,18 +18,19 @@ of the fused weights.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 from torch.nn.modules import module as torch_module
 
-from attnlab.functional.linear import linear
+from attnlab.fast.linear import linear
 
 _ATTRIBUTE = "_fused_inference"  # where the stacked copy lives on the module: not a parameter, not saved
 _SPANS = itertools.count(1)
@@ -59,16 +60,6 @@ def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor
     return torch.cat(weights), torch.cat(biases)
 
 
-class StackedLinear(NamedTuple):
-    """Stacked ``nn.Linear`` maps: ``self(x)`` is their outputs side by side, ``(..., d_in)`` -> ``(..., Σ d_out)``."""
-
-    weight: Tensor
-    bias: Tensor | None
-
-    def __call__(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias)
-
-
 def stacking(linears: tuple[nn.Module, ...]) -> Callable[..., Callable[[Tensor], Tensor]] | None:
     """How to stack these maps into one (None: they cannot be): maps of one class, each calling nothing but its
     ``forward``, the class ``nn.Linear`` or one with a ``stack`` class method."""
@@ -78,8 +69,11 @@ def stacking(linears: tuple[nn.Module, ...]) -> Callable[..., Callable[[Tensor],
     return _stack_plain if kind is nn.Linear else getattr(kind, "stack", None)
 
 
-def _stack_plain(*linears: nn.Linear) -> StackedLinear:
-    return StackedLinear(*stack_linears(*linears))
+def _stack_plain(*linears: nn.Linear) -> Callable[[Tensor], Tensor]:
+    """``nn.Linear`` maps stacked: ``fused(x)`` is their outputs side by side, ``(..., d_in)`` -> ``(..., Σ d_out)``,
+    by :func:`~attnlab.fast.linear.linear` (a partial: no Python frame of its own at every step)."""
+    weight, bias = stack_linears(*linears)
+    return functools.partial(linear, weight=weight, bias=bias)
 
 
 def _side_by_side(linears: tuple[nn.Module, ...]) -> Callable[[Tensor], Tensor] | None:
@@ -100,29 +94,69 @@ def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
     PyTorch offers no public way to ask whether a module has hooks; this is the very test ``nn.Module.__call__``
     makes before it skips straight to ``forward``, so when it holds nobody can tell the two apart.
     """
-    hooks = (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks, module._backward_pre_hooks,
-             torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
-             torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)
-    return type(module) is cls and "forward" not in vars(module) and not any(hooks)
+    return type(module) is cls and "forward" not in vars(module) and not _hooked(module)
+
+
+def _hooked(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or module._backward_pre_hooks or torch_module._global_forward_hooks
+                or torch_module._global_forward_pre_hooks or torch_module._global_backward_hooks
+                or torch_module._global_backward_pre_hooks)
+
+
+_VERSION, _DATA_PTR = operator.attrgetter("_version"), operator.methodcaller("data_ptr")
+_DTYPE, _DEVICE = operator.attrgetter("dtype"), operator.attrgetter("device")
+
+
+class Held:
+    """A stacked copy of some maps' weights, and what it was made from: the maps (as objects), their tensors (weak
+    references: a new tensor at a freed one's address is not taken for it) and each tensor's version, storage,
+    dtype and device. :meth:`holds` is the check of every step, in builtins only (a decoding step makes it once per
+    fused map of every layer): the dicts it reads are the very dicts of the maps, found once."""
+
+    def __init__(self, linears: tuple[nn.Module, ...], tensors: list[Tensor], fused: Callable[[Tensor], Tensor],
+                 span: int) -> None:
+        self.linears, self.fused, self.span = linears, fused, span
+        self.refs = [weakref.ref(t) for t in tensors]
+        self.stamps = _stamps(tensors)
+        self.tensor_dicts = [d for m in linears for d in (m._parameters, m._buffers)]
+        self.own_dicts = [m.__dict__ for m in linears]  # a ``forward`` of its own replaces the class's
+        self.hook_dicts = [d for m in linears for d in (m._forward_hooks, m._forward_pre_hooks, m._backward_hooks,
+                                                        m._backward_pre_hooks)] + _global_hooks()
+
+    def holds(self, linears: tuple[nn.Module, ...]) -> bool:
+        """Whether this copy is still the maps' weights: the same maps, unhooked, whose tensors are the same
+        objects, unchanged since (no version, storage, dtype or device moved)."""
+        if not all(map(operator.is_, linears, self.linears)) or any(map(len, self.hook_dicts)) \
+                or any(map(operator.contains, self.own_dicts, itertools.repeat("forward"))):
+            return False
+        tensors = list(map(operator.call, self.refs))
+        current = list(filter(_NOT_NONE, itertools.chain.from_iterable(map(dict.values, self.tensor_dicts))))
+        if len(tensors) != len(current) or not all(map(operator.is_, tensors, current)):
+            return False
+        return (tuple(map(_VERSION, tensors)), tuple(map(_DATA_PTR, tensors)), tuple(map(_DTYPE, tensors)),
+                tuple(map(_DEVICE, tensors))) == self.stamps
+
+
+def _global_hooks() -> list[dict]:
+    return [torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
+            torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks]
+
+
+_NOT_NONE = functools.partial(operator.is_not, None)
 
 
 def _tensors(linears: tuple[nn.Module, ...]) -> list[Tensor]:
-    # read from each module's own dicts: nn.Module.__getattr__ would cost a Python call per weight, per step
+    """Every parameter and buffer of ``linears``, read from each module's own dicts (nn.Module.__getattr__ would cost
+    a Python call per weight)."""
     return [t for m in linears for d in (m._parameters, m._buffers) for t in d.values() if t is not None]
 
 
-def _stamps(tensors: list[Tensor]) -> list[tuple]:
+def _stamps(tensors: list[Tensor]) -> tuple:
     """What changes when a weight does: its version (an in-place edit), its storage and dtype (``module.to()`` swaps
     a parameter's ``.data``, keeping the object and its version)."""
-    return [(t._version, t.data_ptr(), t.dtype, t.device) for t in tensors]
-
-
-def _still(held: tuple, tensors: list[Tensor]) -> bool:
-    """Whether the stacked copy ``held`` was made from these very tensors, unchanged since (weak references: a new
-    tensor at a freed one's address is not taken for it)."""
-    refs, stamps = held[0]
-    return len(refs) == len(tensors) and all(r() is t for r, t in zip(refs, tensors, strict=True)) \
-        and _stamps(tensors) == stamps
+    return (tuple(map(_VERSION, tensors)), tuple(map(_DATA_PTR, tensors)), tuple(map(_DTYPE, tensors)),
+            tuple(map(_DEVICE, tensors)))
 
 
 def fused_map(owner: nn.Module, *linears: nn.Module) -> Callable[[Tensor], Tensor] | None:
@@ -138,18 +172,18 @@ def fused_map(owner: nn.Module, *linears: nn.Module) -> Callable[[Tensor], Tenso
     if torch.compiler.is_compiling():
         return _side_by_side(linears)
     held, span = owner.__dict__.get(_ATTRIBUTE), _SPAN.get()
-    if held is not None and span and held[2] == span:  # checked earlier in this fixed_weights() span
-        return held[1]
+    if held is not None and span and held.span == span:  # checked earlier in this fixed_weights() span
+        return held.fused
+    if held is not None and held.holds(linears):  # checked when it was made, and nothing has changed since
+        held.span = span
+        return held.fused
     stack = stacking(linears)
     if stack is None:
         return None
     tensors = _tensors(linears)
-    if held is not None and _still(held, tensors):  # checked when it was made, and nothing has changed since
-        owner.__dict__[_ATTRIBUTE] = (*held[:2], span)
-        return held[1]
     # made under inference_mode (no version counter to follow), or a tensor subclass (a quantized weight, say)
     if any(t.is_inference() or type(t) not in (Tensor, nn.Parameter) for t in tensors):
         return None
-    held = (([weakref.ref(t) for t in tensors], _stamps(tensors)), stack(*linears), span)
+    held = Held(linears, tensors, stack(*linears), span)
     owner.__dict__[_ATTRIBUTE] = held
-    return held[1]
+    return held.fused

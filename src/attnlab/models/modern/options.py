@@ -1,5 +1,5 @@
 """The options of :class:`~attnlab.models.ModernDecoderConfig` that the newest open models added, checked here, and
-what each block of a :class:`~attnlab.models.ModernDecoder` receives from them.
+the spec each block of a :class:`~attnlab.models.ModernDecoder` is built from (:func:`layer_spec`).
 
 =================================  ==========================================  ===================================
 field                              what it does                                who
@@ -27,10 +27,13 @@ field                              what it does                                w
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
-from attnlab.attention.grouped_query import QK_NORMS
+from attnlab.attention.spec import QK_NORMS, AttentionSpec
 from attnlab.i18n import tr
+from attnlab.layers.modern_block import ModernBlockSpec
+from attnlab.layers.rmsnorm import RMSNorm
 from attnlab.layers.swiglu import GATES
 
 #: a layer's kind in ``layer_types`` (transformers' names)
@@ -73,9 +76,14 @@ def is_sliding(cfg: Any, layer: int) -> bool:
     return cfg.layer_types is None or cfg.layer_types[layer] == "sliding_attention"
 
 
-def block_options(cfg: Any, layer: int) -> dict[str, Any]:
-    """The keyword arguments of layer ``layer``'s :class:`~attnlab.layers.ModernBlock` that these options set."""
+def layer_spec(cfg: Any, layer: int) -> ModernBlockSpec:
+    """Layer ``layer``'s :class:`~attnlab.layers.ModernBlockSpec`, the config's fields written down once."""
     scale = None if cfg.query_pre_attn_scalar is None else cfg.query_pre_attn_scalar ** -0.5
-    return dict(sliding_window=cfg.sliding_window if is_sliding(cfg, layer) else None, qk_norm=cfg.qk_norm,
-                softcap=cfg.attn_softcap, sinks=cfg.sinks, scale=scale, unit_offset=cfg.norm_unit_offset,
-                sandwich=cfg.sandwich_norm, activation=cfg.activation, mlp_bias=cfg.mlp_bias)
+    attention = AttentionSpec(cfg.d_model, cfg.d_model, cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
+                              head_dim=cfg.head_dim, dropout=cfg.dropout, qkv_bias=cfg.qkv_bias, out_bias=cfg.out_bias,
+                              scale=scale, sliding_window=cfg.sliding_window if is_sliding(cfg, layer) else None,
+                              qk_norm=cfg.qk_norm, softcap=cfg.attn_softcap, sinks=cfg.sinks, backend=cfg.backend,
+                              make_norm=partial(RMSNorm, eps=cfg.norm_eps, unit_offset=cfg.norm_unit_offset),
+                              owner="GroupedQueryAttention")
+    return ModernBlockSpec(attention, cfg.d_ff, activation=cfg.activation, mlp_bias=cfg.mlp_bias, eps=cfg.norm_eps,
+                           unit_offset=cfg.norm_unit_offset, sandwich=cfg.sandwich_norm, dropout=cfg.dropout)
