@@ -98,7 +98,7 @@ context
 # written in each cell.
 
 # %%
-cap = capture(SimpleSelfAttention(backend="math"), inputs, tokens=tokens, name="SimpleSelfAttention")
+cap = capture(SimpleSelfAttention(), inputs, tokens=tokens, name="SimpleSelfAttention")
 head_figure(cap)
 
 # %% [markdown]

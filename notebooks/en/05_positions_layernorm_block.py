@@ -13,6 +13,7 @@ import torch
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.layers import (
+    BlockSpec,
     FeedForward,
     LayerNorm,
     LearnedPositionalEmbedding,
@@ -117,8 +118,8 @@ ff(x).shape
 
 # %%
 torch.manual_seed(0)
-post = TransformerBlock(d_model=8, num_heads=2, d_ff=32, norm="post")
-pre = TransformerBlock(d_model=8, num_heads=2, d_ff=32, norm="pre")
+post = TransformerBlock(BlockSpec(d_model=8, num_heads=2, d_ff=32, norm="post"))
+pre = TransformerBlock(BlockSpec(d_model=8, num_heads=2, d_ff=32, norm="pre"))
 pre.load_state_dict(post.state_dict())  # the same weights; only where the normalization sits differs
 
 a = post.attn(x)                        # post-LN: normalise after each sublayer

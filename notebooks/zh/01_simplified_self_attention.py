@@ -95,7 +95,7 @@ context
 # 行是查询，列是被关注的词元，格子里写着权重。
 
 # %%
-cap = capture(SimpleSelfAttention(backend="math"), inputs, tokens=tokens, name="SimpleSelfAttention")
+cap = capture(SimpleSelfAttention(), inputs, tokens=tokens, name="SimpleSelfAttention")
 head_figure(cap)
 
 # %% [markdown]

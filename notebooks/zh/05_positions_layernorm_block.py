@@ -12,6 +12,7 @@ import torch
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.layers import (
+    BlockSpec,
     FeedForward,
     LayerNorm,
     LearnedPositionalEmbedding,
@@ -112,8 +113,8 @@ ff(x).shape
 
 # %%
 torch.manual_seed(0)
-post = TransformerBlock(d_model=8, num_heads=2, d_ff=32, norm="post")
-pre = TransformerBlock(d_model=8, num_heads=2, d_ff=32, norm="pre")
+post = TransformerBlock(BlockSpec(d_model=8, num_heads=2, d_ff=32, norm="post"))
+pre = TransformerBlock(BlockSpec(d_model=8, num_heads=2, d_ff=32, norm="pre"))
 pre.load_state_dict(post.state_dict())  # 同一组权重，只是层归一化的位置不同
 
 a = post.attn(x)                        # 后置：每个子层之后归一化

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from attnlab.data import CharTokenizer
-from attnlab.generation import encode_prompt, generate
+from attnlab.generation import GenerationConfig, encode_prompt, generate
 from attnlab.inspect import capture
 from attnlab.models import GPT, GPTConfig, load_trained
 from attnlab.training import TrainConfig, train
@@ -80,7 +80,7 @@ loss_figure(result.train_losses, result.evals, title="tiny GPT on three Tang poe
 # %%
 model, tokenizer = load_trained(workdir / "run")
 prompt = encode_prompt(tokenizer, "床前")  # (1, T)
-greedy = generate(model, prompt, max_new_tokens=22, temperature=0)
+greedy = generate(model, prompt, 22, GenerationConfig(temperature=0))
 tokenizer.decode(greedy[0].tolist())
 
 # %% [markdown]
@@ -97,7 +97,7 @@ for t in (0.5, 1.0, 2.0):
 # %%
 g = torch.Generator().manual_seed(0)
 for t in (0.5, 1.0, 2.0):
-    sampled = generate(model, prompt, max_new_tokens=22, temperature=t, top_k=10, generator=g)
+    sampled = generate(model, prompt, 22, GenerationConfig(temperature=t, top_k=10, generator=g))
     print(f"t = {t}: {tokenizer.decode(sampled[0].tolist())!r}")
 
 # %% [markdown]
@@ -125,7 +125,7 @@ with torch.no_grad():
 answer = idx
 
 # %% tags=["check", "remove-input"] jupyter={"source_hidden": true}
-expected = generate(model, encode_prompt(tokenizer, "白日"), 10, temperature=0)
+expected = generate(model, encode_prompt(tokenizer, "白日"), 10, GenerationConfig(temperature=0))
 assert torch.is_tensor(answer) and answer.shape == expected.shape, f"shape {tuple(expected.shape)} expected"
 text, want = tokenizer.decode(answer[0].tolist()), tokenizer.decode(expected[0].tolist())
 assert torch.equal(answer, expected), f"{text!r} != {want!r}"
