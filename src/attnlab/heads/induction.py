@@ -175,11 +175,12 @@ class EvalData:
         model.eval()
         out = model(self.inputs)
         losses = per_position_loss(out.logits, self.targets)
-        seen = model(self.halves[:, :-1], return_weights=True)
+        # The whole sequence, so that every query of the second half is a real one: its last token predicts nothing
+        # here, but it attends (a padded zero row in its place would cap a perfect head at (half - 1) / half).
+        seen = model(self.halves, return_weights=True)
         # the second half's tokens after its first: each is the token after an earlier occurrence of its predecessor
-        repeated = per_position_loss(seen.logits[:, half:], self.halves[:, half + 1:]).mean()
-        full = [torch.nn.functional.pad(a, (0, 1, 0, 1)) for a in seen.attentions]  # the last token asks nothing
-        scores = prefix_matching_scores([a[..., : 2 * half, : 2 * half] for a in full], half)
+        repeated = per_position_loss(seen.logits[:, half:-1], self.halves[:, half + 1:]).mean()
+        scores = prefix_matching_scores(seen.attentions, half)
         model.train()
         return Evaluation(step, float(losses.mean()), float(repeated), icl_score(losses),
                           [[round(float(s), 6) for s in row] for row in scores])
