@@ -5,7 +5,9 @@
 * ``roles``: every head of a pretrained BERT measured over a corpus, as Clark et al. (2019) did;
 * ``rollout TEXT``: raw attention, attention rollout and attention flow of any model attnlab can look through;
 * ``prune --checkpoint DIR``: each head's importance, its ablation, and the loss as heads are removed (Michel et al.,
-  2019).
+  2019);
+* ``patch …``: which heads cause an output, by patching them between a clean and a corrupted run
+  (:mod:`attnlab.cli.heads_patch`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from attnlab.cli.heads_patch import command as patch_command
 from attnlab.cli.lang import Command, Translated
 from attnlab.cli.model_options import capture_text, model_options
 from attnlab.i18n import N_, _, tr
@@ -35,9 +38,12 @@ class HeadsGroup(Translated, click.Group):
 
 @click.group(name="heads", cls=HeadsGroup,
              help=N_("What the heads learn: induction heads, BERT's head roles, attention rollout and flow, head "
-                     "pruning."))
+                     "pruning, and which heads cause an output (patching)."))
 def command() -> None:
     """The ``attnlab heads`` group."""
+
+
+command.add_command(patch_command)
 
 
 def _write_figure(fig, path: str) -> None:

@@ -22,6 +22,7 @@ model's heads are its cross-attention's; its masked self-attention is a part per
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -39,14 +40,14 @@ NORM_TOLERANCE = 1e-4
 
 @dataclass
 class LogitAttribution:
-    """The parts of a logit difference at one position, averaged over the batch.
+    """The parts of a logit difference at one position (or several), averaged over the batch (and them).
 
     Attributes:
         total: the model's own value, from its logits.
         heads: ``(num_layers, num_heads)``: each head's part.
         parts: the other parts, by name: ``"embeddings"`` (0-d), ``"attention biases"`` (``(num_layers,)``,
-            ``out_proj``'s bias, where it has one), ``"feed-forward"`` (``(num_layers,)``; not in an attention-only model),
-            ``"self-attention"`` (``(num_layers,)``, a translation model's), ``"final norm bias"`` and
+            ``out_proj``'s bias, where it has one), ``"feed-forward"`` (``(num_layers,)``; not in an attention-only
+            model), ``"self-attention"`` (``(num_layers,)``, a translation model's), ``"final norm bias"`` and
             ``"unembedding bias"`` (0-d, where the model has them).
     """
 
@@ -146,11 +147,16 @@ def _capture(pm: Patchable, inputs: Inputs) -> tuple[Tensor, dict]:
     return logits.detach(), seen
 
 
-def logit_attribution(model: nn.Module, inputs: Inputs, direction: Tensor, position: int = -1) -> LogitAttribution:
+def logit_attribution(model: nn.Module, inputs: Inputs, direction: Tensor,
+                      position: int | Sequence[int] = -1) -> LogitAttribution:
     """Direct logit attribution at ``position`` of ``inputs`` (``(B, T)`` ids, or a translation model's pair).
 
-    ``direction``: ``(V,)`` or ``(B, V)`` over the vocabulary (:func:`answer_direction`); the value attributed is the
-    mean over the batch of ``direction · logits[:, position]``.
+    Args:
+        direction: over the vocabulary, ``(V,)``, ``(B, V)`` or, for several positions, ``(B, P, V)``
+            (:func:`answer_direction`).
+        position: one position, or ``P`` of them (the value is then their mean too).
+
+    The value attributed is the mean over the rows (and positions) of ``direction · logits[:, position]``.
     """
     pm = patchable(model)
     inputs = pm.check_inputs(inputs)
@@ -159,23 +165,29 @@ def logit_attribution(model: nn.Module, inputs: Inputs, direction: Tensor, posit
         raise ValueError(tr("direct logit attribution needs a residual stream that the logits read linearly; "
                             "{model} has none: {problem}", model=type(model).__name__, problem=problem))
     batch, length = pm.batch(inputs), pm.length(inputs, "output")
+    positions = [position] if isinstance(position, int) else list(position)
+    for p in positions:
+        if isinstance(p, bool) or not isinstance(p, int) or not -length <= p < length:
+            raise ValueError(tr("position must be in {low}..{high}, got {position!r}", low=-length, high=length - 1,
+                                position=p))
     direction = torch.as_tensor(direction, dtype=torch.float32)
-    if direction.shape not in ((pm.vocab_size,), (batch, pm.vocab_size)):
-        raise ValueError(tr("direction must be ({vocab},) or ({batch}, {vocab}) over the vocabulary, got {shape}",
-                            vocab=pm.vocab_size, batch=batch, shape=tuple(direction.shape)))
-    if isinstance(position, bool) or not isinstance(position, int) or not -length <= position < length:
-        raise ValueError(tr("position must be in {low}..{high}, got {position!r}", low=-length, high=length - 1,
-                            position=position))
+    shapes = ((pm.vocab_size,), (batch, pm.vocab_size), (batch, len(positions), pm.vocab_size))
+    if direction.shape not in shapes:
+        raise ValueError(tr("direction must be ({vocab},), ({batch}, {vocab}) or ({batch}, {count}, {vocab}) over "
+                            "the vocabulary, got {shape}", vocab=pm.vocab_size, batch=batch, count=len(positions),
+                            shape=tuple(direction.shape)))
+    if direction.dim() < 3:
+        direction = direction.expand(batch, -1)[:, None].expand(-1, len(positions), -1)
     with as_found(model), torch.no_grad():
         logits, seen = _capture(pm, inputs)
-        rows = direction.expand(batch, -1).to(logits.device, logits.dtype)
-        total = (rows * logits[:, position]).sum(-1).mean()
-        at = {key: t[:, position] for key, t in seen.items()}  # (B, D) or (B, H·hd)
+        rows = direction.reshape(-1, pm.vocab_size).to(logits.device, logits.dtype)  # (B · P, V)
+        total = (rows * logits[:, positions].flatten(0, 1)).sum(-1).mean()
+        at = {key: t[:, positions].flatten(0, 1) for key, t in seen.items()}  # (B · P, D) or (B · P, H · hd)
         last = at[("out", pm.num_layers - 1)]
         linear, norm_bias = _frozen_norm(pm.final_norm, at.get("norm_in", last), at.get("norm_out", last))
-        unembed = rows @ pm.unembed.weight  # (B, D): the answer direction in the residual stream
+        unembed = rows @ pm.unembed.weight  # (B · P, D): the answer direction in the residual stream
 
-        def share(c: Tensor) -> Tensor:  # (B, D) or (B, N, D) -> 0-d or (N,)
+        def share(c: Tensor) -> Tensor:  # (N, D) or (N, K, D) -> 0-d or (K,)
             readout = linear(c) * (unembed if c.dim() == 2 else unembed[:, None])
             return readout.sum(-1).mean(0)
 
