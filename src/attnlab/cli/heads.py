@@ -20,23 +20,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from attnlab.cli.heads_patch import TranslatedGroup
 from attnlab.cli.heads_patch import command as patch_command
-from attnlab.cli.lang import Command, Translated
+from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
-from attnlab.i18n import N_, _, tr
+from attnlab.i18n import N_, tr
 
 
-class HeadsGroup(Translated, click.Group):
-    """The ``heads`` group: its subcommands' one-line help in the reader's language too."""
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        helps = {name: self.commands[name].help for name in self.list_commands(ctx)}
-        rows = [(name, _(text).split("\n")[0] if text else "") for name, text in helps.items()]
-        with formatter.section(_("Commands")):
-            formatter.write_dl(rows)
-
-
-@click.group(name="heads", cls=HeadsGroup,
+@click.group(name="heads", cls=TranslatedGroup,
              help=N_("What the heads learn: induction heads, BERT's head roles, attention rollout and flow, head "
                      "pruning, and which heads cause an output (patching)."))
 def command() -> None:

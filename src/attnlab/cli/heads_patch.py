@@ -20,16 +20,17 @@ from attnlab.cli.lang import Command, Translated
 from attnlab.i18n import N_, _, tr
 
 
-class PatchGroup(Translated, click.Group):
-    """The ``heads patch`` group: its subcommands' one-line help in the reader's language too."""
+class TranslatedGroup(Translated, click.Group):
+    """A group of subcommands (``heads``, ``heads patch``) whose one-line help is in the reader's language too."""
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, _(self.commands[name].help or "").split("\n")[0]) for name in self.list_commands(ctx)]
+        helps = {name: self.commands[name].help for name in self.list_commands(ctx)}
+        rows = [(name, _(text).split("\n")[0] if text else "") for name, text in helps.items()]
         with formatter.section(_("Commands")):
             formatter.write_dl(rows)
 
 
-@click.group(name="patch", cls=PatchGroup,
+@click.group(name="patch", cls=TranslatedGroup,
              help=N_("Which heads cause an output: activation, path and attribution patching, direct logit "
                      "attribution."))
 def command() -> None:
@@ -217,6 +218,7 @@ def prompt_command(model_name: str, clean: str, corrupt: str, right: str, wrong:
         path_patch,
         recovered,
     )
+    from attnlab.heads.patching import listed
     from attnlab.heads.sites import patchable
     from attnlab.viz import patching_figures as pf
 
@@ -251,23 +253,23 @@ def prompt_command(model_name: str, clean: str, corrupt: str, right: str, wrong:
     out = _out(out_dir)
     result = {"model": model_name, "clean": clean, "corrupt": corrupt, "right": right, "wrong": wrong, "site": site,
               "positions": positions, "clean_metric": clean_value, "corrupt_metric": corrupt_value,
-              "patching": patched.tolist(), "attribution": estimate.tolist()}
+              "patching": listed(patched), "attribution": listed(estimate)}
     click.echo(tr("logit difference: clean {clean:.3f}, corrupted {corrupt:.3f}", clean=clean_value,
                   corrupt=corrupt_value))
     grid = (lambda t: t) if positions == "all" else (lambda t: t.abs().amax(dim=-1))  # each: the largest position
-    click.echo(tr("patching restores the most at {top}", top=_top(grid(patched).tolist())))
+    click.echo(tr("patching restores the most at {top}", top=_top(listed(grid(patched)))))
     figures = {"patch_prompt.png": pf.head_grid_figure(
-        [(tr("activation patching"), grid(patched).tolist()), (tr("attribution patching"), grid(estimate).tolist())],
+        [(tr("activation patching"), listed(grid(patched))), (tr("attribution patching"), listed(grid(estimate)))],
         tr("{site}: the share of the logit difference restored", site=site), tr("share restored"))}
     if positions == "each":
         labels = [tokenizer.decode([i]) for i in ids["--clean"]]
-        figures["patch_prompt_positions.png"] = pf.position_grid_figure(patched.tolist(), labels,
+        figures["patch_prompt_positions.png"] = pf.position_grid_figure(listed(patched), labels,
                                                                          tr("one head at one position"),
                                                                          tr("position"))
     try:
         dla = logit_attribution(model, x, answer_direction(pm.vocab_size, [right_id], [wrong_id]))
-        result["logit_attribution"] = {"total": float(dla.total), "heads": dla.heads.tolist(),
-                                       **{k: v.tolist() for k, v in dla.parts.items()}}
+        result["logit_attribution"] = {"total": listed(dla.total), "heads": listed(dla.heads),
+                                       **{k: listed(v) for k, v in dla.parts.items()}}
         figures["patch_prompt_logits.png"] = _logits_figure(result["logit_attribution"],
                                                             tr("direct logit attribution of the clean prompt"))
     except ValueError as err:
@@ -275,8 +277,8 @@ def prompt_command(model_name: str, clean: str, corrupt: str, right: str, wrong:
     if chosen is not None:
         paths = {s: recovered(path_patch(model, x, y, difference, chosen, site=s), clean_value, corrupt_value)
                  for s in ("query", "key", "value")}
-        result["paths"] = {"sender": list(chosen), **{s: t.tolist() for s, t in paths.items()}}
+        result["paths"] = {"sender": list(chosen), **{s: listed(t) for s, t in paths.items()}}
         figures["patch_prompt_paths.png"] = pf.head_grid_figure(
-            [(_(pf.THROUGH[s]), t.tolist()) for s, t in paths.items()],
+            [(_(pf.THROUGH[s]), listed(t)) for s, t in paths.items()],
             tr("path patching from layer {layer}, head {head}", layer=chosen[0], head=chosen[1]), tr("share restored"))
     _write(out, "patch_prompt.json", result, figures)

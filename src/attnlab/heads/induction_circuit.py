@@ -33,7 +33,7 @@ from attnlab.data.tokens import stream_generator
 from attnlab.heads.attribution import attribute_heads
 from attnlab.heads.induction import InductionConfig, InductionRun
 from attnlab.heads.logit_attribution import logit_attribution
-from attnlab.heads.patching import Metric, baselines, patch_heads, patch_residual, recovered
+from attnlab.heads.patching import Metric, baselines, listed, patch_heads, patch_residual, recovered
 from attnlab.heads.path_patching import path_patch
 from attnlab.heads.repeated_tokens import repeated_halves
 
@@ -74,11 +74,6 @@ def previous_token_scores(model: nn.Module, ids: Tensor) -> Tensor:
     return torch.stack([a[:, :, rows, rows - 1].mean(dim=(0, 2)) for a in weights])
 
 
-def _rounded(t: Tensor) -> list:
-    return [[None if v != v else round(float(v), 5) for v in row] for row in t.reshape(t.shape[0], -1)] \
-        if t.dim() > 1 else [round(float(v), 5) for v in t]
-
-
 def analyse(model: nn.Module, clean: Tensor, corrupt: Tensor, half: int) -> dict[str, Any]:
     """Every analysis of one model on ``(clean, corrupt)``; fractions are of the way from the corrupted metric to the
     clean one (1: all of it restored), or, for path patching, of the repeat's advantage lost."""
@@ -89,23 +84,23 @@ def analyse(model: nn.Module, clean: Tensor, corrupt: Tensor, half: int) -> dict
     estimate = attribute_heads(model, clean, corrupt, metric) + corrupt_value
     residual = patch_residual(model, clean, corrupt, metric)
     result = {"clean_metric": clean_value, "corrupt_metric": corrupt_value,
-              "patching": _rounded(recovered(heads, clean_value, corrupt_value)),
-              "attribution": _rounded(recovered(estimate, clean_value, corrupt_value)),
-              "patching_by_position": [_rounded(layer) for layer in recovered(each, clean_value, corrupt_value)],
-              "residual_by_position": _rounded(recovered(residual, clean_value, corrupt_value)),
-              "previous_token": _rounded(previous_token_scores(model, clean))}
+              "patching": listed(recovered(heads, clean_value, corrupt_value)),
+              "attribution": listed(recovered(estimate, clean_value, corrupt_value)),
+              "patching_by_position": listed(recovered(each, clean_value, corrupt_value)),
+              "residual_by_position": listed(recovered(residual, clean_value, corrupt_value)),
+              "previous_token": listed(previous_token_scores(model, clean))}
     layers, num_heads = heads.shape
     paths = {}
     for sender in range(num_heads) if layers > 1 else ():
         # noising: the re-drawn run's head into the repeated run; the loss of the advantage, as a fraction
-        paths[sender] = {site: _rounded(recovered(path_patch(model, corrupt, clean, metric, (0, sender), site=site),
+        paths[sender] = {site: listed(recovered(path_patch(model, corrupt, clean, metric, (0, sender), site=site),
                                                   corrupt_value, clean_value)[1:]) for site in PATH_SITES}
     result["paths_from_layer_0"] = paths
     successors = clean[:, half + 1:]
     direction = torch.nn.functional.one_hot(successors, model.config.vocab_size).float() - 1 / model.config.vocab_size
     dla = logit_attribution(model, clean, direction, position=list(range(half, 2 * half - 1)))
-    result["logit_attribution"] = {"total": round(float(dla.total), 5), "heads": _rounded(dla.heads),
-                                   **{name: _rounded(part.reshape(-1)) for name, part in dla.parts.items()}}
+    result["logit_attribution"] = {"total": round(float(dla.total), 5), "heads": listed(dla.heads),
+                                   **{name: listed(part.reshape(-1)) for name, part in dla.parts.items()}}
     return result
 
 
@@ -133,12 +128,19 @@ def training_picture(run: InductionRun, clean: Tensor, corrupt: Tensor, half: in
 
 
 def induction_circuit(config: InductionConfig, runs: dict[str, InductionRun]) -> dict[str, Any]:
-    """What ``patch_induction.json`` holds: each model's analyses, the two-layer one's at every evaluation too."""
+    """What ``patch_induction.json`` holds: each model's analyses, the two-layer one's at every evaluation too.
+
+    On one thread, as the training: matrices this small gain nothing from a second, which on a busy machine spins."""
     clean, corrupt = induction_pair(config)
     out: dict[str, Any] = {"batch": CIRCUIT_BATCH, "half": config.half, "models": {}}
-    for name, run in runs.items():
-        out["models"][name] = analyse(run.model, clean, corrupt, config.half)
-    deepest = f"{max(config.layers)}-layer"
-    if runs[deepest].snapshots:
-        out["training"] = training_picture(runs[deepest], clean, corrupt, config.half)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, run in runs.items():
+            out["models"][name] = analyse(run.model, clean, corrupt, config.half)
+        deepest = f"{max(config.layers)}-layer"
+        if runs[deepest].snapshots:
+            out["training"] = training_picture(runs[deepest], clean, corrupt, config.half)
+    finally:
+        torch.set_num_threads(threads)
     return out

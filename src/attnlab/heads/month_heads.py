@@ -23,8 +23,7 @@ from torch import Tensor, nn
 from attnlab.data.pairs import BOS, PAD
 from attnlab.data.tasks import DateItem, get_task
 from attnlab.heads.attribution import attribute_heads
-from attnlab.heads.induction_circuit import _rounded
-from attnlab.heads.patching import Metric, baselines, patch_heads, patch_residual, recovered
+from attnlab.heads.patching import Metric, baselines, listed, patch_heads, patch_residual, recovered
 
 #: the held-out day of the demo, and the same day a month later
 DAY, OTHER_DAY = dt.date(2031, 7, 15), dt.date(2031, 8, 15)
@@ -79,15 +78,14 @@ def month_heads(model: nn.Module, vocab: Any) -> dict[str, Any]:
         heads = patch_heads(model, clean, corrupt, metric)
         estimate = attribute_heads(model, clean, corrupt, metric) + corrupt_value
         result = {"clean_metric": clean_value, "corrupt_metric": corrupt_value,
-                  "patching": _rounded(recovered(heads, clean_value, corrupt_value)),
-                  "attribution": _rounded(recovered(estimate, clean_value, corrupt_value)),
-                  "residual_by_position": _rounded(recovered(patch_residual(model, clean, corrupt, metric),
+                  "patching": listed(recovered(heads, clean_value, corrupt_value)),
+                  "attribution": listed(recovered(estimate, clean_value, corrupt_value)),
+                  "residual_by_position": listed(recovered(patch_residual(model, clean, corrupt, metric),
                                                              clean_value, corrupt_value))}
         if name == "french":
             length = len(clean_sources[0])  # the clean source's own positions (no padding)
             for site in ("key", "value"):
                 each = patch_heads(model, clean, corrupt, metric, positions="each", site=site)[..., :length]
-                result[f"{site}_by_source_position"] = [_rounded(layer) for layer in
-                                                        recovered(each, clean_value, corrupt_value)]
+                result[f"{site}_by_source_position"] = listed(recovered(each, clean_value, corrupt_value))
         out[name] = result
     return out

@@ -77,6 +77,13 @@ def recovered(values: Tensor, clean_value: float, corrupt_value: float) -> Tenso
     return (values - corrupt_value) / (clean_value - corrupt_value)
 
 
+def listed(values: Tensor, digits: int = 5) -> list:
+    """A tensor as nested lists of rounded floats for JSON, ``None`` where it is NaN (a layer not measured)."""
+    if values.dim() == 0:
+        return None if math.isnan(float(values)) else round(float(values), digits)
+    return [listed(v, digits) for v in values]
+
+
 def _places(pm: Patchable, patches: Sequence[Patch]) -> set[Place]:
     return {(p.layer, p.site) for p in patches}
 
