@@ -140,7 +140,11 @@ def dates_command(checkpoint: str, out_dir: str) -> None:
     from attnlab.viz import patching_figures as pf
 
     model, vocab = load_trained(checkpoint, "cpu", kind="seq2seq")
-    result = month_heads(model, vocab)  # before --out is made: a model of another task fails here
+    try:
+        result = month_heads(model, vocab)  # before --out is made
+    except ValueError as err:  # a model of another task cannot read the dates' characters
+        raise ValueError(tr("--checkpoint {path!r} is not a dates model: {problem}", path=str(checkpoint),
+                            problem=err)) from err
     out = _out(out_dir)
     french, seven = result["french"], result["seven_formats"]
     table = Table(title=tr("Which cross-attention heads carry the month (logit of 7 minus 8; patching: the share "

@@ -51,10 +51,12 @@ class Patch:
 
 def check_metric(value: object) -> Tensor:
     """A metric's value: it must be a 0-d tensor (one number for the whole batch)."""
-    if not isinstance(value, Tensor) or value.dim() != 0:
-        got = f"shape {tuple(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise ValueError(tr("metric must return a 0-d tensor (one number for the batch, e.g. a mean), got a tensor "
+                            "of shape {shape}", shape=tuple(value.shape)))
+    if not isinstance(value, Tensor):
         raise ValueError(tr("metric must return a 0-d tensor (one number for the batch, e.g. a mean), got {got}",
-                            got=got))
+                            got=type(value).__name__))
     return value
 
 
