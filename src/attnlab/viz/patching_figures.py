@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
@@ -36,8 +37,8 @@ def _norm(values: np.ndarray) -> TwoSlopeNorm:
 
 def _grid(ax, values: np.ndarray, families: list[str], row_label: str, col_label: str, rows: Sequence[str],
           cols: Sequence[str], write: bool = True):
-    image = ax.imshow(np.ma.masked_invalid(values), cmap=CMAP, norm=_norm(values), aspect="auto")
-    image.cmap.set_bad("#dddddd")
+    cmap = colormaps[CMAP].with_extremes(bad="#dddddd")  # a layer not measured: grey
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=_norm(values), aspect="auto")
     if write:
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
