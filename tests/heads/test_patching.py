@@ -250,3 +250,16 @@ def test_the_model_is_left_as_it_was_found_when_a_call_returns_or_raises(call, k
         CALLS[call](model, clean, corrupt, logit_difference)
     same_state(armed, state(model))
     handle.remove()
+
+
+def test_transformer_lens_is_a_reference_of_the_tests_only():
+    """No module of attnlab imports it; pyproject lists it in the dev extra alone."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    assert not [p for p in (root / "src").rglob("*.py") if "transformer_lens" in p.read_text(encoding="utf-8")]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = {name for name, deps in project["optional-dependencies"].items()
+              if any(d.startswith("transformer-lens") for d in deps)}
+    assert extras == {"dev"} and not any(d.startswith("transformer-lens") for d in project["dependencies"])
