@@ -55,27 +55,19 @@ def test_the_two_models_compute_the_same_logits(models, runs):
         assert abs(float(logit_difference(ours(runs[0]).logits) - logit_difference(ours(runs[1]).logits))) > 0.2
 
 
+@pytest.mark.parametrize("positions", ["all", "each"])
 @pytest.mark.parametrize("site", list(SITES))
-def test_patch_heads_every_position_equals_transformer_lens(models, runs, site):
+def test_patch_heads_equals_transformer_lens(models, runs, site, positions):
+    """Every position at once (``..._all_pos``) and one at a time (``..._by_pos``, whose result is ``(L, T, H)``)."""
     ours, bridge = models
     clean, corrupt = runs
     _, cache = bridge.run_with_cache(clean)
-    theirs = getattr(tl_patching, f"get_act_patch_attn_head_{TL_NAMES[site]}_all_pos")(bridge, corrupt, cache,
-                                                                                        logit_difference)
-    got = patch_heads(ours, clean, corrupt, logit_difference, site=site)
-    torch.testing.assert_close(got, theirs.float(), atol=TOL, rtol=0)
-    assert got.std() > 0.05  # the heads differ: not a comparison of constants
-
-
-@pytest.mark.parametrize("site", list(SITES))
-def test_patch_heads_one_position_at_a_time_equals_transformer_lens(models, runs, site):
-    ours, bridge = models
-    clean, corrupt = runs
-    _, cache = bridge.run_with_cache(clean)
-    theirs = getattr(tl_patching, f"get_act_patch_attn_head_{TL_NAMES[site]}_by_pos")(bridge, corrupt, cache,
-                                                                                       logit_difference)
-    got = patch_heads(ours, clean, corrupt, logit_difference, positions="each", site=site)
-    torch.testing.assert_close(got, theirs.permute(0, 2, 1).float(), atol=TOL, rtol=0)  # theirs: (L, T, H)
+    which = "all" if positions == "all" else "by"
+    sweep = getattr(tl_patching, f"get_act_patch_attn_head_{TL_NAMES[site]}_{which}_pos")
+    theirs = sweep(bridge, corrupt, cache, logit_difference).float()
+    got = patch_heads(ours, clean, corrupt, logit_difference, positions=positions, site=site)
+    torch.testing.assert_close(got, theirs if positions == "all" else theirs.permute(0, 2, 1), atol=TOL, rtol=0)
+    assert got.std() > 0.01  # the heads (and positions) differ: not a comparison of constants
 
 
 def test_patch_residual_equals_transformer_lens(models, runs):
