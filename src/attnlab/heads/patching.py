@@ -106,13 +106,12 @@ def check_patch(pm: Patchable, patch: Patch, inputs: Inputs) -> Patch:
     return patch
 
 
-def sweep(pm: Patchable, clean: dict[Place, Tensor], corrupt: Inputs, metric: Metric,
-          groups: Sequence[Sequence[Patch]], sources: dict[Place, Tensor] | None = None) -> Tensor:
+def sweep(pm: Patchable, sources: dict[Place, Tensor], corrupt: Inputs, metric: Metric,
+          groups: Sequence[Sequence[Patch]]) -> Tensor:
     """``(len(groups),)``: the metric of the corrupted run with each group of patches applied together.
 
-    ``clean`` holds the clean tensors at every place the patches name (``(B, T, width)``); ``sources``, if given,
-    replaces ``clean`` for some places (path patching's values). Groups run side by side, ``chunk`` at a time."""
-    values = sources or clean
+    ``sources`` holds the tensors to put in at every place the patches name, ``(B, T, width)``: the clean run's (or
+    path patching's). Groups run side by side, as many per pass as :data:`PASS_BYTES` allows."""
     batch = pm.batch(corrupt)
     tokens = batch * pm.target(corrupt).shape[1]
     width = pm.unembed.weight.shape[1]
@@ -122,7 +121,7 @@ def sweep(pm: Patchable, clean: dict[Place, Tensor], corrupt: Inputs, metric: Me
     with torch.no_grad():
         for start in range(0, len(groups), chunk):
             part = groups[start:start + chunk]
-            edits = {place: _masked_edit(pm, place, values[place], part, batch)
+            edits = {place: _masked_edit(pm, place, sources[place], part, batch)
                      for place in {pl for group in part for pl in _places(pm, group)}}
             logits, _ = forward(pm, pm.tiled(corrupt, len(part)), edits)
             logits = logits.unflatten(0, (len(part), batch))
