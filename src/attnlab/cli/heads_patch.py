@@ -5,10 +5,14 @@
 * ``dates --checkpoint DIR``: which cross-attention heads of the dates translator carry the month;
 * ``prompt --model M --clean TEXT --corrupt TEXT --right TOKEN --wrong TOKEN``: any decoder, one clean and one
   corrupted prompt, the logit difference of two tokens at the last position.
+
+It also holds what every ``heads`` command shares (the group class, the ``--out`` directory, writing JSON and
+figures), which :mod:`attnlab.cli.heads` imports from here.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -37,18 +41,33 @@ def command() -> None:
     """The ``attnlab heads patch`` group."""
 
 
-def _out(out_dir: str) -> Path:
-    from attnlab.cli.heads import _prepare_out
+def write_figure(fig, path: str) -> None:
+    """Save a figure (PNG or SVG by its name) and say so; every ``heads`` command writes its figures so."""
+    from attnlab.viz.figures import save_figure
 
-    return _prepare_out(out_dir)
+    click.echo(tr("wrote {path}", path=save_figure(fig, path)))
+
+
+def prepare_out(out: str) -> Path:
+    """The ``--out`` directory, made and proven writable before minutes of work."""
+    from attnlab.files import check_writable_dir
+
+    check_writable_dir(out, "--out")  # before minutes of work
+    return Path(out)
+
+
+def write_json(path: Path, data: dict) -> None:
+    """``data`` as JSON, written whole or not at all."""
+    from attnlab.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    click.echo(tr("wrote {path}", path=path))
 
 
 def _write(out: Path, name: str, data: dict, figures: dict) -> None:
-    from attnlab.cli.heads import _write_figure, _write_json
-
-    _write_json(out / name, data)
+    write_json(out / name, data)
     for file, fig in figures.items():
-        _write_figure(fig, str(out / file))
+        write_figure(fig, str(out / file))
 
 
 def _top(values: list[list[float | None]], count: int = 3) -> str:
@@ -71,7 +90,7 @@ def induction_command(out_dir: str, steps: int | None, seed: int) -> None:
     from attnlab.viz import patching_figures as pf
 
     config = InductionConfig(seed=seed, **({} if steps is None else {"steps": steps}))
-    out = _out(out_dir)
+    out = prepare_out(out_dir)
 
     def show(name: str, e) -> None:
         if e.step % 200 == 0 or e.step == config.steps:
@@ -145,7 +164,7 @@ def dates_command(checkpoint: str, out_dir: str) -> None:
     except ValueError as err:  # a model of another task cannot read the dates' characters
         raise ValueError(tr("--checkpoint {path!r} is not a dates model: {problem}", path=str(checkpoint),
                             problem=err)) from err
-    out = _out(out_dir)
+    out = prepare_out(out_dir)
     french, seven = result["french"], result["seven_formats"]
     table = Table(title=tr("Which cross-attention heads carry the month (logit of 7 minus 8; patching: the share "
                            "restored)"), title_justify="left")
@@ -254,7 +273,7 @@ def prompt_command(model_name: str, clean: str, corrupt: str, right: str, wrong:
                         corrupt_value)
     estimate = recovered(attribute_heads(model, x, y, difference, site=site, positions=positions) + corrupt_value,
                          clean_value, corrupt_value)
-    out = _out(out_dir)
+    out = prepare_out(out_dir)
     result = {"model": model_name, "clean": clean, "corrupt": corrupt, "right": right, "wrong": wrong, "site": site,
               "positions": positions, "clean_metric": clean_value, "corrupt_metric": corrupt_value,
               "patching": listed(patched), "attribution": listed(estimate)}
