@@ -330,7 +330,10 @@ MINIMAL = {"train": TRAIN, "train-seq2seq": S2S_TRAIN, "sample": SAMPLE, "transl
            "heads rollout": ["heads", "rollout", "a b"],
            "heads induction": ["heads", "induction", "--out", "{dir}/new"],
            "heads roles": ["heads", "roles", "--out", "{dir}/new"],
-           "heads prune": ["heads", "prune", "--checkpoint", "{dir}/run", "--out", "{dir}/new"]}
+           "heads prune": ["heads", "prune", "--checkpoint", "{dir}/run", "--out", "{dir}/new"],
+           "heads patch induction": ["heads", "patch", "induction", "--out", "{dir}/new"],
+           "heads patch dates": ["heads", "patch", "dates", "--checkpoint", "{dir}/s2s", "--out", "{dir}/new"],
+           "heads patch prompt": [*PATCH[:-2], "--out", "{dir}/new"]}
 
 
 def _commands(group: click.Group = main, prefix: str = "") -> dict[str, click.Command]:
