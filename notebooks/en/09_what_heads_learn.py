@@ -12,20 +12,31 @@
 # 3. **Attention rollout** (Abnar & Zuidema, 2020): following the information through every layer, not one.
 #
 # And one tool that runs through them: the **head mask**, which removes a head's output, to see what it was worth
-# (Michel et al., 2019).
+# (Michel et al., 2019); and what came after it, **patching**: which head makes the prediction, and through which of
+# its inputs (Wang et al., 2022; Elhage et al., 2021).
 
 # %%
 # %matplotlib inline
 import torch
 
 from attnlab.data.sentences import shakespeare_sentences
-from attnlab.heads import attention_flow, rollout
+from attnlab.heads import (
+    attention_flow,
+    attribute_heads,
+    baselines,
+    patch_heads,
+    path_patch,
+    recovered,
+    rollout,
+)
 from attnlab.heads.induction import InductionConfig, prefix_matching_scores, results, train_induction
+from attnlab.heads.induction_circuit import induction_pair, repeat_metric
 from attnlab.heads.repeated_tokens import repeated_halves
 from attnlab.heads.roles import head_roles
 from attnlab.inspect import capture
 from attnlab.pretrained import load_bert
 from attnlab.viz.induction_figures import induction_head_figure, induction_training_figure
+from attnlab.viz.patching_figures import head_grid_figure, path_grid_figure
 from attnlab.viz.roles_figures import special_tokens_figure
 from attnlab.viz.rollout_figure import rollout_figure
 
@@ -99,6 +110,41 @@ masks["the best induction head"][layer, head] = 0.0
 masks["all of layer 0"][0] = 0.0
 for removed, mask in masks.items():
     print(f"removed {removed:<28} loss on the repeated half {repeat_loss(mask):.3f}")
+
+# %% [markdown]
+# ## Which heads cause it: patching
+#
+# A head that *looks* like an induction head need not be the one that makes the prediction. **Activation
+# patching** finds out by intervention: run the model on a clean input (the repeated halves) and on a corrupted
+# one (the same second half after a re-drawn first half, so nothing repeats), then run the corrupted input again
+# with one head's output taken from the clean run. The share of the metric that comes back is that head's doing.
+# **Attribution patching** estimates every head's share at once from one forward and one backward pass (a first-order
+# estimate, which fails where a head acts by moving its attention from one key to another).
+
+# %%
+clean, corrupt = induction_pair(config)  # repeated halves; the same second half after a re-drawn first half
+metric = repeat_metric(clean, config.half)  # mean log-probability of the 15 successors a repeat gives away
+top, bottom = baselines(two.model, clean, corrupt, metric)
+patched = recovered(patch_heads(two.model, clean, corrupt, metric), top, bottom)
+estimate = recovered(attribute_heads(two.model, clean, corrupt, metric) + bottom, top, bottom)
+print(f"clean {top:.3f}, corrupted {bottom:.3f}")
+print("activation patching\n", patched)
+print("attribution patching\n", estimate)
+head_grid_figure([("activation patching", patched.tolist()), ("attribution patching", estimate.tolist())],
+                 "share of the repeat restored by one head", "share restored")
+
+# %% [markdown]
+# **Path patching** asks through which input. The layer-0 head of the re-drawn run is put into the repeated run and
+# reaches the output only through one layer-1 head's queries, keys or values (every other attention output held at
+# the repeated run's). The previous-token head feeds the induction heads through their **keys**: K-composition, the
+# mechanism Elhage et al. (2021) describe; through queries and values nothing is lost.
+
+# %%
+paths = {head: {site: recovered(path_patch(two.model, corrupt, clean, metric, (0, head), site=site), bottom, top)
+                [1:].tolist() for site in ("query", "key", "value")} for head in range(config.num_heads)}
+lost = {site: max(max(paths[h][site][0]) for h in paths) for site in ("query", "key", "value")}
+print("the most lost through one layer-1 head's", {site: round(v, 2) for site, v in lost.items()})
+path_grid_figure(paths, "share of the repeat's advantage lost through one path")
 
 # %% [markdown]
 # ## What BERT's heads look at

@@ -9,20 +9,31 @@
 # 2. **BERT 各个头的分工**（Clark 等人，2019）：在几百个句子上测量预训练 BERT 的每个头在看什么。
 # 3. **注意力 rollout**（Abnar 与 Zuidema，2020）：追踪信息穿过每一层，而不只是一层。
 #
-# 还有一个贯穿始终的工具：**头掩码（head mask）**，它把一个头的输出去掉，看看这个头值多少（Michel 等人，2019）。
+# 还有一个贯穿始终的工具：**头掩码（head mask）**，它把一个头的输出去掉，看看这个头值多少（Michel 等人，2019）；
+# 以及它的后继：**修补**（patching），找出哪个头导致了预测，经由它的哪个输入（Wang 等人，2022；Elhage 等人，2021）。
 
 # %%
 # %matplotlib inline
 import torch
 
 from attnlab.data.sentences import shakespeare_sentences
-from attnlab.heads import attention_flow, rollout
+from attnlab.heads import (
+    attention_flow,
+    attribute_heads,
+    baselines,
+    patch_heads,
+    path_patch,
+    recovered,
+    rollout,
+)
 from attnlab.heads.induction import InductionConfig, prefix_matching_scores, results, train_induction
+from attnlab.heads.induction_circuit import induction_pair, repeat_metric
 from attnlab.heads.repeated_tokens import repeated_halves
 from attnlab.heads.roles import head_roles
 from attnlab.inspect import capture
 from attnlab.pretrained import load_bert
 from attnlab.viz.induction_figures import induction_head_figure, induction_training_figure
+from attnlab.viz.patching_figures import head_grid_figure, path_grid_figure
 from attnlab.viz.roles_figures import special_tokens_figure
 from attnlab.viz.rollout_figure import rollout_figure
 
@@ -91,6 +102,38 @@ masks["the best induction head"][layer, head] = 0.0
 masks["all of layer 0"][0] = 0.0
 for removed, mask in masks.items():
     print(f"removed {removed:<28} loss on the repeated half {repeat_loss(mask):.3f}")
+
+# %% [markdown]
+# ## 哪些头导致了预测：修补
+#
+# 一个*看起来*像归纳头的头，不一定就是做出预测的那个头。**激活修补**（activation patching）用干预来查明：在干净的
+# 输入（重复的两半）和损坏的输入（同样的后半段，前半段重抽，于是没有任何重复）上各跑一次模型，再在损坏的输入上跑
+# 一次，其中一个头的输出取自干净运行。度量恢复回来的份额，就是这个头的功劳。**归因修补**（attribution patching）
+# 用一次前向和一次反向同时估计每个头的份额（一阶估计；当一个头通过把注意力从一个键移到另一个键起作用时，它会失效）。
+
+# %%
+clean, corrupt = induction_pair(config)  # 重复的两半；前半段重抽之后的同样后半段
+metric = repeat_metric(clean, config.half)  # 重复让模型能预测的 15 个后继词元的平均对数概率
+top, bottom = baselines(two.model, clean, corrupt, metric)
+patched = recovered(patch_heads(two.model, clean, corrupt, metric), top, bottom)
+estimate = recovered(attribute_heads(two.model, clean, corrupt, metric) + bottom, top, bottom)
+print(f"clean {top:.3f}, corrupted {bottom:.3f}")
+print("activation patching\n", patched)
+print("attribution patching\n", estimate)
+head_grid_figure([("activation patching", patched.tolist()), ("attribution patching", estimate.tolist())],
+                 "share of the repeat restored by one head", "share restored")
+
+# %% [markdown]
+# **路径修补**（path patching）问的是经由哪个输入。把重抽运行里第 0 层的头放进重复的运行，只让它经由第 1 层某个头的
+# 查询（query）、键（key）或值（value）到达输出（其余每个注意力输出都固定在重复运行的值上）。“前一个词元”头经由归纳头的
+# **键**喂给它们：这就是 Elhage 等人（2021）描述的 K-组合（K-composition）；经由查询和值则什么也没损失。
+
+# %%
+paths = {head: {site: recovered(path_patch(two.model, corrupt, clean, metric, (0, head), site=site), bottom, top)
+                [1:].tolist() for site in ("query", "key", "value")} for head in range(config.num_heads)}
+lost = {site: max(max(paths[h][site][0]) for h in paths) for site in ("query", "key", "value")}
+print("the most lost through one layer-1 head's", {site: round(v, 2) for site, v in lost.items()})
+path_grid_figure(paths, "share of the repeat's advantage lost through one path")
 
 # %% [markdown]
 # ## BERT 的头在看什么

@@ -24,6 +24,8 @@ SAMPLE = ["sample", "--checkpoint", "{dir}/run", "First"]
 LONG = " ".join(["w"] * 70)
 S2S_TRAIN = ["train-seq2seq", "--task", "numbers", "--out", "{dir}/new"]
 TRANSLATE = ["translate", "--checkpoint", "{dir}/s2s"]
+PATCH = ["heads", "patch", "prompt", "--model", "{dir}/run", "--clean", "First", "--corrupt", "Secon", "--right", "t",
+         "--wrong", "s", "--out", "{dir}/patch"]
 
 # (id, argv, exit status, words the error line must hold, paths that must not exist afterwards)
 CASES = [
@@ -274,6 +276,31 @@ CASES = [
      ["no_attention", "does not match the model", "missing", "attn"], ["prune"]),
     ("heads-prune-data-missing", ["heads", "prune", "--checkpoint", "{dir}/run", "--data", "{dir}/nope.txt", "--out",
                                   "{dir}/prune"], 1, ["data:", "nope.txt"], ["prune"]),
+    # heads patch
+    ("heads-patch-prompt-lengths-differ", [*PATCH[:7], "--corrupt", "Fir", *PATCH[9:]], 1,
+     ["--clean", "--corrupt", "5 and 3 tokens"], ["patch"]),
+    ("heads-patch-prompt-characters-unknown", [*PATCH[:5], "--clean", "FirsΩ", *PATCH[7:]], 1,
+     ["CharTokenizer.encode", "'Ω'"], ["patch"]),
+    ("heads-patch-prompt-right-not-one-token", [*PATCH[:9], "--right", "st", *PATCH[11:]], 1,
+     ["--right", "'st'", "2 tokens"], ["patch"]),
+    ("heads-patch-prompt-encoder", ["heads", "patch", "prompt", "--model", "bert", *PATCH[5:]], 1,
+     ["PretrainedBert", "no heads to patch", "encoder"], ["patch"]),
+    ("heads-patch-prompt-sender-not-layer-dot-head", [*PATCH, "--sender", "abc"], 2,
+     ["--sender", "LAYER.HEAD", "'abc'"], ["patch"]),
+    ("heads-patch-prompt-sender-layer-out-of-range", [*PATCH, "--sender", "5.0"], 2,
+     ["--sender", "sender layer", "0..1", "got 5"], ["patch"]),
+    ("heads-patch-prompt-sender-head-out-of-range", [*PATCH, "--sender", "0.9"], 2,
+     ["--sender", "sender head", "0..1", "got 9"], ["patch"]),
+    ("heads-patch-prompt-site-unknown", [*PATCH, "--site", "keys"], 2, ["--site", "'keys'", "query"], ["patch"]),
+    ("heads-patch-prompt-out-unwritable", [*PATCH[:-2], "--out", "/proc/attnlab-patch"], 1,
+     ["--out", "/proc/attnlab-patch"], []),
+    ("heads-patch-dates-gpt-checkpoint", ["heads", "patch", "dates", "--checkpoint", "{dir}/run", "--out",
+                                          "{dir}/patch"], 1, ["decoder-only", "attnlab train-seq2seq"], ["patch"]),
+    ("heads-patch-dates-numbers-model", ["heads", "patch", "dates", "--checkpoint", "{dir}/s2s", "--out",
+                                         "{dir}/patch"], 1, ["--checkpoint", "s2s", "not a dates model", "'j'"],
+     ["patch"]),
+    ("heads-patch-induction-steps-zero", ["heads", "patch", "induction", "--out", "{dir}/patch", "--steps", "0"], 1,
+     ["steps", "positive", "got 0"], ["patch"]),
 ]
 
 
@@ -305,7 +332,10 @@ MINIMAL = {"train": TRAIN, "train-seq2seq": S2S_TRAIN, "sample": SAMPLE, "transl
            "heads rollout": ["heads", "rollout", "a b"],
            "heads induction": ["heads", "induction", "--out", "{dir}/new"],
            "heads roles": ["heads", "roles", "--out", "{dir}/new"],
-           "heads prune": ["heads", "prune", "--checkpoint", "{dir}/run", "--out", "{dir}/new"]}
+           "heads prune": ["heads", "prune", "--checkpoint", "{dir}/run", "--out", "{dir}/new"],
+           "heads patch induction": ["heads", "patch", "induction", "--out", "{dir}/new"],
+           "heads patch dates": ["heads", "patch", "dates", "--checkpoint", "{dir}/s2s", "--out", "{dir}/new"],
+           "heads patch prompt": [*PATCH[:-2], "--out", "{dir}/new"]}
 
 
 def _commands(group: click.Group = main, prefix: str = "") -> dict[str, click.Command]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import click
 import pytest
 import torch
 from click.testing import CliRunner
@@ -108,3 +109,62 @@ def test_heads_speaks_chinese(tmp_path):
     out = run("heads", "rollout", "a b c", "-o", tmp_path / "r.png", lang="zh")
     assert "写入" in out or "已写" in out
     assert "注意力" in run("heads", "--help", lang="zh")
+
+
+def test_patch_prompt_writes_what_the_library_computes(tiny_run, tmp_path):
+    from attnlab.heads import baselines, patch_heads, recovered
+    from attnlab.models import load_trained
+
+    out = run("heads", "patch", "prompt", "--model", tiny_run, "--clean", "soft! what", "--corrupt", "east, and ",
+              "--right", "l", "--wrong", "i", "--sender", "0.1", "--out", tmp_path)
+    result = json.loads((tmp_path / "patch_prompt.json").read_text(encoding="utf-8"))
+    model, tokenizer = load_trained(tiny_run, kind="decoder")
+    clean, corrupt = (torch.tensor([[int(i) for i in tokenizer.encode(t)]]) for t in ("soft! what", "east, and "))
+    right, wrong = int(tokenizer.encode("l")[0]), int(tokenizer.encode("i")[0])
+
+    def metric(logits):
+        return (logits[:, -1, right] - logits[:, -1, wrong]).mean()
+
+    top, bottom = baselines(model, clean, corrupt, metric)
+    expected = recovered(patch_heads(model, clean, corrupt, metric), top, bottom)
+    torch.testing.assert_close(torch.tensor(result["patching"]), expected, atol=1e-4, rtol=0)
+    assert result["paths"]["sender"] == [0, 1] and result["paths"]["key"][0] == [None, None]
+    assert abs(result["logit_attribution"]["total"] - top) < 1e-4
+    for name in ("patch_prompt.png", "patch_prompt_logits.png", "patch_prompt_paths.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+    assert f"clean {top:.3f}" in out
+
+
+def test_patch_induction_writes_its_json_and_figures(tmp_path):
+    out = run("heads", "patch", "induction", "--out", tmp_path, "--steps", "4", lang="zh")
+    result = json.loads((tmp_path / "patch_induction.json").read_text(encoding="utf-8"))
+    assert set(result["models"]) == {"1-layer", "2-layer"} and [e["step"] for e in result["training"]] == [0, 4]
+    assert len(result["models"]["2-layer"]["paths_from_layer_0"]) == 4
+    for name in ("heads", "positions", "paths", "training", "logits"):
+        assert (tmp_path / f"patch_induction_{name}.png").stat().st_size > 1000
+    assert "哪些头恢复了重复" in out
+
+
+def test_patch_dates_writes_what_the_library_computes(tmp_path):
+    pytest.importorskip("babel", reason="the dates task needs attnlab[seq2seq]")
+    from attnlab.heads.month_heads import month_heads
+    from attnlab.models import load_trained
+    from bad_inputs import S2S_TINY
+
+    run("train-seq2seq", "--task", "dates", "--out", tmp_path / "dates", *S2S_TINY, "--context-length", "40")
+    out = run("heads", "patch", "dates", "--checkpoint", tmp_path / "dates", "--out", tmp_path / "patch")
+    result = json.loads((tmp_path / "patch" / "patch_dates.json").read_text(encoding="utf-8"))
+    expected = month_heads(*load_trained(tmp_path / "dates", kind="seq2seq"))
+    assert result["french"]["patching"] == expected["french"]["patching"]
+    assert len(result["french"]["key_by_source_position"][0][0]) == len("15 juillet 2031")
+    for name in ("heads", "keys", "values"):
+        assert (tmp_path / "patch" / f"patch_dates_{name}.png").stat().st_size > 1000
+    assert "15 juillet" in out and "août" in out
+
+
+def test_the_patch_options_offer_the_sites_and_positions_of_the_library():
+    from attnlab.cli.heads_patch import prompt_command
+    from attnlab.heads.sites import POSITIONS, SITES
+
+    choices = {p.name: tuple(p.type.choices) for p in prompt_command.params if isinstance(p.type, click.Choice)}
+    assert choices["site"] == SITES and choices["positions"] == POSITIONS

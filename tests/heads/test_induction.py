@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from attnlab.heads.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer
 from attnlab.heads.induction import (
+    EvalData,
     InductionConfig,
     icl_positions,
     icl_score,
@@ -53,6 +54,46 @@ def test_prefix_matching_score_equals_the_loop_over_captured_weights():
         weights = model(sequences, return_weights=True).attentions
     torch.testing.assert_close(prefix_matching_scores(weights, 6), by_loop.mean(dim=0), atol=1e-6, rtol=0)
     assert by_loop.std() > 0.01  # the heads really differ: the comparison is not between constants
+
+
+def perfect_head_model(config: InductionConfig) -> AttentionOnlyTransformer:
+    """One layer, one head, built by hand to attend from each query of the second half exactly to the token after its
+    earlier occurrence, and from the first half to itself. By position alone (the token embeddings are zero): on the
+    repeated halves every evaluation uses, the place to look is fixed. Positions are one-hot (d_model = T), so after the
+    LayerNorm the query of position i is ``a · e_target(i)`` and the key of position j is ``a · e_j - b · 1``; the
+    scores differ by ``100 · a² / √T`` (about 570) between the target and any other key: a weight of 1.0 in float32."""
+    t, half = config.context_length, config.half
+    model = AttentionOnlyTransformer(AttentionOnlyConfig(config.vocab_size, t, t, num_layers=1, num_heads=1))
+    target = [i if i < half else i - half + 1 for i in range(t)]
+    with torch.no_grad():
+        model.tok_emb.weight.zero_()
+        model.pos_emb.weight.copy_(torch.eye(t))
+        attn = model.blocks[0].attn
+        attn.W_key.weight.copy_(torch.eye(t))
+        attn.W_query.weight.zero_()
+        attn.W_query.weight[target, range(t)] = 100.0
+    return model.eval()
+
+
+def test_a_perfect_induction_head_scores_one():
+    """Every query of the second half is a real one: the hand-built perfect head scores 1, not (half - 1) / half (a
+    padded zero row in place of the last query, averaged in, once capped it at 15/16)."""
+    config = InductionConfig()
+    model = perfect_head_model(config)
+    data = EvalData(config)
+    with torch.no_grad():
+        weights = model(data.halves, return_weights=True).attentions[0]
+    queries = torch.arange(config.half, 2 * config.half)
+    assert torch.equal(weights[:, 0, queries, queries - config.half + 1], torch.ones(config.eval_batch, config.half))
+    evaluation = data.evaluate(model, 0, config.half)
+    assert evaluation.prefix_matching == [[1.0]]
+    # the repeated half's loss is still read from the second half's first half - 1 predictions (the last predicts
+    # nothing): the model's own loss on those tokens
+    with torch.no_grad():
+        logits = model(data.halves).logits
+    expected = torch.nn.functional.cross_entropy(logits[:, config.half:-1].flatten(0, 1),
+                                                 data.halves[:, config.half + 1:].flatten())
+    assert abs(evaluation.repeated_loss - float(expected)) < 1e-6
 
 
 def test_repeated_halves_repeat_distinct_tokens():

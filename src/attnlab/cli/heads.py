@@ -5,12 +5,13 @@
 * ``roles``: every head of a pretrained BERT measured over a corpus, as Clark et al. (2019) did;
 * ``rollout TEXT``: raw attention, attention rollout and attention flow of any model attnlab can look through;
 * ``prune --checkpoint DIR``: each head's importance, its ablation, and the loss as heads are removed (Michel et al.,
-  2019).
+  2019);
+* ``patch …``: which heads cause an output, by patching them between a clean and a corrupted run
+  (:mod:`attnlab.cli.heads_patch`).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -18,32 +19,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from attnlab.cli.lang import Command, Translated
+from attnlab.cli.heads_patch import TranslatedGroup, prepare_out, write_figure, write_json
+from attnlab.cli.heads_patch import command as patch_command
+from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
-from attnlab.i18n import N_, _, tr
+from attnlab.i18n import N_, tr
 
 
-class HeadsGroup(Translated, click.Group):
-    """The ``heads`` group: its subcommands' one-line help in the reader's language too."""
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        helps = {name: self.commands[name].help for name in self.list_commands(ctx)}
-        rows = [(name, _(text).split("\n")[0] if text else "") for name, text in helps.items()]
-        with formatter.section(_("Commands")):
-            formatter.write_dl(rows)
-
-
-@click.group(name="heads", cls=HeadsGroup,
+@click.group(name="heads", cls=TranslatedGroup,
              help=N_("What the heads learn: induction heads, BERT's head roles, attention rollout and flow, head "
-                     "pruning."))
+                     "pruning, and which heads cause an output (patching)."))
 def command() -> None:
     """The ``attnlab heads`` group."""
 
 
-def _write_figure(fig, path: str) -> None:
-    from attnlab.viz.figures import save_figure
-
-    click.echo(tr("wrote {path}", path=save_figure(fig, path)))
+command.add_command(patch_command)
 
 
 def _check_image_path(path: str) -> None:
@@ -93,21 +83,7 @@ def rollout_command(text: str, output: str, model_name: str, mechanism: str, see
                       "-" if flow is None else f"{flow[row, j]:.3f}")
     Console(highlight=False).print(table)
     fig = rollout_figure(cap.tokens, raw, rolled, flow, layer=shown, title=shown_name(cap.model_name))
-    _write_figure(fig, output)
-
-
-def _prepare_out(out: str) -> Path:
-    from attnlab.files import check_writable_dir
-
-    check_writable_dir(out, "--out")  # before minutes of work
-    return Path(out)
-
-
-def _write_json(path: Path, data: dict) -> None:
-    from attnlab.files import atomic_write_text
-
-    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    click.echo(tr("wrote {path}", path=path))
+    write_figure(fig, output)
 
 
 @command.command(name="induction", cls=Command,
@@ -133,7 +109,7 @@ def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | N
                                   value=deepest - 1, deepest=deepest, layer=layer))
     if head is not None and not 0 <= head < config.num_heads:
         raise click.UsageError(tr("--head must be in 0..{value}, got {head}", value=config.num_heads - 1, head=head))
-    out = _prepare_out(out_dir)
+    out = prepare_out(out_dir)
 
     def show(name: str, e) -> None:
         if e.step % 100 == 0 or e.step == config.steps:
@@ -144,7 +120,7 @@ def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | N
     runs = train_induction(config, show)
     result = results(config, runs)
     _induction_table(Console(highlight=False), result)
-    _write_json(out / "induction.json", result)
+    write_json(out / "induction.json", result)
     _induction_figures(out, config, runs, result, layer, head)
 
 
@@ -169,7 +145,7 @@ def _induction_figures(out: Path, config, runs: dict, result: dict, layer: int |
     from attnlab.inspect import capture
     from attnlab.viz.induction_figures import induction_head_figure, induction_training_figure
 
-    _write_figure(induction_training_figure(result), str(out / "induction_training.png"))
+    write_figure(induction_training_figure(result), str(out / "induction_training.png"))
     name = f"{max(config.layers)}-layer"
     run = runs[name]
     if layer is None:
@@ -177,7 +153,7 @@ def _induction_figures(out: Path, config, runs: dict, result: dict, layer: int |
     ids = repeated_halves(1, config.half, config.vocab_size, stream_generator(config.seed, "induction", "figure"))[0]
     cap = capture(run.model, ids, tokens=[str(i) for i in ids.tolist()], name=name)
     score = result["models"][name]["prefix_matching"][layer][head]
-    _write_figure(induction_head_figure(cap.weights(layer, head), cap.tokens, layer, head, score),
+    write_figure(induction_head_figure(cap.weights(layer, head), cap.tokens, layer, head, score),
                   str(out / "induction_head.png"))
 
 
@@ -200,11 +176,11 @@ def roles_command(model_name: str, text_path: str | None, count: int, out_dir: s
     from attnlab.heads.roles import head_roles
 
     sentences = read_sentences(text_path) if text_path is not None else shakespeare_sentences(count)
-    out = _prepare_out(out_dir)
+    out = prepare_out(out_dir)
     bert = _load_encoder(model_name)
     result = head_roles(bert, sentences)
     _roles_table(Console(highlight=False), result)
-    _write_json(out / "roles.json", result)
+    write_json(out / "roles.json", result)
     _roles_figures(out, bert, result, sentences)
 
 
@@ -246,14 +222,14 @@ def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
     from attnlab.inspect import capture
     from attnlab.viz.roles_figures import positional_heads_figure, special_tokens_figure
 
-    _write_figure(special_tokens_figure(result), str(out / "roles_special_tokens.png"))
+    write_figure(special_tokens_figure(result), str(out / "roles_special_tokens.png"))
     sentence = max(sentences[:50], key=lambda s: (len(s.split()) <= 16, len(s)))  # a longish one that fits a figure
     cap = capture(bert, sentence, tokenizer=bert.tokenizer, qkv=False)
     panels = []
     for role in ("prev", "next"):
         layer, head, value = strongest(result, role)
         panels.append((cap.weights(layer, head), f"{role}: layer {layer}, head {head} ({value:.2f} on average)"))
-    _write_figure(positional_heads_figure(cap.tokens, panels), str(out / "roles_positional_heads.png"))
+    write_figure(positional_heads_figure(cap.tokens, panels), str(out / "roles_positional_heads.png"))
 
 
 @command.command(name="prune", cls=Command,
@@ -281,13 +257,13 @@ def prune_command(checkpoint: str, data: str | None, step: float, batches: int, 
     pruning_fractions(step)  # a wrong step is reported before anything is loaded
     model, tokenizer = load_trained(checkpoint, "cpu", kind="decoder")
     batches_, source = _held_out(checkpoint, tokenizer, model.config.context_length, data, batches, batch_size, seed)
-    out = _prepare_out(out_dir)
+    out = prepare_out(out_dir)
     result = _measure_heads(model, batches_, step)
     result.update(checkpoint=str(checkpoint), data=source, batches=batches, batch_size=batch_size, seed=seed)
     _prune_report(result)
-    _write_json(out / "prune.json", result)
-    _write_figure(pruning_curve_figure(result), str(out / "prune_curve.png"))
-    _write_figure(head_grid_figure(result), str(out / "prune_heads.png"))
+    write_json(out / "prune.json", result)
+    write_figure(pruning_curve_figure(result), str(out / "prune_curve.png"))
+    write_figure(head_grid_figure(result), str(out / "prune_heads.png"))
 
 
 def _held_out(checkpoint: str, tokenizer, context_length: int, data: str | None, count: int, batch_size: int,

@@ -132,6 +132,13 @@ class InductionRun:
 
     model: AttentionOnlyTransformer
     history: list[Evaluation] = field(default_factory=list)
+    snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict)  # step -> weights, if asked for
+
+    def at_step(self, step: int) -> AttentionOnlyTransformer:
+        """A copy of the model as it was at evaluation ``step`` (:func:`train_induction` with ``snapshots``)."""
+        model = AttentionOnlyTransformer(self.model.config)
+        model.load_state_dict(self.snapshots[step])
+        return model.eval()
 
     @property
     def final(self) -> Evaluation:
@@ -175,19 +182,21 @@ class EvalData:
         model.eval()
         out = model(self.inputs)
         losses = per_position_loss(out.logits, self.targets)
-        seen = model(self.halves[:, :-1], return_weights=True)
+        # The whole sequence, so that every query of the second half is a real one: its last token predicts nothing
+        # here, but it attends (a padded zero row in its place would cap a perfect head at (half - 1) / half).
+        seen = model(self.halves, return_weights=True)
         # the second half's tokens after its first: each is the token after an earlier occurrence of its predecessor
-        repeated = per_position_loss(seen.logits[:, half:], self.halves[:, half + 1:]).mean()
-        full = [torch.nn.functional.pad(a, (0, 1, 0, 1)) for a in seen.attentions]  # the last token asks nothing
-        scores = prefix_matching_scores([a[..., : 2 * half, : 2 * half] for a in full], half)
+        repeated = per_position_loss(seen.logits[:, half:-1], self.halves[:, half + 1:]).mean()
+        scores = prefix_matching_scores(seen.attentions, half)
         model.train()
         return Evaluation(step, float(losses.mean()), float(repeated), icl_score(losses),
                           [[round(float(s), 6) for s in row] for row in scores])
 
 
 def train_model(config: InductionConfig, num_layers: int, eval_data: EvalData,
-                on_eval: Callable[[str, Evaluation], None] | None = None) -> InductionRun:
-    """Train one attention-only model of ``num_layers`` layers for ``config.steps`` steps, evaluating as it goes."""
+                on_eval: Callable[[str, Evaluation], None] | None = None, snapshots: bool = False) -> InductionRun:
+    """Train one attention-only model of ``num_layers`` layers for ``config.steps`` steps, evaluating as it goes
+    (and, with ``snapshots``, keeping a copy of the weights at every evaluation)."""
     c = config
     torch.manual_seed(c.seed)  # the same initial embeddings for every depth
     model = AttentionOnlyTransformer(c.model_config(num_layers))
@@ -196,6 +205,8 @@ def train_model(config: InductionConfig, num_layers: int, eval_data: EvalData,
 
     def record(step: int) -> None:
         run.history.append(eval_data.evaluate(model, step, c.half))
+        if snapshots:
+            run.snapshots[step] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         if on_eval is not None:
             on_eval(name, run.history[-1])
 
@@ -216,9 +227,10 @@ def train_model(config: InductionConfig, num_layers: int, eval_data: EvalData,
     return run
 
 
-def train_induction(config: InductionConfig | None = None,
-                    on_eval: Callable[[str, Evaluation], None] | None = None) -> dict[str, InductionRun]:
-    """Both models of the experiment, trained: ``{"1-layer": run, "2-layer": run}`` (``config.layers``).
+def train_induction(config: InductionConfig | None = None, on_eval: Callable[[str, Evaluation], None] | None = None,
+                    snapshots: bool = False) -> dict[str, InductionRun]:
+    """Both models of the experiment, trained: ``{"1-layer": run, "2-layer": run}`` (``config.layers``); with
+    ``snapshots``, each run keeps its weights at every evaluation (:meth:`InductionRun.at_step`).
 
     On one thread: matrices this small gain nothing from a second (on a busy machine they lose much), and one thread
     sums in the same order on every machine.
@@ -228,7 +240,7 @@ def train_induction(config: InductionConfig | None = None,
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return {f"{n}-layer": train_model(config, n, eval_data, on_eval) for n in config.layers}
+        return {f"{n}-layer": train_model(config, n, eval_data, on_eval, snapshots) for n in config.layers}
     finally:
         torch.set_num_threads(threads)
 
