@@ -18,11 +18,11 @@ $(VENV)/.torch:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads,explore]"
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads,dev]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads,explore,dev]"
 	touch $@
 
 demo: $(VENV)/.installed
