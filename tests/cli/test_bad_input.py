@@ -177,6 +177,11 @@ CASES = [
                                                                "--truncate"], []),
     ("translate-characters-unknown", [*TRANSLATE, "12ab"], 1, ["'a'", "'b'", "not in the vocabulary"], []),
     ("translate-empty-source", [*TRANSLATE, "12", " "], 1, ["source 2", "empty"], []),
+    # explore: every option is checked, and every model loaded, before anything is served
+    ("explore-text-only-spaces", ["explore", "--text", " ", "--export", "{dir}/snap"], 2, ["--text", "only spaces"],
+     ["snap"]),
+    ("explore-export-with-port", ["explore", "--checkpoint", "{dir}/run", "--export", "{dir}/snap", "--port", "9000"],
+     2, ["--port 9000", "--export"], ["snap"]),
     ("translate-no-source", TRANSLATE, 2, ["TEXTS"], []),
     ("translate-beam-zero", [*TRANSLATE, "12", "--beam", "0"], 1, ["beam", "positive", "got 0"], []),
     ("translate-alpha-negative", [*TRANSLATE, "12", "--beam", "2", "--alpha", "-1"], 1, ["alpha", ">= 0", "-1.0"],

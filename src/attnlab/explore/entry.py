@@ -31,6 +31,9 @@ MAX_TOKENS = 512
 #: the text a page starts with, by kind (every character is in the shipped and the demo's tokenizers)
 DEFAULT_TEXTS = {"decoder": "ROMEO:\nBut, soft! what light through yonder window breaks?",
                  "encoder": "The cat sat on the mat because it was tired.", "seq2seq": "15 juillet 2031"}
+#: more starting texts, tried in turn when a model's tokenizer cannot read the one asked for (a translation model
+#: of the numbers task reads digits alone)
+FALLBACK_TEXTS = {"decoder": ("To be, or not to be", "the"), "encoder": (), "seq2seq": ("20000001", "1005")}
 #: the names of the models that ship with attnlab (``attnlab explore --model NAME``)
 SHIPPED = ("bert", "minilm")
 
@@ -143,7 +146,20 @@ def entry_for(model: nn.Module, tokenizer: Any = None, name: str | None = None, 
         raise TypeError(tr("explore: {model_type} needs its tokenizer (tokenizer=...), got None",
                            model_type=type(model).__name__))
     label = name or getattr(model, "name", None) or type(model).__name__
-    return Entry(str(label), kind, model.eval(), tokenizer, text or DEFAULT_TEXTS[kind])
+    return Entry(str(label), kind, model.eval(), tokenizer, starting_text(kind, tokenizer, text))
+
+
+def starting_text(kind: str, tokenizer: Any, text: str | None) -> str:
+    """``text`` if the tokenizer reads it, else the first of its kind's texts it reads (else its first characters):
+    one ``--text`` serves models of several kinds and vocabularies."""
+    for candidate in (text, DEFAULT_TEXTS[kind], *FALLBACK_TEXTS[kind]):
+        if candidate:
+            try:
+                tokenizer.encode(candidate)
+            except (ValueError, KeyError):
+                continue
+            return candidate
+    return "".join(getattr(tokenizer, "chars", ())[:12]) or DEFAULT_TEXTS[kind]
 
 
 def load_entries(checkpoints: Sequence[str] = (), model_dirs: Sequence[str] = (), shipped: Sequence[str] = (),
