@@ -8,7 +8,7 @@ from attnlab.data.tokenizer import CharTokenizer
 from attnlab.explore.api import Api
 from attnlab.explore.entry import entry_for
 from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig, Transformer, TransformerConfig
-from explore_texts import CHARS, PAIRS
+from explore_reference import CHARS, PAIRS
 
 
 @pytest.fixture(scope="session")

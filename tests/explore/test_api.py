@@ -2,8 +2,6 @@
 the text is its cross-entropy, and the next token's probabilities are what ``generate`` samples from, checked against
 softmax(logits / T) after top-k and top-p written out here in plain Python."""
 
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,38 +11,9 @@ from hypothesis import strategies as st
 from attnlab.explore.arrays import decoded
 from attnlab.explore.checks import MAX_TEXT, ApiError
 from attnlab.explore.next_token import Sampling, probabilities
-from explore_texts import TEXT
+from explore_reference import TEXT, reference_probs
 
 TOL = 1e-6
-
-
-def reference_probs(logits: list[float], temperature: float, top_k: int | None, top_p: float | None) -> list[float]:
-    """What the texts say sampling does, in float64: T = 0 all on the argmax; else logits / T, the top-k kept (ties
-    with the k-th too), then the fewest most likely tokens whose mass reaches p, then softmax."""
-    n = len(logits)
-    if temperature == 0:
-        best = max(range(n), key=lambda i: (logits[i], -i))
-        return [1.0 if i == best else 0.0 for i in range(n)]
-    z = [x / temperature for x in logits]
-    if top_k is not None and top_k < n:
-        kth = sorted(z, reverse=True)[top_k - 1]
-        z = [x if x >= kth else -math.inf for x in z]
-
-    def softmax(v):
-        top = max(v)
-        e = [math.exp(x - top) if x != -math.inf else 0.0 for x in v]
-        return [x / sum(e) for x in e]
-
-    if top_p is not None and top_p < 1:
-        probs = softmax(z)
-        mass, keep = 0.0, set()
-        for i in sorted(range(n), key=lambda i: -probs[i]):
-            if mass >= top_p:
-                break
-            keep.add(i)
-            mass += probs[i]
-        z = [x if i in keep else -math.inf for i, x in enumerate(z)]
-    return softmax(z)
 
 
 def ids_of(tokenizer, text):

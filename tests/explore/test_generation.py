@@ -6,7 +6,7 @@ import torch
 
 from attnlab.explore.checks import ApiError
 from attnlab.generation import cropping_expected, generate
-from explore_texts import TEXT
+from explore_reference import TEXT
 
 
 def ids_of(tok, text):

@@ -5,7 +5,7 @@ head's columns of W_o."""
 import pytest
 import torch
 
-from explore_texts import TEXT
+from explore_reference import TEXT
 
 TOL = 1e-5
 

@@ -6,9 +6,6 @@ why, only where it cannot be installed. A screenshot and the exported PNG are ke
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,29 +15,11 @@ import torch
 from attnlab.inspect import Capture, capture
 from attnlab.models import GPT, GPTConfig
 from attnlab.viz.viewer import QUANT_ERROR, write_html
+from browsers import ARGS, chromium_path
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 XSS = "<img src=x onerror=alert(1)>"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-dev-shm-usage"]
-
-
-def chromium_path() -> str:
-    """Debian's chromium, installed with apt-get if missing; otherwise skip, saying why."""
-    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and cannot be (needs root and apt-get): apt-get install chromium")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            pytest.skip(f"chromium could not be installed ({' '.join(cmd)}): {done.stderr.strip()[-300:]}")
-    return shutil.which("chromium") or pytest.skip("apt-get installed chromium but it is not on PATH")
-
-
 @pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")

@@ -82,8 +82,8 @@ def url_of(sock: socket.socket, host: str, token: str) -> str:
     return f"http://{shown}:{port}/?token={token}"
 
 
-def serve(app: Any, sock: socket.socket, ready: Callable[[], None]) -> None:
-    """Serve ``app`` on ``sock`` until Ctrl-C (or SIGTERM); ``ready()`` once it answers."""
+def make_server(app: Any, ready: Callable[[], None]) -> Any:
+    """A uvicorn server for ``app`` that calls ``ready()`` once it answers (quiet: no access log)."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -92,5 +92,10 @@ def serve(app: Any, sock: socket.socket, ready: Callable[[], None]) -> None:
             if not self.should_exit:
                 ready()
 
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2)
-    Server(config).run(sockets=[sock])
+    return Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                 timeout_graceful_shutdown=2))
+
+
+def serve(app: Any, sock: socket.socket, ready: Callable[[], None]) -> None:
+    """Serve ``app`` on ``sock`` until Ctrl-C (or SIGTERM); ``ready()`` once it answers."""
+    make_server(app, ready).run(sockets=[sock])

@@ -47,12 +47,10 @@ class Explorer {
     p.model = el("select", {id: "ax-model", dataset: {testid: "model-select"},
                             on: {change: () => this.chooseModel(p.model.value)}});
     for (const m of this.state.models) p.model.append(modelText("option", m.name, {value: m.name}));
-    // Each language named in itself. No lang attribute on them: Chromium drew 中文 in a button with lang="zh-Hans"
-    // inside an English page as the embedded face's empty boxes (seen in this page's screenshots).
     p.langs = el("span", {class: "ax-langs", role: "group"},
-      el("button", {dataset: {testid: "lang-en", lang: "en"}, on: {click: () => this.setLang("en")}},
+      el("button", {lang: "en", dataset: {testid: "lang-en", lang: "en"}, on: {click: () => this.setLang("en")}},
          "English"),
-      el("button", {dataset: {testid: "lang-zh", lang: "zh"}, on: {click: () => this.setLang("zh")}},
+      el("button", {lang: "zh-Hans", dataset: {testid: "lang-zh", lang: "zh"}, on: {click: () => this.setLang("zh")}},
          "中文"));
     p.langLabel = el("span", {class: "ax-sr", dataset: {i18n: "language"}});
     const top = el("header", {class: "ax-top"}, p.title,
@@ -311,6 +309,8 @@ class Explorer {
     ensureGlyphs(answer.tokens.join("") + (answer.target_tokens || []).join("") +
                  answer.next_tokens.map((n) => n.token).join(""));
     this.drawAll();
+    this.root.dataset.settings = JSON.stringify(answer.settings);  // what the page shows now, for tests to wait on
+    this.root.dataset.headMask = JSON.stringify(answer.head_mask || []);
     this.root.dataset.text = body.text;
     this.root.dataset.target = body.target || "";
     this.root.dataset.state = "ready";
@@ -391,7 +391,14 @@ class Explorer {
 function bootPage() {
   const boot = JSON.parse(document.getElementById("attnlab-boot").textContent);
   const transport = boot.snapshot ? staticTransport(boot.snapshot) : serverTransport(boot.token);
-  window.attnlabExplorer = new Explorer(document.getElementById("explore"), boot, transport);
+  const mount = () => { window.attnlabExplorer = new Explorer(document.getElementById("explore"), boot, transport); };
+  // the CJK face loaded before any text is laid out: Chromium left 中文 laid out while the face was still loading as
+  // boxes until something else changed (seen in this page's screenshots)
+  loadFaces(boot.font ? [boot.font] : []).then(mount, mount);
+}
+
+function loadFaces(faces) {
+  return Promise.all(faces.map((f) => document.fonts.load(`16px "${f.family}"`, f.chars.slice(0, 64) || "a")));
 }
 
 // The text's tokens under the box (a translation model's source, then its target so far); the query is marked.

@@ -92,17 +92,26 @@ function css([r, g, b]) { return `rgb(${r},${g},${b})`; }
 // ---- glyphs: characters the page's fonts lack are cut on the server, once ---------------------------------------
 
 const GLYPHS = {covered: new Set(), families: [], asked: new Set(), queue: new Set(), busy: false, transport: null,
-                root: null, onFace: null};
+                root: null};
 
+// A face the page may use: its @font-face rule added (unless the page already holds it), its family appended.
 function coverFont(face) {
-  if (!face || !face.css) return;
-  const style = document.createElement("style");
-  style.textContent = face.css;
-  document.head.appendChild(style);
+  if (!face || !face.family) return;
+  if (face.css) {
+    const style = document.createElement("style");
+    style.textContent = face.css;
+    document.head.appendChild(style);
+  }
   for (const ch of face.chars) GLYPHS.covered.add(ch);
   GLYPHS.families.push(face.family);
-  if (GLYPHS.root) GLYPHS.root.style.setProperty("--ax-cjk", GLYPHS.families.map((f) => `"${f}"`).join(", "));
-  if (GLYPHS.onFace) GLYPHS.onFace(face);
+  const root = GLYPHS.root;
+  if (!root) return;
+  const families = GLYPHS.families.map((f) => `"${f}"`).join(", ");
+  // the family joins the list once it is loaded: the text that needs it is laid out anew, with it
+  loadFaces([face]).finally(() => {
+    root.style.setProperty("--ax-cjk", families);
+    root.dataset.faces = String(GLYPHS.families.length);
+  });
 }
 
 // Ask the server for the glyphs of every character of `text` that no face covers yet (CJK and the like).
