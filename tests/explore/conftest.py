@@ -52,3 +52,8 @@ def bert():
 @pytest.fixture(scope="session")
 def bert_api(bert):
     return Api([entry_for(bert, name="minilm")])
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread(one_thread):
+    """Every explorer test on one torch thread (the server's worker thread too): tiny models, a shared machine."""

@@ -413,3 +413,75 @@ def test_every_view_exports_as_png_and_svg(page):
         page.click("[data-testid=export-next-svg]")
     svg = Path(download.value.path()).read_text(encoding="utf-8")
     assert svg.startswith("<svg") and svg.count("<rect") >= 10  # the background and a bar per token
+
+
+def test_a_snapshot_opens_from_a_file_with_no_request_and_shows_the_models_numbers(browser, served, tmp_path):
+    from attnlab.explore.snapshot import write_snapshot
+
+    api = Api([entry_for(*served["models"]["gpt"], "gpt", "To be, or not"),
+               entry_for(*served["models"]["s2s"], "s2s", "5 mars 2021")])
+    page_file = write_snapshot(api, tmp_path / "snap", None, "en")
+    context = browser.new_context(offline=True, accept_downloads=True, viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    asked, errors = [], []
+    page.route("**/*", lambda r: (asked.append(r.request.url), r.continue_() if r.request.url.startswith(
+        ("file:", "data:", "blob:")) else r.abort()))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(page_file.as_uri())
+    ready(page, "To be, or not")
+    assert page.get_attribute("[data-testid=text-input]", "readonly") is not None
+    select_head(page, 1, 1)
+    model, tok = served["models"]["gpt"]
+    with torch.no_grad():
+        weights = model(ids_of(tok, "To be, or not"), return_weights=True).attentions[1][0, 1]
+    assert torch.allclose(cells(page, 1, 1), weights.double(), atol=TOL, rtol=0)
+    page.click("[data-testid=tab-steps]")
+    page.wait_for_selector("[data-testid=step-table]", state="attached")
+    page.select_option("[data-testid=model-select]", "s2s")
+    ready(page, "5 mars 2021")
+    assert page.input_value("[data-testid=target-input]") != ""  # the model's own translation, held
+    assert errors == [] and all(u.startswith(("file:", "data:", "blob:")) for u in asked), (errors, asked)
+    context.close()
+
+
+def test_the_notebook_widgets_module_renders_the_explorer_and_asks_the_kernel(browser, served):
+    """The widget's ES module in Chromium, with anywidget's model played by the test: its messages go to
+    ``ExploreWidget.answer`` (what the kernel runs) and the answers come back; the cells show the model's weights."""
+    pytest.importorskip("anywidget")
+    from attnlab.explore.widget import ExploreWidget
+
+    model, tok = served["models"]["gpt"]
+    widget = ExploreWidget(Api([entry_for(model, tok, "gpt", "To be, or not")]), "en")
+    replies = []
+    widget.send = replies.append  # the kernel's side of the comm
+
+    def kernel(message: dict) -> dict:
+        widget.answer(widget, message)
+        return replies.pop()
+
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.expose_function("kernel", kernel)
+    page.set_content("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><div id='cell'></div></body>"
+                     "</html>")
+    page.evaluate("""async ([esm, css, boot]) => {
+      const style = document.createElement('style');
+      style.textContent = css;
+      document.head.append(style);
+      const handlers = {};
+      const model = {get: (key) => (key === 'boot' ? boot : undefined), on: (event, fn) => { handlers[event] = fn; },
+                     send: (message) => window.kernel(message).then((reply) => handlers['msg:custom'](reply))};
+      const module = await import(URL.createObjectURL(new Blob([esm], {type: 'text/javascript'})));
+      module.default.render({model, el: document.getElementById('cell')});
+    }""", [widget._esm, widget._css, widget.boot])
+    ready(page, "To be, or not")
+    select_head(page, 0, 1)
+    with torch.no_grad():
+        weights = model(ids_of(tok, "To be, or not"), return_weights=True).attentions[0][0, 1]
+    assert torch.allclose(cells(page, 0, 1), weights.double(), atol=TOL, rtol=0)
+    assert errors == [], errors
+    context.close()

@@ -20,7 +20,7 @@ from attnlab.i18n import tr
 #: the most weights (layers × heads × T × T, over every attention) one model may put in a snapshot: 64 MB as float32
 MAX_WEIGHTS = 16 * 1024 * 1024
 #: every query's steps while layers × heads × queries stays under this many; past it, the last query's alone
-ALL_QUERIES = 2048
+ALL_QUERIES = 1024
 POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
           "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
 MARK = 'id="attnlab-boot"'
