@@ -64,7 +64,7 @@ def steps(api: Api, ask: dict[str, Any], entry: Entry, base: dict[str, Any]) -> 
     return out
 
 
-def write_snapshot(api: Api, out_dir: str | Path, text: str | None, lang: str, overview: int = 48) -> Path:
+def write_snapshot(api: Api, out_dir: str | Path, text: str | None, lang: str, overview: int = 32) -> Path:
     """Write ``out_dir/index.html``: every model of ``api`` reading its text (``text``, or each kind's own)."""
     from attnlab.explore.launch import boot_data, launch_font
     from attnlab.explore.page import page_html

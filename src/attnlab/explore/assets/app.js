@@ -1,7 +1,7 @@
 // The explorer: its state, its layout, and the requests that bring its numbers. Each view draws from the state
 // (overview.js, matrix.js, steps.js, next.js, generate.js); nothing here computes attention.
 
-const OVERVIEW = 48;   // the overview's thumbnails: at most 48 × 48 block means of a head's weights
+const OVERVIEW = 32;   // the overview's thumbnails: at most 32 × 32 block means of a head's weights (drawn 60 px wide)
 const TABS = ["overview", "head", "steps", "generate"];
 
 function newState(boot) {
@@ -283,7 +283,7 @@ class Explorer {
     this.busy(1);
     try {
       const answer = await this.transport.call("forward", body);
-      this.accept(answer, body, key);
+      this.accept(answer, body, key, performance.now());
     } catch (err) {
       this.refused(err);
     } finally {
@@ -294,7 +294,7 @@ class Explorer {
     return s;
   }
 
-  accept(answer, body, key) {
+  accept(answer, body, key, arrived) {
     const s = this.state;
     s.error = null;
     s.forward = answer;
@@ -319,7 +319,8 @@ class Explorer {
       s.asked.delete(key);
       requestAnimationFrame(() => {
         const timings = (window.attnlabTimings = window.attnlabTimings || []);
-        timings.push({tokens: answer.tokens.length, ms: performance.now() - started});
+        // from the keystroke to the frame after the view is drawn, and of it the wait for the answer
+        timings.push({tokens: answer.tokens.length, ms: performance.now() - started, answer: arrived - started});
       });
     }
     if (s.tab === "steps") this.askSteps();

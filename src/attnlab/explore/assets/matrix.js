@@ -41,28 +41,50 @@ function drawMatrix(app) {
   const qt = app.queryTokens(), kt = app.keyTokens();
   const win = pageOf(app);
   const r1 = Math.min(win.rows, win.r0 + PAGE), c1 = Math.min(win.cols, win.c0 + PAGE);
-  clear(p.queriesRow);
-  clear(p.keysRow);
-  qt.forEach((tok, i) => p.queriesRow.append(stripToken(app, tok, "q", i)));
-  kt.forEach((tok, j) => p.keysRow.append(stripToken(app, tok, "k", j)));
-  const grid = clear(p.matrix);
-  grid.style.setProperty("--ax-cols", c1 - win.c0);
-  grid.append(el("span", {class: "ax-corner"}));
-  for (let j = win.c0; j < c1; j++) grid.append(modelText("span", shownToken(kt[j] || ""), {class: "ax-col"}));
+  // the same window: the grid stays, its labels and cells change (a keystroke redraws 4,096 cells, not the grid)
+  const layout = [win.r0, r1, win.c0, c1].join();
+  if (layout !== p.matrixLayout) {
+    p.matrixLayout = layout;
+    const grid = clear(p.matrix);
+    grid.style.setProperty("--ax-cols", c1 - win.c0);
+    grid.append(el("span", {class: "ax-corner"}));
+    p.colLabels = [];
+    p.rowLabels = [];
+    p.cells = [];
+    for (let j = win.c0; j < c1; j++) grid.append(pushed(p.colLabels, modelText("span", "", {class: "ax-col"})));
+    for (let i = win.r0; i < r1; i++) {
+      grid.append(pushed(p.rowLabels, modelText("span", "", {class: "ax-row"})));
+      for (let j = win.c0; j < c1; j++) {
+        grid.append(pushed(p.cells, el("span", {class: "ax-hc", dataset: {testid: "head-cell", query: i, key: j}})));
+      }
+    }
+  }
+  p.colLabels.forEach((node, j) => { node.textContent = shownToken(kt[win.c0 + j] || ""); });
+  p.rowLabels.forEach((node, i) => { node.textContent = shownToken(qt[win.r0 + i] || ""); });
+  drawStrips(app, qt, kt);
   let top = 0;
   for (let i = win.r0; i < r1; i++) for (let j = win.c0; j < c1; j++) top = Math.max(top, w.at(i, j));
-  for (let i = win.r0; i < r1; i++) {
-    grid.append(modelText("span", shownToken(qt[i] || ""), {class: "ax-row"}));
-    for (let j = win.c0; j < c1; j++) {
-      const weight = w.at(i, j);
-      const cell = el("span", {class: "ax-hc", dataset: {testid: "head-cell", layer: d.layer, head: d.head,
-                                                          query: i, key: j, weight: String(weight)}});
-      cell.style.background = css(shade(weight, top));
-      grid.append(cell);
-    }
+  for (const cell of p.cells) {
+    const weight = w.at(Number(cell.dataset.query), Number(cell.dataset.key));
+    Object.assign(cell.dataset, {layer: d.layer, head: d.head, weight: String(weight)});
+    cell.style.background = css(shade(weight, top));
   }
   drawPager(app, win);
   hover(app, s.hover);
+}
+
+function pushed(list, node) { list.push(node); return node; }
+
+function drawStrips(app, qt, kt) {
+  const p = app.parts;
+  for (const [row, tokens, side] of [[p.queriesRow, qt, "q"], [p.keysRow, kt, "k"]]) {
+    if (row.children.length !== tokens.length) {
+      clear(row);
+      tokens.forEach((tok, i) => row.append(stripToken(app, tok, side, i)));
+    } else {
+      tokens.forEach((tok, i) => { row.children[i].textContent = shownToken(tok); });  // same count: new words
+    }
+  }
 }
 
 function stripToken(app, token, side, index) {
