@@ -74,31 +74,12 @@ def entries():
     return [entry_for(model, tokenizer, "gpt"), entry_for(load_bert(), name="minilm")], what
 
 
-def serve(entries_, port: int = 0):
-    """A server on 127.0.0.1 in a thread of this process: ``(base URL, stop)``."""
-    import socket
-
+def serve(entries_):
+    """The explorer over ``entries_`` on 127.0.0.1, from a thread of this process: ``(base URL, stop)``."""
     from attnlab.explore.api import Api
-    from attnlab.explore.launch import make_server, page_maker
-    from attnlab.explore.server import Hosts, create_app
+    from attnlab.explore.launch import local_server
 
-    api = Api(entries_)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    app = create_app(api, TOKEN, Hosts.serving("127.0.0.1", port), page_maker(api, "en", TOKEN))
-    up = threading.Event()
-    server = make_server(app, up.set)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    up.wait()
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(30)
-
-    return f"http://127.0.0.1:{port}", stop
+    return local_server(Api(entries_), TOKEN)
 
 
 def percentile(values: list[float], q: float) -> float:

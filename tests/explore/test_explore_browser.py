@@ -4,8 +4,6 @@ error and uncaught exception fails the test, and screenshots at two sizes go to 
 """
 
 import re
-import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -14,11 +12,9 @@ import torch
 from attnlab.data.tokenizer import CharTokenizer
 from attnlab.explore.api import Api
 from attnlab.explore.entry import entry_for
-from attnlab.explore.launch import make_server, page_maker
-from attnlab.explore.server import Hosts, create_app
+from attnlab.explore.launch import local_server
 from attnlab.generation import generate
 from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig
-from browsers import ARGS, chromium_path
 from explore_reference import TEXT, reference_probs
 
 pytestmark = pytest.mark.browser
@@ -41,29 +37,9 @@ def served(models, tokenizer):
     entries.append(entry_for(GPT(GPTConfig.from_preset("tiny", vocab_size=chinese.vocab_size)).eval(), chinese, "zh",
                              "我爱学习"))
     api = Api(entries)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    app = create_app(api, TOKEN, Hosts.serving("127.0.0.1", port), page_maker(api, "en", TOKEN))
-    up = threading.Event()
-    server = make_server(app, up.set)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    assert up.wait(120), "the server did not start"
-    yield {"base": f"http://127.0.0.1:{port}", "models": {**models, "long": (long, tokenizer)}, "api": api}
-    server.should_exit = True
-    thread.join(30)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
-    path = chromium_path()
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=ARGS)
-        yield b
-        b.close()
+    base, stop = local_server(api, TOKEN)
+    yield {"base": base, "models": {**models, "long": (long, tokenizer)}, "api": api}
+    stop()
 
 
 @pytest.fixture

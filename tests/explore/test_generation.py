@@ -26,12 +26,18 @@ def test_appended_tokens_are_generates(api, models, temperature, top_k, top_p, s
     assert answer["appended"] == tok.decode(answer["ids"]) and answer["sampling"]["seed"] == seed
 
 
-def test_a_full_cache_keeps_every_position_with_the_weights_of_the_whole_sequence(api, models):
-    model, tok = models["gpt"]
-    answer = api.call("generate", {"model": "gpt", "text": TEXT[:20], "max_new_tokens": 5, "temperature": 0})
+def greedy_and_read_whole(api, models, name: str, n: int):
+    """``n`` greedy tokens after the text's first 20 characters, the whole sequence, and its attention read at once
+    (no cache): the reference every step's weights are held to."""
+    model, tok = models[name]
+    answer = api.call("generate", {"model": name, "text": TEXT[:20], "max_new_tokens": n, "temperature": 0})
     seq = ids_of(tok, TEXT[:20])[0].tolist() + answer["ids"]
     with torch.no_grad():
-        whole = model(torch.tensor([seq]), return_weights=True).attentions
+        return answer, seq, model(torch.tensor([seq]), return_weights=True).attentions
+
+
+def test_a_full_cache_keeps_every_position_with_the_weights_of_the_whole_sequence(api, models):
+    answer, seq, whole = greedy_and_read_whole(api, models, "gpt", 5)
     for k, step in enumerate(answer["steps"]):
         position = 20 + k
         assert step["position"] == position and step["id"] == seq[position]
@@ -56,11 +62,7 @@ def test_a_learned_position_table_crops_and_recomputes_as_generate_does(api, mod
 
 
 def test_a_sliding_window_layer_keeps_its_last_positions(api, models):
-    model, tok = models["windowed"]  # sliding_window = 8
-    answer = api.call("generate", {"model": "windowed", "text": TEXT[:20], "max_new_tokens": 4, "temperature": 0})
-    seq = ids_of(tok, TEXT[:20])[0].tolist() + answer["ids"]
-    with torch.no_grad():
-        whole = model(torch.tensor([seq]), return_weights=True).attentions
+    answer, _, whole = greedy_and_read_whole(api, models, "windowed", 4)  # sliding_window = 8
     for k, step in enumerate(answer["steps"]):
         position = 20 + k
         shown = step["layers"][0]

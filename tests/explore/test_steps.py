@@ -22,6 +22,14 @@ def layer_input(model, module, idx, **kwargs):
     return seen["x"].double()
 
 
+def read_layer(models, name: str, text: str, layer: int):
+    """``(model, idx, attention module, what it read (T, D))`` for ``text`` through model ``name``."""
+    model, tok = models[name]
+    idx = torch.as_tensor(tok.encode(text))[None]
+    attn = model.blocks[layer].attn
+    return model, idx, attn, layer_input(model, attn, idx)
+
+
 def rotate(v: torch.Tensor, position: int, base: float) -> torch.Tensor:
     """RoPE on one head's vector (pairs j and j + d/2), written out: no attnlab code."""
     d = v.shape[-1]
@@ -31,11 +39,8 @@ def rotate(v: torch.Tensor, position: int, base: float) -> torch.Tensor:
 
 
 def test_a_gpt_heads_steps_are_the_texts_arithmetic(api, models):
-    model, tok = models["gpt"]
     text, layer, head, query = TEXT[:24], 1, 1, 9
-    idx = torch.as_tensor(tok.encode(text))[None]
-    attn = model.blocks[layer].attn
-    x = layer_input(model, attn, idx)
+    model, idx, attn, x = read_layer(models, "gpt", text, layer)
     d = attn.head_dim
     cols = slice(head * d, (head + 1) * d)
     w = {name: (getattr(attn, name).weight.double(), getattr(attn, name).bias.double())
@@ -61,11 +66,8 @@ def test_a_gpt_heads_steps_are_the_texts_arithmetic(api, models):
 
 
 def test_a_rotary_heads_steps_show_the_turn_and_the_shared_key_value_head(api, models):
-    model, tok = models["modern"]
     text, layer, head, query = TEXT[:20], 0, 3, 11
-    idx = torch.as_tensor(tok.encode(text))[None]
-    attn = model.blocks[layer].attn
-    x = layer_input(model, attn, idx)
+    model, _, attn, x = read_layer(models, "modern", text, layer)
     d, group = attn.head_dim, attn.num_heads // attn.num_kv_heads
     base = model.config.rope_base
     raw_q = x[query] @ attn.W_query.weight.double()[head * d:(head + 1) * d].T

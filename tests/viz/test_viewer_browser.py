@@ -15,21 +15,10 @@ import torch
 from attnlab.inspect import Capture, capture
 from attnlab.models import GPT, GPTConfig
 from attnlab.viz.viewer import QUANT_ERROR, write_html
-from browsers import ARGS, chromium_path
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 XSS = "<img src=x onerror=alert(1)>"
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
-    path = chromium_path()
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def offline_page(browser):
     """A page whose every non-file request is aborted and recorded; dialogs are recorded too."""

@@ -99,3 +99,26 @@ def make_server(app: Any, ready: Callable[[], None]) -> Any:
 def serve(app: Any, sock: socket.socket, ready: Callable[[], None]) -> None:
     """Serve ``app`` on ``sock`` until Ctrl-C (or SIGTERM); ``ready()`` once it answers."""
     make_server(app, ready).run(sockets=[sock])
+
+
+def local_server(api: Api, token: str, lang: str = "en") -> tuple[str, Callable[[], None]]:
+    """``api`` served on a free port of 127.0.0.1 from a daemon thread of this process (the tests' server, the
+    benchmark's): ``(base URL, stop)``, once it answers."""
+    import threading
+
+    from attnlab.explore.server import Hosts, create_app
+
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    app = create_app(api, token, Hosts.serving("127.0.0.1", port), page_maker(api, lang, token), lang)
+    up = threading.Event()
+    server = make_server(app, up.set)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    up.wait()
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(30)
+
+    return f"http://127.0.0.1:{port}", stop
