@@ -60,6 +60,7 @@ def test_serving_every_address_answers_ip_addresses_but_not_names():
     hosts = Hosts.serving("0.0.0.0", PORT)
     assert hosts.allows("192.168.1.20:8765") and hosts.allows("[fe80::1]:8765") and hosts.allows("localhost:8765")
     assert not hosts.allows("rebound.example:8765") and not hosts.allows("192.168.1.20:80")
+    assert Hosts.serving("127.0.0.1", 80).allows("127.0.0.1") and not Hosts.serving("127.0.0.1", 80).allows("evil")
 
 
 def test_requests_name_no_file(client):

@@ -101,7 +101,7 @@ class Api:
         name = data.get("model", next(iter(self.entries)) if len(self.entries) == 1 else None)
         if name not in self.entries:
             raise c.ApiError(404, tr("model: unknown model {name!r}; the models: {names}",
-                                     name=c._short(name), names=", ".join(self.entries)))
+                                     name=c.shortened(name), names=", ".join(self.entries)))
         return self.entries[name]
 
     def reading(self, entry: Entry, text: str, target: str | None, off: frozenset) -> Reading:
@@ -154,7 +154,7 @@ class Api:
         if detail is not None:
             if not isinstance(detail, dict):
                 raise c.ApiError(400, tr("detail: expected an object {{\"layer\", \"head\"}}, got {value!r}",
-                                         value=c._short(detail)))
+                                         value=c.shortened(detail)))
             layer = c.int_field(detail, "layer", 0, len(maps) - 1, 0)
             head = c.int_field(detail, "head", 0, entry.num_heads - 1, 0)
             out["detail"] = {"mode": mode, "layer": layer, "head": head, "weights": encoded(maps[layer][head],
@@ -199,7 +199,7 @@ class Api:
         spec = data.get("cache", {"kind": "full"})
         if not isinstance(spec, dict):
             raise c.ApiError(400, tr("cache: expected an object {{\"kind\", ...}}, got {value!r}",
-                                     value=c._short(spec)))
+                                     value=c.shortened(spec)))
         c.known_fields(spec, ("kind", "sink_tokens", "sliding_window"))
         cache = CacheChoice(c.choice_field(spec, "kind", CACHES, "full"),
                             c.int_field(spec, "sink_tokens", 0, 4096, None),

@@ -57,7 +57,7 @@ def text_field(data: dict[str, Any], name: str = "text", required: bool = True) 
     if value is None and not required:
         return None
     if not isinstance(value, str):
-        raise ApiError(400, tr("{name}: expected a string, got {value!r}", name=name, value=_short(value)))
+        raise ApiError(400, tr("{name}: expected a string, got {value!r}", name=name, value=shortened(value)))
     if required and not value.strip():
         raise ApiError(400, tr("{name} is empty: type some text", name=name))
     if len(value) > MAX_TEXT:
@@ -73,7 +73,7 @@ def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ApiError(400, tr("{name}: expected an integer from {low} to {high}, got {value!r}", name=name, low=low,
-                               high=high, value=_short(value)))
+                               high=high, value=shortened(value)))
     return value
 
 
@@ -83,7 +83,7 @@ def number_field(data: dict[str, Any], name: str, default: float | None) -> floa
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ApiError(400, tr("{name}: expected a finite number, got {value!r}", name=name, value=_short(value)))
+        raise ApiError(400, tr("{name}: expected a finite number, got {value!r}", name=name, value=shortened(value)))
     return float(value)
 
 
@@ -91,7 +91,7 @@ def choice_field(data: dict[str, Any], name: str, choices: tuple[str, ...] | lis
     value = data.get(name, default)
     if value not in choices:
         raise ApiError(400, tr("{name}: expected one of {choices}, got {value!r}", name=name,
-                               choices=", ".join(choices), value=_short(value)))
+                               choices=", ".join(choices), value=shortened(value)))
     return value
 
 
@@ -102,7 +102,7 @@ def heads_field(data: dict[str, Any], name: str, layers: int, heads: int) -> fro
     if pairs is None or not all(isinstance(p, list) and len(p) == 2 and all(
             isinstance(i, int) and not isinstance(i, bool) for i in p) for p in pairs):
         raise ApiError(400, tr("{name}: expected a list of [layer, head] pairs, got {value!r}", name=name,
-                               value=_short(value)))
+                               value=shortened(value)))
     for layer, head in pairs:
         if not (0 <= layer < layers and 0 <= head < heads):
             raise ApiError(400, tr("{name}: [{layer}, {head}] is not a head of this model ({layers} layers × {heads} "
@@ -111,7 +111,7 @@ def heads_field(data: dict[str, Any], name: str, layers: int, heads: int) -> fro
     return frozenset((layer, head) for layer, head in pairs)
 
 
-def _short(value: Any) -> Any:
+def shortened(value: Any) -> Any:
     """A value as an error quotes it: a long string or list cut short."""
     text = repr(value)
     return value if len(text) <= 60 else text[:57] + "..."

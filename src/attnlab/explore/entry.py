@@ -103,12 +103,16 @@ class Entry:
             return [b.attn for b in m.encoder_blocks]
         return [b.cross_attn if mode == "cross" else b.self_attn for b in m.decoder_blocks]
 
+    @property
+    def sliding_window(self) -> int | None:
+        """The widest sliding window of its layers (None: no layer has one)."""
+        windows = [getattr(a, "sliding_window", None) for a in self.attention_modules()]
+        return max((w for w in windows if w), default=None)
+
     def describe(self) -> dict[str, Any]:
         """``GET /api/models``' item: ``name`` and ``kind``, and what the page needs to lay itself out."""
-        windows = [getattr(a, "sliding_window", None) for a in self.attention_modules()]
         return {"name": self.name, "kind": self.kind, "layers": self.num_layers, "heads": self.num_heads,
-                "window": self.window, "rotary": self.rotary, "sliding_window": max((w for w in windows if w),
-                                                                                     default=None),
+                "window": self.window, "rotary": self.rotary, "sliding_window": self.sliding_window,
                 "caches": self.caches(), "head_mask": self.kind != "seq2seq",
                 "encoder_layers": self.config.num_encoder_layers if self.kind == "seq2seq" else None,
                 "text": self.text}
@@ -118,8 +122,7 @@ class Entry:
         layer) and ``sink`` (StreamingLLM's, rotary models without sliding-window layers of their own)."""
         if self.kind != "decoder":
             return []
-        windows = [getattr(a, "sliding_window", None) for a in self.attention_modules()]
-        return ["full", "sink"] if self.rotary and not any(windows) else ["full"]
+        return ["full", "sink"] if self.rotary and self.sliding_window is None else ["full"]
 
 
 def kind_of(model: nn.Module) -> str:

@@ -38,12 +38,17 @@ def launch_font(api: Api, extra: str = "") -> dict[str, Any]:
     return api.fonts.base(all_text() + LANGUAGE_NAMES + texts + extra)
 
 
+def named_face(face: dict[str, Any]) -> dict[str, Any]:
+    """The launch face as the boot data names it: its family and characters (its rule is in the page's head)."""
+    return {"family": face["family"], "chars": face["chars"], "css": ""}
+
+
 def page_maker(api: Api, lang: str, token: str) -> Callable[[str], str]:
-    """``nonce -> page``: everything but the nonce made once, here (the font cut included)."""
+    """``nonce -> page``; the boot data and the launch face (a cut of about two seconds) made once, here."""
     from attnlab.explore.page import page_html
 
     boot, face = boot_data(api, lang, token), launch_font(api)
-    boot["font"] = {"family": face["family"], "chars": face["chars"], "css": ""}
+    boot["font"] = named_face(face)
     return lambda nonce: page_html(boot, face["css"], nonce=nonce)
 
 

@@ -63,13 +63,12 @@ class Hosts:
         return cls(port, frozenset({"localhost", host.lower().strip("[]")}), wildcard)
 
     def allows(self, header: str) -> bool:
-        host, sep, port = header.rpartition(":")
-        if not sep or "]" in port:  # no port given: never the port served (it is not 80)
-            return False
-        host = host.lower()
+        host, sep, port = header.lower().rpartition(":")
+        if not sep or "]" in port:  # no port: HTTP's own, 80
+            host, port = header.lower(), "80"
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
-        if not port.isdigit() or int(port) != self.port:
+        if not host or not port.isdigit() or int(port) != self.port:
             return False
         if host in self.names:
             return True

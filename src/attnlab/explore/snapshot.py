@@ -66,7 +66,7 @@ def steps(api: Api, ask: dict[str, Any], entry: Entry, base: dict[str, Any]) -> 
 
 def write_snapshot(api: Api, out_dir: str | Path, text: str | None, lang: str, overview: int = 32) -> Path:
     """Write ``out_dir/index.html``: every model of ``api`` reading its text (``text``, or each kind's own)."""
-    from attnlab.explore.launch import boot_data, launch_font
+    from attnlab.explore.launch import boot_data, launch_font, named_face
     from attnlab.explore.page import page_html
 
     out = Path(out_dir)
@@ -76,9 +76,11 @@ def write_snapshot(api: Api, out_dir: str | Path, text: str | None, lang: str, o
                             path=str(page)))
     check_writable_dir(out, "--export")
     snapshot = {"models": [held(api, entry, overview) for entry in api.entries.values()]}
-    shown = "".join("".join(m["forward"]["base"]["tokens"]) for m in snapshot["models"])
+    bases = [m["forward"]["base"] for m in snapshot["models"]]
+    shown = "".join("".join([*b["tokens"], *b.get("target_tokens", []), *(n["token"] for n in b["next_tokens"])])
+                    for b in bases)  # no cut on request in a snapshot: every glyph it shows is in its face
     face = launch_font(api, shown + (text or ""))
     boot = boot_data(api, lang, snapshot=snapshot)
     boot["models"] = [m["describe"] for m in snapshot["models"]]
-    boot["font"] = {"family": face["family"], "chars": face["chars"], "css": ""}
+    boot["font"] = named_face(face)
     return atomic_write_text(page, page_html(boot, face["css"], policy=POLICY))

@@ -346,30 +346,7 @@ class Explorer {
     ensureGlyphs(m.textContent);
   }
 
-  // ---- one head, step by step --------------------------------------------------------------------------------
-
-  async askSteps() {
-    const s = this.state;
-    if (!s.forward || s.error) return;
-    if (s.info.kind === "seq2seq" && s.mode !== "cross") { s.steps = {unavailable: true}; drawSteps(this); return; }
-    const body = {model: s.info.name, text: s.text, layer: s.layer, head: s.head, query: s.query};
-    if (s.info.kind === "seq2seq") Object.assign(body, {target: s.target, mode: "cross"});
-    const key = JSON.stringify(body);
-    if (s.steps && s.steps.key === key) return;
-    s.stepsKey = key;
-    this.busy(1);
-    try {
-      const answer = await this.transport.call("head", body);
-      if (s.stepsKey !== key) return;  // a newer question is out
-      s.steps = Object.assign(answer, {key});
-      drawSteps(this);
-      this.root.dataset.steps = `${answer.layer},${answer.head},${answer.query}`;
-    } catch (err) {
-      if (s.stepsKey === key) { s.steps = {error: err.message, key}; drawSteps(this); }
-    } finally {
-      this.busy(-1);
-    }
-  }
+  askSteps() { return askSteps(this); }
 
   // ---- the translation model writes its target ---------------------------------------------------------------
 

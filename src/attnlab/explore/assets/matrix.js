@@ -3,6 +3,7 @@
 // at most PAGE × PAGE cells at a time; a longer text pages.
 
 const PAGE = 64;
+const SHADES = Array.from({length: 256}, (_, k) => css(shade(k, 255)));
 
 function buildMatrix(app) {
   const view = app.parts.views.head;
@@ -50,12 +51,15 @@ function drawMatrix(app) {
     grid.append(el("span", {class: "ax-corner"}));
     p.colLabels = [];
     p.rowLabels = [];
-    p.cells = [];
+    p.cells = [];  // [element, query, key]
+    p.cellsHead = null;
     for (let j = win.c0; j < c1; j++) grid.append(pushed(p.colLabels, modelText("span", "", {class: "ax-col"})));
     for (let i = win.r0; i < r1; i++) {
       grid.append(pushed(p.rowLabels, modelText("span", "", {class: "ax-row"})));
       for (let j = win.c0; j < c1; j++) {
-        grid.append(pushed(p.cells, el("span", {class: "ax-hc", dataset: {testid: "head-cell", query: i, key: j}})));
+        const cell = el("span", {class: "ax-hc", dataset: {testid: "head-cell", query: i, key: j}});
+        p.cells.push([cell, i, j]);
+        grid.append(cell);
       }
     }
   }
@@ -64,10 +68,14 @@ function drawMatrix(app) {
   drawStrips(app, qt, kt);
   let top = 0;
   for (let i = win.r0; i < r1; i++) for (let j = win.c0; j < c1; j++) top = Math.max(top, w.at(i, j));
-  for (const cell of p.cells) {
-    const weight = w.at(Number(cell.dataset.query), Number(cell.dataset.key));
-    Object.assign(cell.dataset, {layer: d.layer, head: d.head, weight: String(weight)});
-    cell.style.background = css(shade(weight, top));
+  const head = `${d.layer},${d.head}`, newHead = head !== p.cellsHead;
+  p.cellsHead = head;
+  // two DOM writes a cell, its colour one of 256 strings made once: a keystroke redraws 4,096 cells
+  for (const [cell, i, j] of p.cells) {
+    const weight = w.at(i, j);
+    if (newHead) Object.assign(cell.dataset, {layer: d.layer, head: d.head});
+    cell.dataset.weight = String(weight);
+    cell.style.background = SHADES[top > 0 ? Math.min(255, Math.round(255 * weight / top)) : 0];
   }
   drawPager(app, win);
   hover(app, s.hover);

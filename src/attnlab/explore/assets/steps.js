@@ -130,3 +130,27 @@ function scoresCard(n, st) {
                   el("div", {class: "ax-scroll"}, table),
                   el("p", {class: "ax-check"}, t("check_weights", {diff: st.check.weights.toExponential(1)})));
 }
+
+// Ask for the selected head's steps at the selected query (once per question: a newer one wins).
+async function askSteps(app) {
+  const s = app.state;
+  if (!s.forward || s.error) return;
+  if (s.info.kind === "seq2seq" && s.mode !== "cross") { s.steps = {unavailable: true}; drawSteps(app); return; }
+  const body = {model: s.info.name, text: s.text, layer: s.layer, head: s.head, query: s.query};
+  if (s.info.kind === "seq2seq") Object.assign(body, {target: s.target, mode: "cross"});
+  const key = JSON.stringify(body);
+  if (s.steps && s.steps.key === key) return;
+  s.stepsKey = key;
+  app.busy(1);
+  try {
+    const answer = await app.transport.call("head", body);
+    if (s.stepsKey !== key) return;  // a newer question is out
+    s.steps = Object.assign(answer, {key});
+    drawSteps(app);
+    app.root.dataset.steps = `${answer.layer},${answer.head},${answer.query}`;
+  } catch (err) {
+    if (s.stepsKey === key) { s.steps = {error: err.message, key}; drawSteps(app); }
+  } finally {
+    app.busy(-1);
+  }
+}
