@@ -7,7 +7,7 @@ const TABS = ["overview", "head", "steps", "generate"];
 function newState(boot) {
   return {
     boot, models: boot.models, info: null, text: "", target: "", mode: "self", layer: 0, head: 0, query: null,
-    off: new Set(), sampling: {temperature: 1, top_k: null, top_p: null}, seed: 0, tab: "overview",
+    off: new Set(), sampling: {temperature: 1, top_k: null, top_p: null}, tab: "overview",
     forward: null, detail: null, overview: null, next: null, steps: null, generation: null, appended: [],
     error: null, note: null, hover: null, page: {rows: 0, cols: 0}, asked: new Map(), busy: 0,
   };
@@ -27,7 +27,6 @@ class Explorer {
     GLYPHS.transport = transport;
     GLYPHS.root = root;
     if (boot.font) coverFont(boot.font);
-    for (const face of boot.fonts || []) coverFont(face);
     this.layout();
     if (!transport.live) {  // a snapshot: one reading, fixed
       this.parts.text.readOnly = this.parts.target.readOnly = true;
@@ -99,12 +98,7 @@ class Explorer {
 
   relabel() {
     this.root.setAttribute("lang", I18N.lang === "zh" ? "zh-Hans" : "en");
-    for (const node of this.root.querySelectorAll("[data-i18n]")) {
-      const text = t(node.dataset.i18n);
-      if (node.dataset.i18nAttr) node.setAttribute(node.dataset.i18nAttr, text);
-      else node.textContent = text;
-    }
-    for (const node of this.root.querySelectorAll("[data-i18n-title]")) node.title = t(node.dataset.i18nTitle);
+    for (const node of this.root.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
     for (const button of this.parts.langs.children)
       button.setAttribute("aria-pressed", String(button.dataset.lang === I18N.lang));
     this.parts.langLabel.textContent = t("language");
@@ -176,7 +170,7 @@ class Explorer {
     const s = this.state;
     s.layer = layer; s.head = head;
     markSelected(this);
-    this.refresh({overview: 0, next: false});
+    this.refresh({overview: 0});
     if (s.tab === "steps") this.askSteps();
   }
 
@@ -262,7 +256,7 @@ class Explorer {
 
   // Ask for what changed; the latest request wins: while one is out, only the newest waiting one is kept.
   refresh(what) {
-    const w = Object.assign({overview: OVERVIEW, detail: true, next: true}, what || {});
+    const w = Object.assign({overview: OVERVIEW, detail: true}, what || {});
     const s = this.state;
     const wanted = {detail: w.detail ? {layer: s.layer, head: s.head} : null, overview: w.overview};
     if (this.queue.forward) {  // merge with what is waiting
@@ -279,7 +273,7 @@ class Explorer {
     const wanted = this.queue.forward;
     this.queue.forward = null;
     this.queue.running = true;
-    const s = this.state, key = this.key(), body = this.request(wanted);
+    const key = this.key(), body = this.request(wanted);
     this.busy(1);
     try {
       const answer = await this.transport.call("forward", body);
@@ -291,7 +285,6 @@ class Explorer {
       this.queue.running = false;
       if (this.queue.forward) this.pump();
     }
-    return s;
   }
 
   accept(answer, body, key, arrived) {
