@@ -305,6 +305,7 @@ MINIMAL = {"train": TRAIN, "train-seq2seq": S2S_TRAIN, "sample": SAMPLE, "transl
            "explain": ["explain", "a b"], "heatmap": ["heatmap", "a b"], "view": ["view", "a b"], "bench": ["bench"],
            "demo": ["demo"], "pe-plot": ["pe-plot"],
            "export": ["export", "--checkpoint", "{dir}/run", "--out", "{dir}/x"],
+           "explore": ["explore", "--checkpoint", "{dir}/run", "--export", "{dir}/snap"],
            "heads rollout": ["heads", "rollout", "a b"],
            "heads induction": ["heads", "induction", "--out", "{dir}/new"],
            "heads roles": ["heads", "roles", "--out", "{dir}/new"],
