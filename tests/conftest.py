@@ -88,3 +88,16 @@ def small_dates_demo(monkeypatch):
     monkeypatch.setattr(dates, "DATES_DEMO", small)
     monkeypatch.setattr(dates, "EARLY_STEPS", (3,))
     monkeypatch.setattr(dates, "HELD_OUT", 10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, driven by Playwright (tests/browsers.py finds it); the test skips without either."""
+    from browsers import ARGS, chromium_path
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
+    path = chromium_path()
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=ARGS)
+        yield b
+        b.close()

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("attnlab.viz",),                                   # pictures of captures and of runs
     ("attnlab.bench",),                                 # measuring
     ("attnlab.demo",),                                  # the walk-through
+    ("attnlab.explore",),                               # the live explorer: a server, its page, the widget
     ("attnlab.cli",),                                   # the command line
     ("attnlab.__main__",),                              # `python -m attnlab`
 ]

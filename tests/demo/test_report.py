@@ -39,6 +39,17 @@ def test_report_has_every_section_and_is_self_contained(trained_out):
     assert "<th>1.0000</th>" in page and "q · k" in page  # the arithmetic table, weights summing to 1
     assert (trained_out / "attention.html").exists()     # the BERT viewer the report links to
     assert 'href="attention.html"' in page
+    assert "6. Next: play with these models live" in page  # and what to run next
+    assert f"attnlab explore --checkpoint {trained_out / 'train'}" in page
+
+
+def test_the_demo_ends_by_saying_how_to_explore_what_it_trained(trained_out):
+    from attnlab.demo import Demo
+
+    console = Console(record=True, width=200)
+    report_step(Demo(console, 123, trained_out))
+    said = console.export_text()
+    assert f"attnlab explore --checkpoint {trained_out / 'train'}" in said and "play with the models" in said
 
 
 def test_no_trained_model_is_skipped(tmp_path):

@@ -6,9 +6,6 @@ why, only where it cannot be installed. A screenshot and the exported PNG are ke
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -22,35 +19,6 @@ from attnlab.viz.viewer import QUANT_ERROR, write_html
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 XSS = "<img src=x onerror=alert(1)>"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-dev-shm-usage"]
-
-
-def chromium_path() -> str:
-    """Debian's chromium, installed with apt-get if missing; otherwise skip, saying why."""
-    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and cannot be (needs root and apt-get): apt-get install chromium")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            pytest.skip(f"chromium could not be installed ({' '.join(cmd)}): {done.stderr.strip()[-300:]}")
-    return shutil.which("chromium") or pytest.skip("apt-get installed chromium but it is not on PATH")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
-    path = chromium_path()
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def offline_page(browser):
     """A page whose every non-file request is aborted and recorded; dialogs are recorded too."""

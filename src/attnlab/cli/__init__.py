@@ -18,8 +18,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", N_("Measure every attention backend: time, GFLOP/s vs the machine's limit, memory.")),
     "demo": ("demo", N_("Walk through attention step by step, end to end.")),
     "explain": ("explain", N_("Show the arithmetic of attention for one token, step by step.")),
+    "explore": ("explore", N_("Explore attention live in the browser: a local server and its page, offline.")),
     "export": ("export", N_("Write any checkpoint (sharded ones too) as one safetensors file.")),
-    "heads": ("heads", N_("What the heads learn: induction heads, BERT's head roles, rollout and flow, pruning.")),
+    "heads": ("heads", N_("What the heads learn and which cause an output: induction heads, BERT's head roles, "
+                          "rollout and flow, pruning, patching.")),
     "heatmap": ("heatmap", N_("Draw attention weights as a heatmap (PNG or SVG), CJK text included.")),
     "kernels": ("kernels", N_("Build attnlab's CPU kernels ahead of time (about a minute, once), or say their state.")),
     "pe-plot": ("pe_plot", N_("Plot the sinusoidal positional encoding.")),

@@ -190,6 +190,31 @@ def translation_section(out_dir: Path) -> Section | None:
     return Section(tr("5. Translation: the original encoder-decoder Transformer"), "".join(parts))
 
 
+def trained_runs(out_dir: Path) -> list[Path]:
+    """The runs the demo trained under ``out_dir``, decoders first (the GPT, then the translation model)."""
+    found = {kind: sorted(d.parent for d in out_dir.rglob("checkpoint.json") if checkpoint_kind(d.parent) == kind)
+             for kind in ("decoder", "seq2seq")}
+    return [*found["decoder"], *found["seq2seq"]]
+
+
+def explore_command(out_dir: Path) -> str | None:
+    """``attnlab explore --checkpoint …`` for every run trained under ``out_dir`` (None: none was)."""
+    runs = trained_runs(out_dir)
+    return " ".join(["attnlab explore", *(f"--checkpoint {run}" for run in runs)]) if runs else None
+
+
+def explore_section(out_dir: Path) -> Section | None:
+    """What to do next with the models trained here: play with them live (None if the demo trained none)."""
+    command = explore_command(out_dir)
+    if command is None:
+        return None
+    return Section(tr("6. Next: play with these models live"),
+                   p(tr("Type a text and watch every layer and head answer, work one head out step by step, move "
+                        "the temperature, top-k and top-p sliders, append tokens and see what the cache keeps, "
+                        "switch heads off and see the loss change; a page on this machine where every number is the "
+                        "model's:")) + f"<pre>{html.escape(command)}</pre>")
+
+
 def render(sections: list[Section], title: str | None = None) -> str:
     title = title or tr("attnlab: attention, seen")
     body = "".join(f"<h2>{html.escape(s.title)}</h2>{s.body}" for s in sections)
@@ -212,6 +237,8 @@ def write_report(out_dir: str | Path, tokens: list[str], embeddings: Tensor, see
     sections += [trained] if trained is not None else []
     translation = translation_section(out)
     sections += [translation] if translation is not None else []
+    explore = explore_section(out)
+    sections += [explore] if explore is not None else []
     page = render(sections)
     return atomic_write(out / "report.html", lambda tmp: Path(tmp).write_text(page, encoding="utf-8"))
 
@@ -221,3 +248,8 @@ def report_step(demo: Demo) -> None:
     demo.console.rule(tr("[bold]Report: everything above, in one page"))
     path = write_report(demo.out_dir, TOKENS, EMBEDDINGS, demo.seed, demo.console)
     demo.console.print(tr("Wrote {path}: open it in a browser (it needs no network).", path=path))
+    command = explore_command(demo.out_dir)
+    if command is not None:
+        demo.console.print(tr("Next, play with the models you trained, live: every layer and head as you type, the "
+                              "next token under the sliders, heads switched off:"), highlight=False)
+        demo.console.print(f"  {command}", highlight=False, markup=False)

@@ -1,0 +1,37 @@
+"""What the explorer's tests (tests/explore/) share: the texts they read (a line of Romeo's, the characters of its
+tokenizer, a translation model's pairs) and sampling's probabilities written out in plain Python."""
+
+import math
+
+TEXT = "ROMEO:\nBut, soft! what light through yonder window breaks?"
+CHARS = TEXT + " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:!?'-\n"
+PAIRS = [("15 juillet 2031", "2031-07-15"), ("5 mars 2021", "2021-03-05"), ("1 mai 2000", "2000-05-01")]
+
+
+def reference_probs(logits: list[float], temperature: float, top_k: int | None, top_p: float | None) -> list[float]:
+    """What the texts say sampling does, in float64: T = 0 all on the argmax; else logits / T, the top-k kept (ties
+    with the k-th too), then the fewest most likely tokens whose mass reaches p, then softmax."""
+    n = len(logits)
+    if temperature == 0:
+        best = max(range(n), key=lambda i: (logits[i], -i))
+        return [1.0 if i == best else 0.0 for i in range(n)]
+    z = [x / temperature for x in logits]
+    if top_k is not None and top_k < n:
+        kth = sorted(z, reverse=True)[top_k - 1]
+        z = [x if x >= kth else -math.inf for x in z]
+
+    def softmax(v):
+        top = max(v)
+        e = [math.exp(x - top) if x != -math.inf else 0.0 for x in v]
+        return [x / sum(e) for x in e]
+
+    if top_p is not None and top_p < 1:
+        probs = softmax(z)
+        mass, keep = 0.0, set()
+        for i in sorted(range(n), key=lambda i: -probs[i]):
+            if mass >= top_p:
+                break
+            keep.add(i)
+            mass += probs[i]
+        z = [x if i in keep else -math.inf for i, x in enumerate(z)]
+    return softmax(z)
