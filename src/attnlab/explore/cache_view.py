@@ -20,7 +20,7 @@ import torch
 from attnlab.explore.entry import Entry, Tokens
 from attnlab.explore.next_token import Sampling, continue_ids
 from attnlab.explore.reading import token_text
-from attnlab.generation.decode import prefill_in_places
+from attnlab.generation.loop import Steps
 from attnlab.i18n import tr
 from attnlab.models import SinkKVCache
 
@@ -96,10 +96,7 @@ def replay(entry: Entry, prompt: list[int], new: list[int], choice: CacheChoice)
     ``{"id", "token", "position", "layers": [{"kept": positions, "weights": (H, kept)}]}``."""
     model, limit = entry.model, entry.model.position_limit
     cache = choice.new(model)
-    if choice.kind == "sink":
-        prefill_in_places(model, torch.tensor([prompt]), cache)
-    else:
-        model(torch.tensor([prompt]), kv_cache=cache)
+    Steps(model, cache, None).prefill(torch.tensor([prompt]))  # generate's prefill (a sink cache's past its places)
     seq, steps = list(prompt), []
     for token in new:
         seq.append(token)

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 10. Attention, live: the explorer in a notebook
+# # 11. Attention, live: the explorer in a notebook
 #
 # `attnlab explore` serves a page where every layer and head answers as you type. The same page runs inside a
 # notebook cell: `attnlab.explore.show(model, text)` returns a widget (anywidget) whose scripts run in the cell and
