@@ -26,9 +26,8 @@ def test_train_then_sample(corpus, tmp_path):
     assert (out / "loss.png").exists() and (out / "tokenizer.json").exists()
     state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
     assert state["step"] == 10 and state["train_config"]["batch_size"] == 4
-    greedy = [run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--temperature", 0, "--seed", s)
-              for s in (1, 2)]
-    assert greedy[0].exit_code == 0 and greedy[0].output == greedy[1].output
+    greedy = [run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--temperature", 0) for _ in "ab"]
+    assert greedy[0].exit_code == 0 and greedy[0].output == greedy[1].output  # greedy draws nothing: no seed to give
     assert greedy[0].stdout.startswith("ROMEO") and len(greedy[0].stdout) == len("ROMEO") + 30 + 1  # stderr: a note
     sampled = run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--top-k", 5, "--top-p", 0.9,
                   "--seed", 3)

@@ -142,6 +142,8 @@ def command(text: str, query: str | None, checkpoint: str | None, mechanism: str
             head: int, seed: int, digits: int, as_json: bool) -> None:
     from attnlab.inspect import explain
 
+    if as_json:
+        refuse_unused(click.get_current_context(), ["digits"], tr("with --json, which prints every number whole"))
     if checkpoint is not None:
         refuse_unused(click.get_current_context(), ["model_name", "mechanism", "seed"],
                       tr("with --checkpoint, whose model is explained"))

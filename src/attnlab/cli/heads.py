@@ -20,6 +20,7 @@ from rich.table import Table
 
 from attnlab.cli.lang import Command, Translated
 from attnlab.cli.model_options import capture_text, model_options
+from attnlab.cli.params import SEED, refuse_unused
 from attnlab.i18n import N_, _, tr
 
 
@@ -117,7 +118,7 @@ def _write_json(path: Path, data: dict) -> None:
 @click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
               help=N_("Where induction.json and the figures are written."))
 @click.option("--steps", default=None, type=int, help=N_("Training steps of each model [default: 800]."))
-@click.option("--seed", default=0, show_default=True, help=N_("Seed of the weights and the data."))
+@click.option("--seed", default=0, show_default=True, type=SEED, help=N_("Seed of the weights and the data."))
 @click.option("--layer", default=None, type=int,
               help=N_("Layer of the head drawn on a repeated sequence [default: the best head's]."))
 @click.option("--head", default=None, type=int, help=N_("Head drawn on a repeated sequence [default: the best]."))
@@ -199,9 +200,11 @@ def roles_command(model_name: str, text_path: str | None, count: int, out_dir: s
     from attnlab.data.sentences import read_sentences, shakespeare_sentences
     from attnlab.heads.roles import head_roles
 
+    if text_path is not None:
+        refuse_unused(click.get_current_context(), ["count"], tr("with --text, whose every line is used"))
     sentences = read_sentences(text_path) if text_path is not None else shakespeare_sentences(count)
+    bert = _load_encoder(model_name)  # a model that cannot be read leaves no --out behind
     out = _prepare_out(out_dir)
-    bert = _load_encoder(model_name)
     result = head_roles(bert, sentences)
     _roles_table(Console(highlight=False), result)
     _write_json(out / "roles.json", result)
@@ -269,7 +272,7 @@ def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
               help=N_("Fixed batches of held-out text every loss is measured on."))
 @click.option("--batch-size", default=16, show_default=True, type=click.IntRange(min=1),
               help=N_("Sequences per batch."))
-@click.option("--seed", default=0, show_default=True, help=N_("Seed of the batches drawn."))
+@click.option("--seed", default=0, show_default=True, type=SEED, help=N_("Seed of the batches drawn."))
 @click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
               help=N_("Where prune.json and the figures are written."))
 def prune_command(checkpoint: str, data: str | None, step: float, batches: int, batch_size: int, seed: int,
@@ -296,7 +299,13 @@ def _held_out(checkpoint: str, tokenizer, context_length: int, data: str | None,
     from attnlab.data.corpus import load_text
     from attnlab.data.tokens import train_val_split
     from attnlab.heads.importance import held_out_batches
+    from attnlab.memory import check_fits
     from attnlab.models.checkpoint import read_state, resolve_checkpoint
+
+    # each batch holds its inputs and targets, (batch_size, context_length) int64 each
+    check_fits(16 * count * batch_size * context_length, tr("{count:,} batches of {batch_size:,} × {t:,} tokens",
+                                                             count=count, batch_size=batch_size, t=context_length),
+               "--batches, --batch-size")
 
     if data is None:
         train_config = read_state(resolve_checkpoint(checkpoint)).get("train_config", {})
