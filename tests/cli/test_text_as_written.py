@@ -51,7 +51,7 @@ def test_the_note_is_chinese_in_chinese():
     result = run("explain", "我爱学习AI", "--query", "爱", "--lang", "zh")
     assert result.exit_code == 0
     assert "汉字之间没有空格，所以每个字是一个词元：我 / 爱 / 学 / 习 / AI。" in result.stderr
-    assert "随机 scaled 模型（种子 123）" in result.stdout and "random scaled" not in result.stdout
+    assert "随机缩放点积模型（种子 123）" in result.stdout and "random scaled" not in result.stdout
 
 
 def test_a_real_tokenizer_tokenizes_as_it_does():

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from rich.table import Table
 
-from attnlab.bench.cases import QUICK_SEQ_LENS, BenchConfig
+from attnlab.bench.cases import QUICK_SEQ_LENS, SKIPPED, BenchConfig
 from attnlab.bench.runner import BenchResult, CaseResult
+from attnlab.bench.worker import FAILED
 from attnlab.files import atomic_write_bytes, atomic_write_text
-from attnlab.i18n import N_, _, tr
+from attnlab.i18n import N_, _, made_from, tr
 
 FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h + weighted sum 2·B·h·P·d_h + output "
              "projection 2·B·T·d² (a multiply-add is 2 FLOPs); P = T² query-key pairs, or T(T+1)/2 when causal "
@@ -28,18 +29,28 @@ def _num(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
 
-def _row(r: CaseResult, matmul: float) -> list[str]:
+ONE_CALL = N_("one call")
+
+
+def _row(r: CaseResult, matmul: float, shown=lambda text: text) -> list[str]:
+    """A case's cells, its words passed through ``shown`` (the terminal's table: the reader's language)."""
     c = r.case
     spread = r.spread_s
     g = r.gflops()
-    note = r.reason if r.status != "ok" else ("one call" if r.plan.single_call else "")
-    return [f"{c.batch}×{c.seq_len}", c.backend, "yes" if c.is_causal else "no",
+    note = r.reason if r.status != "ok" else (ONE_CALL if r.plan.single_call else "")
+    return [f"{c.batch}×{c.seq_len}", c.backend, shown("yes" if c.is_causal else "no"),
             _num(r.median_s and r.median_s * 1e3, ".2f"),
             "–" if spread is None else f"{spread[0] * 1e3:.3g}–{spread[1] * 1e3:.3g}",
             str(len(r.times)) if r.times else "–", _num(g, ".1f"), _num(g and 100 * g / matmul, ".0f"),
-            _num(r.peak_extra_bytes and r.peak_extra_bytes / 2**20, ".1f"), note]
+            _num(r.peak_extra_bytes and r.peak_extra_bytes / 2**20, ".1f"), shown(note)]
 
 
+def shown_words(text: str) -> str:
+    """A cell of the results in the reader's language: yes or no, a note, why a case was skipped or failed."""
+    return made_from(text, (*SKIPPED, *FAILED)) or (_(text) if text else text)
+
+
+YES_NO = (N_("yes"), N_("no"))
 HEADERS = ["B×T", N_("backend"), N_("causal"), N_("median ms"), N_("spread ms"), "n", "GFLOP/s", N_("% matmul"),
            N_("peak MiB"), N_("note")]
 
@@ -52,7 +63,7 @@ def limits_line(result: BenchResult) -> str:
     if result.read_bandwidth:
         parts.append(tr("memory read {gbs:.1f} GB/s", gbs=result.read_bandwidth["value"]))
     parts.append(tr("copy {gbs:.1f} GB/s (read + write)", gbs=result.bandwidth["value"]))
-    return tr("Limits: {limits}", limits="; ".join(parts))
+    return tr("Limits: {limits}", limits=_("; ").join(parts))
 
 
 def rich_table(result: BenchResult) -> Table:
@@ -68,7 +79,7 @@ def rich_table(result: BenchResult) -> Table:
         key = (r.case.group, r.case.seq_len, r.case.is_causal)
         last = i + 1 == len(cases) or key != (cases[i + 1].case.group, cases[i + 1].case.seq_len,
                                               cases[i + 1].case.is_causal)
-        table.add_row(*_row(r, matmul), style="dim" if r.status != "ok" else None, end_section=last)
+        table.add_row(*_row(r, matmul, shown_words), style="dim" if r.status != "ok" else None, end_section=last)
     return table
 
 

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnlab.cli.lang import Command, Translated
-from attnlab.cli.model_options import capture_text, model_options
+from attnlab.cli.model_options import capture_text, model_options, say_unknown
 from attnlab.cli.params import SEED, refuse_unused
 from attnlab.i18n import N_, _, tr
 
@@ -123,7 +123,7 @@ def _write_json(path: Path, data: dict) -> None:
               help=N_("Layer of the head drawn on a repeated sequence [default: the best head's]."))
 @click.option("--head", default=None, type=int, help=N_("Head drawn on a repeated sequence [default: the best]."))
 def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | None, head: int | None) -> None:
-    from attnlab.heads.induction import InductionConfig, results, train_induction
+    from attnlab.heads.induction import InductionConfig, results, shown_model, train_induction
 
     config = InductionConfig(seed=seed, **({} if steps is None else {"steps": steps}))
     deepest = max(config.layers)
@@ -139,8 +139,8 @@ def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | N
     def show(name: str, e) -> None:
         if e.step % 100 == 0 or e.step == config.steps:
             click.echo(tr("{name} step {step:>4}: loss {loss:.3f}, repeated half {repeated:.3f}, ICL {icl:+.3f}, "
-                          "best head {best:.2f}", name=name, step=e.step, loss=e.loss, repeated=e.repeated_loss,
-                          icl=e.icl_score, best=e.best))
+                          "best head {best:.2f}", name=shown_model(name), step=e.step, loss=e.loss,
+                          repeated=e.repeated_loss, icl=e.icl_score, best=e.best))
 
     runs = train_induction(config, show)
     result = results(config, runs)
@@ -150,6 +150,8 @@ def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | N
 
 
 def _induction_table(console: Console, result: dict) -> None:
+    from attnlab.heads.induction import shown_model
+
     table = Table(title=tr("Induction heads, final scores (head: layer, head; repeated half: its loss; phase change: "
                            "the first step a head scored over 0.5)"), title_justify="left")
     for name in (tr("model"), tr("head"), tr("prefix-matching"), tr("ICL score"), tr("repeated half"),
@@ -158,7 +160,7 @@ def _induction_table(console: Console, result: dict) -> None:
     for name, model in result["models"].items():
         layer, head = model["induction_head"]
         step = model["phase_change_step"]
-        table.add_row(name, f"{layer}, {head}", f"{model['prefix_matching'][layer][head]:.3f}",
+        table.add_row(shown_model(name), f"{layer}, {head}", f"{model['prefix_matching'][layer][head]:.3f}",
                       f"{model['icl_score']:+.3f}", f"{model['repeated_loss']:.3f}",
                       tr("none") if step is None else str(step))
     console.print(table)
@@ -204,6 +206,8 @@ def roles_command(model_name: str, text_path: str | None, count: int, out_dir: s
         refuse_unused(click.get_current_context(), ["count"], tr("with --text, whose every line is used"))
     sentences = read_sentences(text_path) if text_path is not None else shakespeare_sentences(count)
     bert = _load_encoder(model_name)  # a model that cannot be read leaves no --out behind
+    say_unknown(bert.tokenizer, sentences, bert.name, N_("a BERT-family model whose vocabulary holds them would read "
+                                                          "them (--model DIR; for Chinese, bert-base-chinese)"))
     out = _prepare_out(out_dir)
     result = head_roles(bert, sentences)
     _roles_table(Console(highlight=False), result)
@@ -220,14 +224,14 @@ def _load_encoder(model_name: str):
 
 
 def _roles_table(console: Console, result: dict) -> None:
-    from attnlab.heads.roles import ROLES
+    from attnlab.heads.roles import ROLE_NAMES, ROLES
 
     table = Table(title=tr("{model}: what the heads look at, each layer's mean over its heads ({sentences} "
                            "sentences, {queries} query tokens)", model=escape(result["model"]),
                            sentences=result["sentences"], queries=result["queries"]), title_justify="left")
     table.add_column(tr("layer"), justify="right")
     for role in ROLES:
-        table.add_column(role, justify="right")
+        table.add_column(escape(_(ROLE_NAMES[role])), justify="right")
     for layer, heads in enumerate(result["layers"]):
         table.add_row(str(layer), *(f"{sum(h[r] for h in heads) / len(heads):.3f}" for r in ROLES))
     table.add_section()
@@ -235,8 +239,8 @@ def _roles_table(console: Console, result: dict) -> None:
     console.print(table)
     for role in ("prev", "next", "cls", "punct"):
         layer, head, value = strongest(result, role)
-        click.echo(tr("strongest {role} head: layer {layer}, head {head} ({value:.3f})", role=role, layer=layer,
-                      head=head, value=value))
+        click.echo(tr("strongest {role} head: layer {layer}, head {head} ({value:.3f})", role=_(ROLE_NAMES[role]),
+                      layer=layer, head=head, value=value))
 
 
 def strongest(result: dict, role: str) -> tuple[int, int, float]:
@@ -246,6 +250,7 @@ def strongest(result: dict, role: str) -> tuple[int, int, float]:
 
 
 def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
+    from attnlab.heads.roles import ROLE_NAMES
     from attnlab.inspect import capture
     from attnlab.viz.roles_figures import positional_heads_figure, special_tokens_figure
 
@@ -255,7 +260,8 @@ def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
     panels = []
     for role in ("prev", "next"):
         layer, head, value = strongest(result, role)
-        panels.append((cap.weights(layer, head), f"{role}: layer {layer}, head {head} ({value:.2f} on average)"))
+        panels.append((cap.weights(layer, head), tr("{role}: layer {layer}, head {head} ({value:.2f} on average)",
+                                                     role=_(ROLE_NAMES[role]), layer=layer, head=head, value=value)))
     _write_figure(positional_heads_figure(cap.tokens, panels), str(out / "roles_positional_heads.png"))
 
 

@@ -54,11 +54,31 @@ def capture_text(text: str, model_name: str, mechanism: str, seed: int, qkv: boo
         cap = capture(model, text, tokenizer=tokenizer, qkv=qkv)
     except (ValueError, TypeError, ImportError, FileNotFoundError) as err:
         raise click.UsageError(str(err)) from err
+    say_unknown(tokenizer, [text], cap.model_name)
     if tokenizer is None and is_unspaced(text):
         shown = " / ".join(cap.tokens[:SHOWN_TOKENS]) + (" / …" if cap.seq_len > SHOWN_TOKENS else "")
         click.echo(tr("No spaces between the Chinese characters, so each character is one token: {tokens}. Put "
                       "spaces between words to keep them whole, as in 我 爱 学习.", tokens=shown), err=True)
     return cap
+
+
+#: what reads every character, for :func:`say_unknown`: a byte-level tokenizer has no unknown token
+BYTE_LEVEL = N_("a model with a byte-level tokenizer (GPT-2, Llama, Qwen2: --model DIR) reads every character")
+
+
+def say_unknown(tokenizer: Any, texts: list[str], model_name: str, instead: str = BYTE_LEVEL) -> None:
+    """One line on stderr if ``tokenizer`` reads pieces of ``texts`` as its unknown token: which, which model reads
+    them so, and (``instead``, a message) which model would read them; the attention drawn over ``[UNK]`` says
+    nothing about what was there."""
+    from attnlab.inspect import shown_name
+    from attnlab.inspect.unknown import unknown_pieces, unknown_token
+
+    pieces = [] if tokenizer is None else unknown_pieces(tokenizer, texts)
+    if pieces:
+        click.echo(tr("note: {model} has no token for {pieces} ({count} of the text's characters or words) and reads "
+                      "them as {unk}; {instead}", model=shown_name(model_name), count=len(pieces),
+                      pieces=", ".join(pieces[:SHOWN_TOKENS]) + (", …" if len(pieces) > SHOWN_TOKENS else ""),
+                      unk=unknown_token(tokenizer), instead=_(instead)), err=True)
 
 
 def load_directory(path: Path, device: str = "cpu") -> tuple[Any, Any]:

@@ -119,7 +119,7 @@ def draw_loss_curve(trainer) -> None:
     from attnlab.viz.loss_curve import loss_figure
 
     what = getattr(trainer.config, "source", trainer.config.data)  # a translation run names its task or file
-    title = f"{what}: {sum(p.numel() for p in trainer.model.parameters()):,} parameters"
+    title = tr("{what}: {count:,} parameters", what=what, count=sum(p.numel() for p in trainer.model.parameters()))
     save_figure(loss_figure(trainer.train_losses, trainer.evals, title), trainer.out / "loss.png", dpi=110)
 
 
