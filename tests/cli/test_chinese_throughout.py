@@ -47,7 +47,7 @@ def _lists() -> set[str]:
     presets = {p for arch in ARCHITECTURES.values() for p in arch.presets}
     return {*choices, *(name for path in _leaves() for name in path), *BACKENDS, *NUMPY_BACKENDS, *presets,
             *ARCHITECTURES, "TEXT", "TEXTS", "INTEGER", "FLOAT", "RANGE", "FILE", "DIRECTORY", "PATH", "NAME",
-            "OPTIONS", "COMMAND", "ARGS", "PART", "PROMPT", "PROMPTS", "LANG", "ATTNLAB_LANG"}
+            "OPTIONS", "COMMAND", "ARGS", "PART", "PROMPT", "PROMPTS", "DIR", "LANG", "ATTNLAB_LANG"}
 
 
 def _command(path: tuple[str, ...]):

@@ -97,7 +97,7 @@ def test_the_page_speaks_the_readers_language_and_its_font_holds_every_character
     set_language(lang)
     page = build_html(cap)
     assert f'<html lang="{lang}">' in page and all(w in page for w in words)
-    css = re.search(r"@font-face \{.*?\}", page).group()
+    css = " ".join(re.findall(r"@font-face \{.*?\}", page))
     text = _shown_text(page)
     assert "我" in text and covered(text, css)
     assert not covered(text + "鬱", css)  # the control: a character the page does not show is not in its font

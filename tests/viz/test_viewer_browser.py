@@ -41,13 +41,17 @@ def chromium_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser():
+def playwright():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (the dev extra) is not installed")
-    path = chromium_path()
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=ARGS)
-        yield b
-        b.close()
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(playwright):
+    b = playwright.chromium.launch(executable_path=chromium_path(), args=ARGS)
+    yield b
+    b.close()
 
 
 @pytest.fixture
@@ -160,3 +164,49 @@ def test_long_input_stays_responsive(offline_page, tmp_path):
     assert elements < 2 * t + 200, elements  # two columns of tokens, the controls, a few weights: no element a line
     assert page.evaluate("document.querySelectorAll('canvas').length") <= 3
     assert page.errors == [] and page.blocked == []
+
+
+#: fontconfig with one directory, matplotlib's own DejaVu fonts: Latin only, no CJK font anywhere, on any machine.
+#: (With no directory at all Chromium cannot be tested: its font manager aborts on the first system font it asks for,
+#: "SkFontMgr_FontConfigInterface.cpp: Not implemented", and a page's web fonts end in "error".)
+LATIN_ONLY = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig><dir>{fonts}</dir><cachedir>{cache}</cachedir></fontconfig>
+"""
+
+
+@pytest.fixture(scope="module")
+def no_cjk_browser(playwright, tmp_path_factory):
+    """Chromium that sees no CJK font: only what a page embeds can draw Chinese."""
+    import matplotlib
+
+    root = tmp_path_factory.mktemp("fontconfig")
+    conf = root / "fonts.conf"
+    conf.write_text(LATIN_ONLY.format(fonts=Path(matplotlib.get_data_path()) / "fonts" / "ttf", cache=root / "cache"))
+    b = playwright.chromium.launch(executable_path=chromium_path(), args=ARGS,
+                                   env={**os.environ, "FONTCONFIG_FILE": str(conf)})
+    yield b
+    b.close()
+
+
+def _cjk_width(page, stack: str) -> float:
+    """How wide 我爱学习 is drawn at 20 px in ``stack``: 80 px in a CJK font (one em each), otherwise a fallback's."""
+    return page.evaluate("""(stack) => { const c = document.createElement("canvas").getContext("2d");
+        c.font = `20px ${stack}`; return c.measureText("我爱学习").width; }""", stack)
+
+
+def test_the_chinese_viewer_draws_chinese_with_no_cjk_font_on_the_machine(no_cjk_browser, two_layer, tmp_path):
+    from attnlab.i18n import set_language
+
+    set_language("zh")
+    page = no_cjk_browser.new_page()
+    page.set_default_timeout(0)
+    _open(page, write_html(two_layer, tmp_path / "zh.html"))
+    fonts = page.evaluate("JSON.parse(document.getElementById('attnlab-data').textContent).fonts")
+    assert page.evaluate("[...document.fonts].every(f => f.status === 'loaded')")
+    assert page.evaluate("document.documentElement.lang") == "zh" and page.text_content("#tab-head") == "头视图"
+    assert abs(_cjk_width(page, fonts) - 80) < 1  # the embedded face draws it
+    assert abs(_cjk_width(page, "sans-serif") - 80) > 5  # the control: the machine's own fonts cannot
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "viewer-zh-no-cjk-font.png"))
+    page.close()
