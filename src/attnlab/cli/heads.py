@@ -16,12 +16,12 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from attnlab.cli.lang import Command, Translated
 from attnlab.cli.model_options import capture_text, model_options, say_unknown
 from attnlab.cli.params import SEED, refuse_unused
 from attnlab.i18n import N_, _, tr
+from attnlab.terminal import titled_table
 
 
 class HeadsGroup(Translated, click.Group):
@@ -86,7 +86,7 @@ def rollout_command(text: str, output: str, model_name: str, mechanism: str, see
     row = cap.seq_len - 1 if cap.is_causal else 0
     title = tr("where {token} gets its information from ({model_name})", token=escape(repr(cap.tokens[row])),
                model_name=escape(shown_name(cap.model_name)))
-    table = Table(title=title, title_justify="left")
+    table = titled_table(title)
     for name in (tr("input token"), tr("raw, layer {layer}", layer=shown), tr("rollout"), tr("flow")):
         table.add_column(name, justify="left" if name == tr("input token") else "right")
     for j, token in enumerate(cap.tokens):
@@ -152,8 +152,8 @@ def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | N
 def _induction_table(console: Console, result: dict) -> None:
     from attnlab.heads.induction import shown_model
 
-    table = Table(title=tr("Induction heads, final scores (head: layer, head; repeated half: its loss; phase change: "
-                           "the first step a head scored over 0.5)"), title_justify="left")
+    table = titled_table(tr("Induction heads, final scores (head: layer, head; repeated half: its loss; phase change: "
+                           "the first step a head scored over 0.5)"))
     for name in (tr("model"), tr("head"), tr("prefix-matching"), tr("ICL score"), tr("repeated half"),
                  tr("phase change")):
         table.add_column(name, justify="left" if name == tr("model") else "right")
@@ -226,9 +226,9 @@ def _load_encoder(model_name: str):
 def _roles_table(console: Console, result: dict) -> None:
     from attnlab.heads.roles import ROLE_NAMES, ROLES
 
-    table = Table(title=tr("{model}: what the heads look at, each layer's mean over its heads ({sentences} "
+    table = titled_table(tr("{model}: what the heads look at, each layer's mean over its heads ({sentences} "
                            "sentences, {queries} query tokens)", model=escape(result["model"]),
-                           sentences=result["sentences"], queries=result["queries"]), title_justify="left")
+                           sentences=result["sentences"], queries=result["queries"]))
     table.add_column(tr("layer"), justify="right")
     for role in ROLES:
         table.add_column(escape(_(ROLE_NAMES[role])), justify="right")
