@@ -1,5 +1,5 @@
-"""The ``attnlab`` command line. Subcommands live one per module and are imported only when run,
-so ``attnlab --help`` answers at once, without importing torch."""
+"""The ``attnlab`` command line. Subcommands live one per module and are imported only when run, so
+``attnlab --help`` imports none of them (nor matplotlib, nor the models)."""
 
 from __future__ import annotations
 

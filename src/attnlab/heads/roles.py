@@ -29,7 +29,7 @@ from attnlab.i18n import N_, tr
 ROLES = ("cls", "sep", "punct", "prev", "next", "self", "entropy")
 #: each statistic as a table or a figure names it (the keys above stay the names of roles.json)
 ROLE_NAMES = {"cls": "[CLS]", "sep": "[SEP]", "punct": N_("punctuation"), "prev": N_("previous"), "next": N_("next"),
-              "self": N_("itself"), "entropy": N_("entropy")}
+              "self": N_("self"), "entropy": N_("entropy")}
 
 
 def is_punctuation(token: str) -> bool:
