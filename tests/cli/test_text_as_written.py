@@ -60,7 +60,9 @@ def test_a_real_tokenizer_tokenizes_as_it_does():
     tokens = load_bert().tokenizer.encode("我爱学习AI").tokens
     result = run("explain", "我爱学习AI", "--model", "bert", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["tokens"] == tokens and result.stderr == ""
+    assert json.loads(result.stdout)["tokens"] == tokens
+    # no word of unspaced text (the tokenizer has its own rule); only that it reads 爱 and 习 as [UNK]
+    assert result.stderr.splitlines() == [line for line in result.stderr.splitlines() if "[UNK]" in line] != []
 
 
 def wrapped_lines(help_text: str) -> list[str]:
