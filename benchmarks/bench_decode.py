@@ -1,13 +1,17 @@
 """Decoding speed against the machine's limit: attnlab (eager, compiled, int8, int4) against Hugging Face generate.
 
-    .venv/bin/python benchmarks/bench_decode.py             # the full run (≈ 40 min on a 2-core machine)
-    .venv/bin/python benchmarks/bench_decode.py --quick --out /tmp/decode.md   # a smoke test: small models (≈ 2 min)
+    .venv/bin/python benchmarks/bench_decode.py             # the full run (≈ 65 min on a 2-core machine)
+    .venv/bin/python benchmarks/bench_decode.py --quick --out /tmp/decode.md   # a smoke test: small models (≈ 4 min)
 
 Two models with the same random weights in both libraries (a Hugging Face model is built, saved, and loaded into
 attnlab with ``load_causal_lm``): gpt2-small (124 M parameters, tied head) and a ~100 M-parameter Llama-style
 decoder. Greedy decoding of ``--new`` tokens after a ``--prompt``-token prompt, at batch 1 and 8. Each case is
 timed ``--repeats`` times after a warm-up run (which compiles, for ``compile=True``); the median is reported.
-tokens/s counts the new tokens of every row, prefill included.
+tokens/s counts the new tokens of every row, prefill included. Every attnlab variant runs ``generate`` as users do,
+on the model's fast twin (``attnlab.fast``), and again on the book's plain modules
+(``GenerationConfig(accelerate=False)``, the rows "attnlab plain ..."; ``--no-plain`` leaves them out). int4 is
+``quantize(model, "int4")`` with group size 128 (``attnlab sample --quantize int4``), timed in the same run as int8.
+The products run on attnlab's C++ kernels: the run stops where ``attnlab kernels`` has not built them.
 
 The limit: a decoding step reads every weight once (``attnlab.bench.decoding.bytes_per_step``), so it cannot run
 faster than the read bandwidth (``attnlab.bench.machine.read_bandwidth``) over those bytes. On a shared machine the
@@ -18,7 +22,8 @@ the same steps/s over the best reading of the whole run, which may have come in 
 
 Quality of int8 and int4 beside their speed: the perplexity of a small GPT trained on Shakespeare's characters
 (here, for ``--train-iters`` steps, or the ``attnlab train`` output given as ``--checkpoint``) and of the loaded
-checkpoint, against fp32, and the fraction of 100 prompts whose 30 greedy tokens equal fp32's.
+checkpoint, against fp32, and the fraction of 100 prompts whose 30 greedy tokens equal fp32's. The report ends with
+the targets: int4 at least as fast as int8 at batch 1, and the trained GPT's int4 perplexity within 1 % of fp32's.
 """
 
 from __future__ import annotations
@@ -42,17 +47,20 @@ import torch
 
 from attnlab.bench.decoding import bytes_per_step, step_limit
 from attnlab.bench.machine import machine_facts, matmul_gflops, read_bandwidth
+from attnlab.fast import kernels
 from attnlab.files import atomic_write_text
-from attnlab.functional.kernels import cpu_kernels_status
-from attnlab.generation import generate
+from attnlab.generation import GenerationConfig, generate
 from attnlab.generation.quality import greedy_agreement, perplexity, prompts_from
-from attnlab.layers.quantized_linear import int8_kernel_pays
 from attnlab.models import quantize
 
 RESULTS = Path(__file__).resolve().parent / "results" / "decode.md"
 MODERN_100M = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
                    num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024,
                    tie_word_embeddings=True)
+INT4_GROUP = 128  # quantize's default, what `attnlab sample --quantize int4` runs
+#: the targets the report checks: int4 at batch 1 at least this fast against int8, its perplexity within this of fp32
+INT4_SPEED_TARGET, INT4_PPL_TARGET = 1.0, 0.01
+TRAINED = "GPT baby, trained on Shakespeare"  # the quality row the perplexity target is for
 
 
 def hf_models(quick: bool) -> dict[str, object]:
@@ -119,18 +127,20 @@ def timed(run: Callable[[int], torch.Tensor], new: int, repeats: int, budget_s: 
     return statistics.median(times), n, out
 
 
-def variants(model) -> dict[str, tuple[object, dict]]:
-    """attnlab's ways to decode ``model``: (the model, generate's options)."""
+def variants(model, plain: bool = True) -> dict[str, tuple[object, dict]]:
+    """attnlab's ways to decode ``model``: (the model, ``GenerationConfig``'s options), each on the fast path and,
+    with ``plain``, on the book's ("attnlab plain ...")."""
     int8 = quantize(copy.deepcopy(model), "int8")
-    out = {"attnlab eager": (model, {}), "attnlab compile=True": (model, {"compile": True}),
-           "attnlab int8": (int8, {}), "attnlab int8 compile=True": (int8, {"compile": True})}
-    if not int8_kernel_pays():  # the same CPU capability decides: without AVX-512 torch's int4 kernel is scalar
-        print("int4 left out: torch's int4 kernel runs a scalar loop on this CPU (no AVX-512), tens of times slower")
-        return out
+    fast = {"eager": (model, {}), "compile=True": (model, {"compile": True}),
+            "int8": (int8, {}), "int8 compile=True": (int8, {"compile": True})}
     try:
-        out["attnlab int4"] = (quantize(copy.deepcopy(model), "int4", group_size=128), {})
+        fast["int4"] = (quantize(copy.deepcopy(model), "int4", group_size=INT4_GROUP), {})
     except ValueError as err:
         print(f"int4 skipped: {err}")
+    out = {f"attnlab {name}": case for name, case in fast.items()}
+    if plain:
+        out.update({f"attnlab plain{'' if name == 'eager' else ' ' + name}": (m, {**opts, "accelerate": False})
+                    for name, (m, opts) in fast.items()})
     return out
 
 
@@ -157,7 +167,7 @@ def torchao_note(args) -> str:
 def bench_model(name: str, hf, model, args, reads: list) -> list[dict]:
     """Every variant at batch 1 and 8, each against HF generate timed just before it; ``reads`` gathers the
     bandwidth readings taken around the cases."""
-    candidates = variants(model)
+    candidates = variants(model, args.plain)
     ao = torchao_int8(model) if args.torchao else None
     if ao is not None:
         candidates["torchao int8 (eager)"] = (ao, {})
@@ -214,9 +224,13 @@ def hf_case(name: str, hf, idx: torch.Tensor, args) -> dict:
 
 
 def variant_case(name: str, variant: str, model, opts: dict, idx: torch.Tensor, args) -> dict:
-    """One attnlab variant timed: its row, with its last output as ``out``."""
-    s, n, out = timed(lambda k: generate(model, idx, k, temperature=0, **opts), args.new, args.repeats,
-                      args.case_budget)
+    """One attnlab variant timed: its row, with its last output as ``out``. A compiled variant starts from a fresh
+    compiler state, as in a process of its own: the run compiles the step for 16 models and shapes, and dynamo
+    fails a ``fullgraph`` function past 8 (its ``recompile_limit``)."""
+    config = GenerationConfig(temperature=0, **opts)
+    if config.compile:
+        torch._dynamo.reset()
+    s, n, out = timed(lambda k: generate(model, idx, k, config), args.new, args.repeats, args.case_budget)
     return dict(model=name, batch=idx.shape[0], variant=variant, tps=idx.shape[0] * n / s, n=n,
                 bytes=bytes_per_step(model), same="–", out=out)
 
@@ -238,22 +252,23 @@ def trained_gpt(args, directory: Path):
     return model, torch.tensor(val[:20_000], dtype=torch.long)  # a copy: the cached tokens are read-only
 
 
+#: the quality table's schemes: (its name, quantize's scheme, the int4 group size)
+QUALITY_SCHEMES = (("int8", "int8", 128), ("int4", "int4", INT4_GROUP), ("int4, group 32", "int4", 32))
+
+
 def quality(name: str, model, tokens: torch.Tensor) -> list[dict]:
     """Perplexity against fp32, and greedy agreement over 100 prompts of 30 tokens."""
     fp32 = perplexity(model, tokens)
     prompts = prompts_from(tokens, 100, 16)
     rows = []
-    for scheme in ("int8", "int4"):
-        if scheme == "int4" and not int8_kernel_pays() and model.num_parameters() > 5_000_000:
-            rows.append(dict(model=name, scheme=scheme, note="left out: torch's int4 kernel is scalar on this CPU"))
-            continue
+    for label, scheme, group_size in QUALITY_SCHEMES:
         try:
-            q = quantize(copy.deepcopy(model), scheme, group_size=32 if scheme == "int4" else 128)
+            q = quantize(copy.deepcopy(model), scheme, group_size=group_size)
         except ValueError as err:
-            rows.append(dict(model=name, scheme=scheme, note=str(err)))
+            rows.append(dict(model=name, scheme=label, note=str(err)))
             continue
         ppl = perplexity(q, tokens)
-        rows.append(dict(model=name, scheme=scheme, fp32=fp32, ppl=ppl, change=100 * (ppl / fp32 - 1),
+        rows.append(dict(model=name, scheme=label, fp32=fp32, ppl=ppl, change=100 * (ppl / fp32 - 1),
                          agree=greedy_agreement(model, q, prompts, 30), note=""))
     return rows
 
@@ -268,7 +283,7 @@ def write(args, facts, matmul, reads: list, speed: list[dict], qual: list[dict],
              f"(median {statistics.median(values):.1f}, best **{best:.1f}**); fp32 matmul "
              f"**{matmul.value:.0f} GFLOP/s**.",
              f"- Load when the run started: `{load}`. Threads: {torch.get_num_threads()}. int8 and few-row fp32 "
-             f"products: {cpu_kernels_status()}. `THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', '')}` "
+             f"products: {kernels.status()}. `THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', '')}` "
              "(2 MiB pages for large tensors, in both libraries). " + torchao_note(args),
              f"- Greedy decoding, prompt {args.prompt} tokens, {args.new} new tokens (fewer where {args.repeats} runs "
              f"would take over {args.case_budget:.0f} s: \"new tokens\"); median of {args.repeats} runs after a "
@@ -289,7 +304,8 @@ def write(args, facts, matmul, reads: list, speed: list[dict], qual: list[dict],
                      f"{100 * steps / step_limit(best, r['bytes']):.0f} % | {r['same']} |")
     lines += ["", "## Quality of the quantized weights", "",
               "Perplexity on held-out tokens (consecutive windows of the context length) against fp32; agreement: "
-              "the fraction of 100 prompts whose 30 greedy tokens equal fp32's, all of them. int4: group size 32.",
+              "the fraction of 100 prompts whose 30 greedy tokens equal fp32's, all of them. int4: group size "
+              f"{INT4_GROUP}, as timed above; \"int4, group 32\": four times the scales.",
               "", "| model | scheme | fp32 ppl | quantized ppl | change | greedy agreement |",
               "|---|---|---|---|---|---|"]
     for r in qual:
@@ -298,13 +314,37 @@ def write(args, facts, matmul, reads: list, speed: list[dict], qual: list[dict],
         else:
             lines.append(f"| {r['model']} | {r['scheme']} | {r['fp32']:.3f} | {r['ppl']:.3f} | {r['change']:+.2f} % "
                          f"| {r['agree']:.2f} |")
+    lines += targets(speed, qual)
     lines += ["", f"Reproduce: `{command(args)}`", ""]
     return "\n".join(lines)
+
+
+def targets(speed: list[dict], qual: list[dict]) -> list[str]:
+    """The int4 targets, checked against this run's rows: int4's tok/s over int8's at batch 1 (each model, the fast
+    path), and the trained GPT's int4 perplexity against fp32's."""
+    lines = ["", "## Targets", "", "| target | model | measured | met |", "|---|---|---|---|"]
+    rows = {(r["model"], r["batch"], r["variant"]): r for r in speed if "failed" not in r}
+    for model in dict.fromkeys(r["model"] for r in speed):
+        int4, int8 = rows.get((model, 1, "attnlab int4")), rows.get((model, 1, "attnlab int8"))
+        if int4 is None or int8 is None:
+            lines.append(f"| int4 ≥ {INT4_SPEED_TARGET:g}× int8's tok/s at batch 1 | {model} | not measured | – |")
+            continue
+        ratio = int4["tps"] / int8["tps"]
+        lines.append(f"| int4 ≥ {INT4_SPEED_TARGET:g}× int8's tok/s at batch 1 | {model} | {ratio:.2f}× "
+                     f"({int4['tps']:.1f} against {int8['tps']:.1f}) | {'✓' if ratio >= INT4_SPEED_TARGET else '✗'} |")
+    for r in qual:
+        if r["model"] == TRAINED and r["scheme"] == "int4":
+            met = "–" if r["note"] else "✓" if abs(r["change"]) <= 100 * INT4_PPL_TARGET else "✗"
+            measured = r["note"] or f"{r['change']:+.2f} % ({r['ppl']:.3f} against {r['fp32']:.3f})"
+            lines.append(f"| int4 perplexity within {100 * INT4_PPL_TARGET:g} % of fp32's | {r['model']} | "
+                         f"{measured} | {met} |")
+    return lines
 
 
 def command(args) -> str:
     """The command line of this run: the options that differ from their defaults."""
     parts = ["python benchmarks/bench_decode.py"] + (["--quick"] if args.quick else [])
+    parts += [] if args.plain else ["--no-plain"]
     defaults = {"prompt": 32, "new": 96, "repeats": 3, "case_budget": 60.0, "threads": None, "train_iters": 1000}
     for name, default in defaults.items():
         value = getattr(args, name)
@@ -325,12 +365,17 @@ def main() -> None:
     parser.add_argument("--train-iters", type=int, default=1000, help="steps of the GPT trained for the quality")
     parser.add_argument("--checkpoint", type=Path, default=None, help="an `attnlab train` output to use instead")
     parser.add_argument("--no-torchao", dest="torchao", action="store_false", help="leave out torchao's int8")
+    parser.add_argument("--no-plain", dest="plain", action="store_false",
+                        help="leave out the book's path (GenerationConfig(accelerate=False))")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the tables go (default: %(default)s)")
     args = parser.parse_args()
     if args.quick:
         args.new, args.repeats, args.train_iters = 16, 1, 50
     if args.threads:
         torch.set_num_threads(args.threads)
+    if not kernels.load():  # int8 and the few-row fp32 products: torch's kernels would be timed instead
+        raise SystemExit(f"bench_decode.py times attnlab's CPU kernels, which are not in use here: "
+                         f"{kernels.status()}. Build them with `attnlab kernels` (once, about a minute).")
     load = os.popen("uptime").read().strip()
     read, matmul = read_bandwidth(), matmul_gflops()
     reads = [read]
@@ -344,7 +389,7 @@ def main() -> None:
             qual += quality(f"{name} (loaded, random weights)", model, tokens)
             del hf, model
         trained, val = trained_gpt(args, Path(tmp))
-        qual += quality("GPT baby, trained on Shakespeare", trained, val)
+        qual += quality(TRAINED, trained, val)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, write(args, machine_facts(), matmul, reads, speed, qual, load))
     print(f"wrote {args.out}")

@@ -9,7 +9,10 @@ against recomputation, all measured in the same run.
 (b) embedding real texts (Shakespeare speeches, mixed lengths) in batches of 32: ``encode`` (length
     bucketing) vs the padded-batch loop a user writes with transformers; embeddings compared.
 (c) a GPT with context 512 generating greedily from a short prompt: KV cache vs recomputation.
-Times are medians of interleaved rounds after warm-up; ratios compare runs made in the same run.
+Times are medians of interleaved rounds after warm-up; ratios compare runs made in the same run. attnlab runs as
+users get it, on the model's fast twin (``attnlab.fast``: ``encode`` and ``generate`` by themselves, the forward of
+(a) accelerated here), and beside each figure on the book's plain modules (the rows "plain": the model as built,
+``encode(..., accelerate=False)``, ``GenerationConfig(accelerate=False)``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.bench.machine import machine_facts
+from attnlab.fast import accelerated
 from attnlab.files import atomic_write_text
-from attnlab.models import TransformerEncoder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "encoder.md"
 
@@ -91,31 +94,33 @@ def bench_batches(bert, hf_sdpa, hf_eager, texts: list[str], quick: bool) -> lis
     ids = torch.tensor([e.ids for e in encs])
     assert ids.shape == (rows_n, 128), ids.shape
     mask, types = torch.ones_like(ids), torch.zeros_like(ids)
-    plain = TransformerEncoder(bert.config).eval()  # the same weights in plain nn.Linear: what packing gains
-    plain.load_state_dict(bert.encoder.state_dict())
+    fast, plain = accelerated(bert.encoder), bert.encoder  # the fast twin (packed linears) and the model as built
     fns = {
         "transformers sdpa": lambda: hf_sdpa(ids, attention_mask=mask, token_type_ids=types),
-        "attnlab": lambda: bert(ids, mask, types),
+        "attnlab": lambda: fast(ids, mask, types),
         "attnlab, plain nn.Linear": lambda: plain(ids, mask, types),
         "transformers eager + attentions": lambda: hf_eager(ids, attention_mask=mask, token_type_ids=types,
                                                             output_attentions=True),
-        "attnlab + attentions": lambda: bert(ids, mask, types, return_weights=True),
+        "attnlab + attentions": lambda: fast(ids, mask, types, return_weights=True),
+        "attnlab plain + attentions": lambda: plain(ids, mask, types, return_weights=True),
     }
     with torch.inference_mode():
         ref = hf_eager(ids, attention_mask=mask, token_type_ids=types, output_attentions=True)
-        ours = bert(ids, mask, types, return_weights=True)
+        ours = fast(ids, mask, types, return_weights=True)
         err = (ours.last_hidden_state - ref.last_hidden_state).abs().max().item()
         err_w = max((a - b).abs().max().item() for a, b in zip(ours.attentions, ref.attentions, strict=True))
         t = median_times(fns, rounds=1 if quick else 4, reps=1 if quick else 3)
     rows = ["| variant | ms / batch | sentences/s | ratio |", "|---|---|---|---|"]
     pairs = [("transformers sdpa", None), ("attnlab", "transformers sdpa"),
              ("attnlab, plain nn.Linear", "transformers sdpa"),
-             ("transformers eager + attentions", None), ("attnlab + attentions", "transformers eager + attentions")]
+             ("transformers eager + attentions", None), ("attnlab + attentions", "transformers eager + attentions"),
+             ("attnlab plain + attentions", "transformers eager + attentions")]
     for name, ref_name in pairs:
         ratio = f"**{t[ref_name] / t[name]:.2f}×** vs {ref_name}" if ref_name else "1.00 (reference)"
         rows.append(f"| {name} | {t[name] * 1e3:.0f} | {rows_n / t[name]:.1f} | {ratio} |")
     rows.append(f"\nmax |Δ last_hidden_state| = {err:.1e}, max |Δ attention weights| = {err_w:.1e} "
-                f"(attnlab vs transformers eager).")
+                f"(attnlab vs transformers eager). \"plain\": the encoder as built (`nn.Linear`), \"attnlab\": its "
+                f"fast twin, `attnlab.fast.accelerated` (oneDNN's packed linears).")
     return rows
 
 
@@ -132,8 +137,11 @@ def bench_encode(bert, hf_sdpa, hf_tok, texts: list[str], quick: bool) -> list[s
 
     results: dict[str, torch.Tensor] = {}
     fns = {"transformers padded loop": lambda: results.__setitem__("ref", reference()),
-           "attnlab encode": lambda: results.__setitem__("ours", bert.encode(texts, batch_size=32, truncation=True))}
-    warmups = [lambda: reference(texts[:64]), lambda: bert.encode(texts[:64], truncation=True)]
+           "attnlab encode": lambda: results.__setitem__("ours", bert.encode(texts, batch_size=32, truncation=True)),
+           "attnlab encode, plain": lambda: results.__setitem__("plain", bert.encode(
+               texts, batch_size=32, truncation=True, accelerate=False))}
+    warmups = [lambda: reference(texts[:64]), lambda: bert.encode(texts[:64], truncation=True),
+               lambda: bert.encode(texts[:64], truncation=True, accelerate=False)]
     t = median_times(fns, rounds=1, reps=1, warmups=warmups)  # a whole corpus per call: long enough
     cos = (results["ref"] * results["ours"]).sum(-1)
     lengths = [len(e.ids) for e in bert.tokenizer.encode_batch(texts)]
@@ -144,13 +152,15 @@ def bench_encode(bert, hf_sdpa, hf_tok, texts: list[str], quick: bool) -> list[s
     for name in fns:
         ratio = "1.00 (reference)" if name == ref_name else f"**{t[ref_name] / t[name]:.2f}×**"
         rows.append(f"| {name} | {t[name]:.2f} | {len(texts) / t[name]:.0f} | {ratio} |")
-    rows.append(f"\nEmbeddings: min cosine with the reference {cos.min().item():.7f}.")
+    plain_cos = (results["ref"] * results["plain"]).sum(-1)
+    rows.append(f"\nEmbeddings: min cosine with the reference {cos.min().item():.7f} "
+                f"(plain: {plain_cos.min().item():.7f}).")
     return rows
 
 
 def bench_generation(quick: bool) -> list[str]:
     """(c) KV cache vs recomputation."""
-    from attnlab.generation import generate
+    from attnlab.generation import GenerationConfig, generate
     from attnlab.models import GPT, GPTConfig
 
     torch.manual_seed(0)
@@ -160,18 +170,23 @@ def bench_generation(quick: bool) -> list[str]:
     model = GPT(cfg).eval()
     prompt = torch.randint(0, 256, (1, 8), generator=torch.Generator().manual_seed(0))
     out: dict[str, torch.Tensor] = {}
-    fns = {"recompute (no cache)": lambda: out.__setitem__("ref", generate(model, prompt, new, 0, use_cache=False)),
-           "KV cache": lambda: out.__setitem__("ours", generate(model, prompt, new, 0))}
-    warmups = [lambda: generate(model, prompt, 8, 0, use_cache=False), lambda: generate(model, prompt, 8, 0)]
+    configs = {"recompute (no cache)": GenerationConfig(temperature=0, use_cache=False),
+               "KV cache": GenerationConfig(temperature=0)}
+    configs.update({f"{name}, plain": c.replace(accelerate=False) for name, c in list(configs.items())})
+    fns = {name: (lambda name=name, c=c: out.__setitem__(name, generate(model, prompt, new, c)))
+           for name, c in configs.items()}
+    warmups = [(lambda c=c: generate(model, prompt, 8, c)) for c in configs.values()]
     t = median_times(fns, rounds=1, reps=1, warmups=warmups)  # minutes per call: long enough to average noise
     rows = [f"GPT: {cfg.num_layers} layers, {cfg.d_model} dims, {cfg.num_heads} heads, context {cfg.context_length}, "
             f"{model.num_parameters():,} parameters (random init); batch 1, prompt of 8 tokens, {new} new "
             f"tokens, greedy.", "", "| method | s | tokens/s | ratio |", "|---|---|---|---|"]
-    for name in fns:
-        ratio = "1.00 (reference)" if name.startswith("recompute") else \
-            f"**{t['recompute (no cache)'] / t[name]:.2f}×**"
+    for name in fns:  # each against the recomputation of its own path
+        ref = "recompute (no cache)" + (", plain" if name.endswith(", plain") else "")
+        ratio = "1.00 (reference)" if name == ref else f"**{t[ref] / t[name]:.2f}×**"
         rows.append(f"| {name} | {t[name]:.2f} | {new / t[name]:.0f} | {ratio} |")
-    rows.append(f"\nGreedy tokens identical: {torch.equal(out['ref'], out['ours'])}.")
+    same = all(torch.equal(out["recompute (no cache)"], tokens) for tokens in out.values())
+    rows.append(f"\nGreedy tokens identical: {same} (the four ways; \"plain\": `GenerationConfig(accelerate=False)`, "
+                "the book's modules).")
     return rows
 
 

@@ -13,8 +13,11 @@ A. Attention, bf16, forward and forward + backward, every backend against torch'
    at (4,16,4096,64) with a padding mask (every other sequence a quarter padding), causal and not.
 B. Training GPT-2 small (B=8, T=1024, AdamW, clip 1.0) against Hugging Face's ``GPT2LMHeadModel`` with
    ``attn_implementation="sdpa"``, starting from the same weights: dropout 0 and 0.1, fp32 and bf16 autocast.
+   attnlab's model is trained as the trainer trains it, its modules swapped for their fast twins
+   (``attnlab.fast.swap_modules``), and beside it as built ("plain", the book's modules).
 C. Greedy decoding with GPT-2 small in bf16 (the same weights in both), a 32-token prompt and 256 new tokens,
-   batch 1 and 8: ``generate`` eager and ``compile=True`` against Hugging Face's ``generate``.
+   batch 1 and 8: ``generate`` eager and ``compile=True`` against Hugging Face's ``generate``; and both again on the
+   book's modules (``GenerationConfig(accelerate=False)``, "plain").
 
 Timing: all the functions of one comparison are called in turn, the order rotating each round, each call between
 two CUDA events, after a warm-up call each; a figure is the median. A ratio is a speed ratio, reference time over
@@ -62,7 +65,7 @@ class AttentionCase:
 
     @property
     def mask_kind(self) -> str:
-        """As :class:`attnlab.functional.AttentionCall` names it."""
+        """As :class:`attnlab.functional.CallKind` names it."""
         return "bool" if self.padding else "causal" if self.causal else "none"
 
     @property
@@ -200,13 +203,19 @@ def copy_gpt2_weights(hf, ours) -> None:
 
 # ---------------------------------------------------------------- B. training
 def measure_training(dtype: str, dropout: float, sizes: Sizes) -> dict[str, float | str]:
-    """Tokens/s of one optimizer step, ours ("attnlab") and Hugging Face's ("hf"), from the same weights."""
+    """Tokens/s of one optimizer step, ours ("attnlab": the fast twins, as the trainer swaps them in; "plain": the
+    model as built) and Hugging Face's ("hf"), from the same weights."""
+    import copy
+
     import torch
 
+    from attnlab.fast import swap_modules
     from attnlab.training.mixed_precision import MixedPrecision
     from attnlab.training.optim import configure_optimizer
 
     ours, hf = (m.to(DEVICE).train() for m in gpt2_pair(dropout))
+    plain = copy.deepcopy(ours)
+    swap_modules(ours)
     precision = MixedPrecision(dtype, torch.device(DEVICE))  # the trainer's autocast and TF32
     ids = torch.randint(0, 50257, (sizes.train_batch, sizes.train_t + 1), device=DEVICE)
     x, y = ids[:, :-1], ids[:, 1:]
@@ -224,6 +233,7 @@ def measure_training(dtype: str, dropout: float, sizes: Sizes) -> dict[str, floa
         return run
 
     fns = {"attnlab": step(ours, lambda m: m(x, targets=y).loss),
+           "plain": step(plain, lambda m: m(x, targets=y).loss),
            "hf": step(hf, lambda m: m(input_ids=ids[:, :-1], labels=ids[:, :-1]).loss)}  # HF shifts the labels
     ms = interleaved(fns, sizes.seconds * 3, min_rounds=5)
     tokens = sizes.train_batch * sizes.train_t
@@ -232,10 +242,11 @@ def measure_training(dtype: str, dropout: float, sizes: Sizes) -> dict[str, floa
 
 # ---------------------------------------------------------------- C. decoding
 def measure_decoding(batch: int, sizes: Sizes) -> dict[str, float | str | int]:
-    """Tokens/s of greedy decoding: HF generate ("hf"), ours eager ("eager") and compiled ("compiled")."""
+    """Tokens/s of greedy decoding: HF generate ("hf"), ours eager ("eager") and compiled ("compiled"), and both on
+    the book's modules ("plain", "plain compiled")."""
     import torch
 
-    from attnlab.generation import generate
+    from attnlab.generation import GenerationConfig, generate
 
     ours, hf = (m.to(DEVICE, torch.bfloat16).eval() for m in gpt2_pair(0.0))
     ids = torch.randint(0, 50257, (batch, sizes.prompt), device=DEVICE)
@@ -249,8 +260,10 @@ def measure_decoding(batch: int, sizes: Sizes) -> dict[str, float | str | int]:
 
     fns = {"hf": run("hf", lambda: hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
                                                min_new_tokens=n, do_sample=False, pad_token_id=0)),
-           "eager": run("eager", lambda: generate(ours, ids, n, temperature=0)),
-           "compiled": run("compiled", lambda: generate(ours, ids, n, temperature=0, compile=True))}
+           **{name: run(name, lambda config=config: generate(ours, ids, n, config)) for name, config in (
+               ("eager", GenerationConfig(temperature=0)), ("compiled", GenerationConfig(temperature=0, compile=True)),
+               ("plain", GenerationConfig(temperature=0, accelerate=False)),
+               ("plain compiled", GenerationConfig(temperature=0, compile=True, accelerate=False)))}}
     # warm-up: the first call compiles, the next ones capture the CUDA graphs; none of it is timed
     ms = interleaved(fns, sizes.seconds * 3, min_rounds=3, max_rounds=20, warmup=3)
     result: dict[str, float | str | int] = {k: (batch * n / (v / 1e3) if isinstance(v, float) else v)
@@ -282,12 +295,12 @@ class DryRun:
 
     def training(self, dtype: str, dropout: float, sizes: Sizes) -> dict[str, float | str]:
         hf = 120_000.0 if dtype == "bf16" else 45_000.0
-        return {"attnlab": hf * self.rng.uniform(1.0, 1.4), "hf": hf}
+        return {"attnlab": hf * self.rng.uniform(1.0, 1.4), "plain": hf * self.rng.uniform(0.9, 1.3), "hf": hf}
 
     def decoding(self, batch: int, sizes: Sizes) -> dict[str, float | str | int]:
         hf = 150.0 * batch
-        return {"hf": hf, "eager": hf * 1.1, "compiled": hf * 4.0, "compiled_agree": sizes.new_tokens,
-                "hf_agree": 17}
+        return {"hf": hf, "eager": hf * 1.1, "compiled": hf * 4.0, "plain": hf * 0.9, "plain compiled": hf * 3.5,
+                "compiled_agree": sizes.new_tokens, "hf_agree": 17}
 
     def facts(self) -> list[str]:
         return ["DRY RUN: made-up figures, no GPU was used"]
@@ -375,12 +388,14 @@ def report(facts: list[str], attention, training, decoding, rows, sizes: Sizes, 
                   f"B = {sizes.train_batch}, T = {sizes.train_t}, the same weights, AdamW (fused), gradient "
                   f"clipping 1.0, one optimizer step per call. "
                   "Target: bf16 with dropout 0.1 ≥ 1.2×.", "",
-                  "| dtype | dropout | attnlab tok/s | HF tok/s | attnlab / HF |", "|---|---|---|---|---|"]
+                  "attnlab: the fast twins, as the trainer swaps them in; plain: the model as built.", "",
+                  "| dtype | dropout | attnlab tok/s | HF tok/s | attnlab / HF | plain tok/s | plain / HF |",
+                  "|---|---|---|---|---|---|---|"]
         for (dtype, dropout), r in training:
-            tps = [f"{r[k]:,.0f}" if isinstance(r.get(k), float) else str(r.get(k)) for k in ("attnlab", "hf")]
-            ratio = f"{r['attnlab'] / r['hf']:.2f}×" if all(isinstance(r.get(k), float) for k in ("attnlab", "hf")) \
-                else "–"
-            lines.append(f"| {dtype} | {dropout} | {tps[0]} | {tps[1]} | {ratio} |")
+            tps = [f"{r[k]:,.0f}" if isinstance(r.get(k), float) else str(r.get(k, "–")) for k in
+                   ("attnlab", "hf", "plain")]
+            lines.append(f"| {dtype} | {dropout} | {tps[0]} | {tps[1]} | {_ratio(r, 'attnlab')} | {tps[2]} | "
+                         f"{_ratio(r, 'plain')} |")
         lines.append("")
     if decoding:
         lines += ["## Greedy decoding, GPT-2 small in bf16: tokens/s vs Hugging Face `generate`", "",
@@ -390,13 +405,14 @@ def report(facts: list[str], attention, training, decoding, rows, sizes: Sizes, 
                   f"weights are random: their top two logits are often closer than bf16 resolves, so any change in "
                   f"the last bit of the arithmetic may pick the other one; equality is tested in float32 "
                   f"(tests/generation/test_gpu_decoding.py).", "",
-                  "| batch | HF tok/s | eager | compile=True | compiled = eager | HF = eager |",
-                  "|---|---|---|---|---|---|"]
+                  "| batch | HF tok/s | eager | compile=True | compiled = eager | HF = eager | plain | "
+                  "plain compile=True |", "|---|---|---|---|---|---|---|---|"]
         for batch, r in decoding:
             hf = f"{r['hf']:,.0f}" if isinstance(r.get("hf"), float) else str(r.get("hf"))
-            ratios = [_ratio(r, k) for k in ("eager", "compiled")]
+            ratios = [_ratio(r, k) for k in ("eager", "compiled", "plain", "plain compiled")]
             lines.append(f"| {batch} | {hf} | {ratios[0]} | {ratios[1]} | {r.get('compiled_agree', '–')} of "
-                         f"{sizes.new_tokens} | {r.get('hf_agree', '–')} of {sizes.new_tokens} |")
+                         f"{sizes.new_tokens} | {r.get('hf_agree', '–')} of {sizes.new_tokens} | {ratios[2]} | "
+                         f"{ratios[3]} |")
         lines.append("")
     lines += ["## What `auto` may take from this run", "",
               "`attnlab.functional.backends.FLASH_FASTER` rows this run supports (flash faster than torch and than "
@@ -406,10 +422,11 @@ def report(facts: list[str], attention, training, decoding, rows, sizes: Sizes, 
 
 
 def _ratio(result: dict, name: str) -> str:
+    """``name``'s tokens/s over HF's; its error, or "–" where it was not measured."""
     ours, ref = result.get(name), result.get("hf")
     if isinstance(ours, float) and isinstance(ref, float):
         return f"{ours / ref:.2f}×"
-    return str(ours)
+    return "–" if ours is None else str(ours)
 
 
 # ---------------------------------------------------------------- a report from what runs printed

@@ -11,9 +11,10 @@ value in bfloat16 with gradients. Three ways, interleaved in rounds, each the me
 * ``via float32``: the bfloat16 tensors cast to float32, the call, the output cast back (the casts' backward too).
 
 At few keys torch's bfloat16 backward was measured slower than the float32 one, and the casts cost little, so
-below :data:`attnlab.functional.precision.CPU_HALF_BACKWARD_FLOAT32_BELOW` keys ``backend="sdpa"`` (and ``"auto"``,
-which runs it) computes such a call in float32 on the CPU. This is the measurement behind that number. Writes
-``benchmarks/results/half_backward.md`` (``--out``: elsewhere).
+below :data:`attnlab.fast.attention.CPU_HALF_BACKWARD_FLOAT32_BELOW` keys the fast attention
+(:class:`attnlab.fast.attention.FastAttention`, what ``accelerate`` and the trainer swap in) computes such a call to
+torch's kernel in float32 on the CPU; the plain module calls it as it is. This is the measurement behind that
+number. Writes ``benchmarks/results/half_backward.md`` (``--out``: elsewhere).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.bench.machine import machine_facts
+from attnlab.fast.attention import CPU_HALF_BACKWARD_FLOAT32_BELOW
 from attnlab.files import atomic_write_text
-from attnlab.functional.precision import CPU_HALF_BACKWARD_FLOAT32_BELOW
 
 RESULTS = Path(__file__).resolve().parent / "results" / "half_backward.md"
 SHAPES = [(12, 4, 64, 32), (12, 4, 64, 64), (8, 6, 128, 32), (24, 6, 128, 32), (8, 12, 256, 64), (12, 4, 256, 32),
@@ -90,8 +91,8 @@ def main() -> None:
             "", machine_facts().summary(), "",
             "Command: `" + " ".join(["benchmarks/bench_half_backward.py", *sys.argv[1:]]) + "`. Causal "
             "`scaled_dot_product_attention`, forward + backward, ms per call (median of interleaved rounds). "
-            "\"bfloat16 / via float32\" above 1: casting to float32 is faster. attnlab computes in float32 below "
-            f"{CPU_HALF_BACKWARD_FLOAT32_BELOW} keys.", "",
+            "\"bfloat16 / via float32\" above 1: casting to float32 is faster. attnlab's fast attention computes in "
+            f"float32 below {CPU_HALF_BACKWARD_FLOAT32_BELOW} keys.", "",
             "| B, H, T, head_dim | float32 | bfloat16 | via float32 | bfloat16 / via float32 |",
             "|---|---|---|---|---|"]
     atomic_write_text(args.out, "\n".join([*head, *(row(shape, rounds) for shape in shapes)]) + "\n")

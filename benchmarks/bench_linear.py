@@ -6,7 +6,7 @@
 A decoding step multiplies each weight matrix by one row per sequence, so its speed is the speed at which the
 weights stream from memory. For each of gpt2-small's weight shapes this reads many distinct matrices of that shape
 (more bytes than the caches hold) three ways, in turns: ``Tensor.sum`` of each (what reading the bytes costs),
-``torch.ops.attnlab_cpu.fp32_linear`` (attnlab's kernel, :mod:`attnlab.functional.kernels`) and ``F.linear``, with
+``torch.ops.attnlab_cpu.fp32_linear`` (attnlab's kernel, :mod:`attnlab.fast.kernels`) and ``F.linear``, with
 x of 1 and of 8 rows (``--rows``). Reported: GB/s of weights read, the best of the rounds, and the kernel's rate
 over the sum's. Writes ``benchmarks/results/linear.md`` (``--out``: elsewhere).
 """
@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.bench.machine import machine_facts
+from attnlab.fast import kernels
 from attnlab.files import atomic_write_text
-from attnlab.functional.kernels import cpu_kernels_status, ensure_cpu_kernels
 
 RESULTS = Path(__file__).resolve().parent / "results" / "linear.md"
 #: gpt2-small's maps: q/k/v stacked, the attention's output, the feed-forward's two, the tied head
@@ -55,8 +55,9 @@ def main() -> None:
     parser.add_argument("--rows", default="1,8", help="rows of x, comma-separated (a batch decodes up to 8)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the table goes")
     args = parser.parse_args()
-    if not ensure_cpu_kernels():
-        raise SystemExit(f"attnlab's CPU kernels are not available here: {cpu_kernels_status()}")
+    if not kernels.load():
+        raise SystemExit(f"attnlab's CPU kernels are not in use here: {kernels.status()} (`attnlab kernels` builds "
+                         "them)")
     shapes = [(96, 64), (64, 192)] if args.quick else GPT2_SHAPES
     rounds, megabytes = (2, 8) if args.quick else (args.rounds, args.megabytes)
     threads = sorted({1, torch.get_num_threads()})

@@ -10,7 +10,8 @@ batch 8) with 8 key/value heads (MHA), 2 (GQA) and 1 (MQA). For each: the KV cac
 formula 2 · layers · batch · num_kv_heads · context · head_dim · 4 bytes), and decoding tokens/s: a prompt of
 2048 − 64 tokens fills the cache, then 64 tokens are decoded one at a time, each attending to ~2000 cached keys.
 Repeats are interleaved (MHA, GQA, MQA, MHA, ...) so that a change of load on the machine hits all three alike;
-the median is reported.
+the median is reported. Each model is timed as users run a model they call themselves, accelerated
+(``attnlab.fast.accelerate``), and beside it as built ("plain", the book's modules), in the same rounds.
 
 Part B, training on Shakespeare's characters, the GPT "baby" (learned positions, LayerNorm, GELU, MHA) against the
 modern "baby" (RoPE, RMSNorm, SwiGLU, 4 query heads over 2 key/value heads), both ≈ 0.81 M parameters (equal to
@@ -25,7 +26,8 @@ its window, the rolling cache (``window`` positions per layer) against a full on
 against their formulas; (2) greedy decoding tokens/s past ``max_position_embeddings`` against transformers'
 ``generate`` on the same random Llama (written with ``save_pretrained``, loaded with ``load_causal_lm``; the tokens
 asserted equal); (3) a ragged batch of 8 prompts of different lengths in one call against 8 separate calls
-(tokens/s; the rows asserted equal to the separate calls). Repeats are interleaved, medians reported.
+(tokens/s; the rows asserted equal to the separate calls). Repeats are interleaved, medians reported. ``generate``
+runs the model's fast twin by itself; the rows "plain" run the book's modules (``GenerationConfig(accelerate=False)``).
 """
 
 from __future__ import annotations
@@ -85,24 +87,31 @@ def decode_seconds(model, s: dict) -> tuple[float, int]:
 
 
 def part_a(s: dict) -> list[dict]:
-    models = {h: decoder(h, s) for h in KV_HEADS}
-    times: dict[int, list[float]] = {h: [] for h in KV_HEADS}
+    from attnlab.fast import accelerated
+
+    plain = {h: decoder(h, s) for h in KV_HEADS}
+    paths = {"fast": {h: accelerated(m) for h, m in plain.items()}, "plain": plain}  # the twin shares the weights
+    times: dict[tuple[str, int], list[float]] = {(path, h): [] for path in paths for h in KV_HEADS}
     cache_bytes = {}
-    for model in models.values():
-        decode_seconds(model, {**s, "new_tokens": 2})  # warm-up
+    for models in paths.values():
+        for model in models.values():
+            decode_seconds(model, {**s, "new_tokens": 2})  # warm-up
     for _ in range(s["repeats"]):
-        for h, model in models.items():
-            seconds, cache_bytes[h] = decode_seconds(model, s)
-            times[h].append(seconds)
+        for h in KV_HEADS:
+            for path, models in paths.items():
+                seconds, cache_bytes[h] = decode_seconds(models[h], s)
+                times[path, h].append(seconds)
     rows = []
     for h in KV_HEADS:
         formula = 2 * s["num_layers"] * s["batch"] * h * s["context"] * s["head_dim"] * 4
         assert cache_bytes[h] == formula, (cache_bytes[h], formula)
-        median = statistics.median(times[h])
-        rows.append({"num_kv_heads": h, "params": models[h].num_parameters(), "cache_mib": cache_bytes[h] / 2**20,
+        median, plain_median = statistics.median(times["fast", h]), statistics.median(times["plain", h])
+        rows.append({"num_kv_heads": h, "params": plain[h].num_parameters(), "cache_mib": cache_bytes[h] / 2**20,
                      "tokens_per_s": s["batch"] * s["new_tokens"] / median,
                      "ms_per_step": 1000 * median / s["new_tokens"],
-                     "spread": (max(times[h]) - min(times[h])) / median})
+                     "spread": (max(times["fast", h]) - min(times["fast", h])) / median,
+                     "plain_tokens_per_s": s["batch"] * s["new_tokens"] / plain_median,
+                     "plain_ms_per_step": 1000 * plain_median / s["new_tokens"]})
     for r in rows:
         r["speedup"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
         r["cache_ratio"] = rows[0]["cache_mib"] / r["cache_mib"]
@@ -167,7 +176,7 @@ def against_transformers(s: dict, tmp: Path) -> dict | None:
         import transformers
     except ImportError:
         return None
-    from attnlab.generation import generate
+    from attnlab.generation import GenerationConfig, generate
     from attnlab.pretrained import load_causal_lm
 
     torch.manual_seed(0)
@@ -183,10 +192,14 @@ def against_transformers(s: dict, tmp: Path) -> dict | None:
     ours, _ = load_causal_lm(tmp / "llama")
     # ids from 1: transformers' generate takes every id equal to pad_token_id (0) in a prompt for padding
     prompt = torch.randint(1, s["vocab_size"], (1, s["prompt"]), generator=torch.Generator().manual_seed(0))
-    runs = {"attnlab": lambda: generate(ours, prompt, s["new_tokens"], temperature=0),
-            "transformers": lambda: hf.generate(prompt, max_new_tokens=s["new_tokens"], do_sample=False)}
+    greedy = GenerationConfig(temperature=0)
+    runs = {"attnlab": lambda: generate(ours, prompt, s["new_tokens"], greedy),
+            "transformers": lambda: hf.generate(prompt, max_new_tokens=s["new_tokens"], do_sample=False),
+            "attnlab plain": lambda: generate(ours, prompt, s["new_tokens"], greedy.replace(accelerate=False))}
     with torch.no_grad():
-        assert torch.equal(runs["attnlab"](), runs["transformers"]()), "greedy tokens differ from transformers'"
+        want = runs["transformers"]()
+        assert all(torch.equal(runs[name](), want) for name in ("attnlab", "attnlab plain")), \
+            "greedy tokens differ from transformers'"
         times = {name: [] for name in runs}
         for _ in range(s["repeats"]):
             for name, run in runs.items():  # interleaved
@@ -208,7 +221,7 @@ def _write_byte_tokenizer(path: Path) -> None:
 @torch.no_grad()
 def ragged_batch(s: dict) -> dict:
     """8 prompts of lengths spread over [prompt / 8, prompt]: one ragged call against 8 calls, tokens/s."""
-    from attnlab.generation import generate
+    from attnlab.generation import GenerationConfig, generate
     from attnlab.models import ModernDecoder
 
     torch.manual_seed(0)
@@ -216,11 +229,14 @@ def ragged_batch(s: dict) -> dict:
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, s["vocab_size"], (n,), generator=g).tolist()
                for n in torch.linspace(s["prompt"] // 8, s["prompt"], 8).long().tolist()]
-    n = s["ragged_new"]
-    runs = {"one ragged call": lambda: generate(model, prompts, n, temperature=0),
-            "8 separate calls": lambda: [generate(model, torch.tensor([p]), n, temperature=0)[0].tolist()
-                                         for p in prompts]}
-    assert runs["one ragged call"]() == runs["8 separate calls"](), "a ragged row differs from its prompt alone"
+    n, greedy = s["ragged_new"], GenerationConfig(temperature=0)
+    runs = {"one ragged call": lambda: generate(model, prompts, n, greedy),
+            "8 separate calls": lambda: [generate(model, torch.tensor([p]), n, greedy)[0].tolist()
+                                         for p in prompts],
+            "one ragged call, plain": lambda: generate(model, prompts, n, greedy.replace(accelerate=False))}
+    alone = runs["8 separate calls"]()
+    assert runs["one ragged call"]() == alone == runs["one ragged call, plain"](), \
+        "a ragged row differs from its prompt alone"
     times = {name: [] for name in runs}
     for _ in range(s["repeats"]):
         for name, run in runs.items():
@@ -246,12 +262,13 @@ def section_c(memory: list[dict], hf: dict | None, ragged: dict, s: dict) -> lis
         lines += [f"### Greedy decoding past max_position_embeddings ({s['context']}): prompt {s['prompt']}, "
                   f"{s['new_tokens']} new tokens, a random Llama", "",
                   "| | tokens/s |", "|---|---|", *(f"| {k} | {v:,.1f} |" for k, v in hf.items()),
-                  f"| attnlab / transformers | {hf['attnlab'] / hf['transformers']:.2f}× |", "",
-                  "The two produce the same tokens (asserted).", ""]
+                  f"| attnlab / transformers | {hf['attnlab'] / hf['transformers']:.2f}× |",
+                  f"| attnlab plain / transformers | {hf['attnlab plain'] / hf['transformers']:.2f}× |", "",
+                  "The three produce the same tokens (asserted).", ""]
     lines += [f"### A ragged batch of 8 prompts ({s['prompt'] // 8}–{s['prompt']} tokens), {s['ragged_new']} new "
               "tokens each", "", "| | tokens/s |", "|---|---|", *(f"| {k} | {v:,.1f} |" for k, v in ragged.items()),
               f"| batch / separate | {ragged['one ragged call'] / ragged['8 separate calls']:.2f}× |", "",
-              "Every row equals its prompt generated alone (asserted).", ""]
+              "Every row equals its prompt generated alone, on both paths (asserted).", ""]
     return lines
 
 
@@ -323,12 +340,14 @@ def section_a(rows: list[dict], s: dict) -> list[str]:
         f"ModernDecoder d_model {s['d_model']}, {s['num_layers']} layers, {s['num_heads']} query heads of "
         f"{s['head_dim']}, SwiGLU {s['d_ff']}, float32, batch {s['batch']}. A prompt of "
         f"{s['context'] - s['new_tokens']:,} tokens fills the cache, then {s['new_tokens']} tokens are decoded one "
-        f"at a time; median of {s['repeats']} interleaved repeats (spread: (max − min) / median).", "",
-        "| attention | parameters | KV cache MiB | cache vs MHA | tokens/s | ms per step | vs MHA | spread |",
-        "|---|---|---|---|---|---|---|---|",
+        f"at a time; median of {s['repeats']} interleaved repeats (spread: (max − min) / median). The model is "
+        "accelerated (`attnlab.fast.accelerated`); \"plain\": the same model as built, in the same rounds.", "",
+        "| attention | parameters | KV cache MiB | cache vs MHA | tokens/s | ms per step | vs MHA | spread | "
+        "plain tokens/s | plain ms per step |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *(f"| {name.get(r['num_kv_heads'], r['num_kv_heads'])} | {r['params']:,} | {r['cache_mib']:.1f} | "
           f"1/{r['cache_ratio']:.0f} | {r['tokens_per_s']:,.0f} | {r['ms_per_step']:.2f} | {r['speedup']:.2f}× | "
-          f"{r['spread']:.0%} |" for r in rows),
+          f"{r['spread']:.0%} | {r['plain_tokens_per_s']:,.0f} | {r['plain_ms_per_step']:.2f} |" for r in rows),
         "", "The cache size is the allocated one, asserted equal to 2 · layers · batch · num_kv_heads · context · "
         "head_dim · 4 bytes.", "",
     ]

@@ -8,7 +8,9 @@ Each mode trains the same model (default: ``gpt2-small`` in bf16 on a CUDA devic
 ``--quick``) on the same characters, for ``--warmup`` steps that are not timed (allocations, the first
 collectives) and then ``--steps`` timed ones; tokens/s is the trainer's own (the steps' time only, not the
 checkpoints'). Peak memory is ``torch.cuda.max_memory_allocated`` on CUDA (nothing on the CPU). The first process
-prints a Markdown table; ratios are against the first mode, timed in the same run.
+prints a Markdown table; ratios are against the first mode, timed in the same run. The trainer trains the model's
+fast twins where the layout keeps whole modules (``ddp``; ``attnlab.fast.swap_modules``), the modules as built where
+it shards them; ``--plain`` trains the book's modules everywhere (``attnlab train --plain``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def measure(mode: str, args: argparse.Namespace, root: Path, corpus: Path) -> tu
                          dtype=args.dtype, parallel=mode, tp_size=args.tp_size if "tp" in mode else None,
                          max_iters=args.warmup + args.steps, eval_interval=10**6, eval_iters=1,
                          batch_size=args.batch_size, grad_accum=args.grad_accum, seed=0,
-                         activation_checkpointing=args.activation_checkpointing)
+                         activation_checkpointing=args.activation_checkpointing, accelerate=not args.plain)
     trainer = Trainer(config, quiet=True, overwrite=True)
     trainer.train(stop_at=args.warmup)
     if cuda:
@@ -54,6 +56,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--grad-accum", type=int, default=None)
     parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--plain", action="store_true", help="train the book's modules, not their fast twins")
     parser.add_argument("--out", default="out/bench-parallel", help="the runs' checkpoints (replaced each time)")
     args = parser.parse_args()
     cuda = torch.cuda.is_available() and not args.quick
@@ -69,7 +72,8 @@ def main() -> None:
     if not dist.is_initialized() or dist.get_rank() == 0:
         device = torch.cuda.get_device_name() if cuda else "CPU"
         print(f"{args.preset}, {args.dtype}, {world} process(es) on {device}; batch {args.batch_size} × "
-              f"grad_accum {args.grad_accum}, {args.steps} timed steps\n")
+              f"grad_accum {args.grad_accum}, {args.steps} timed steps; "
+              f"{'plain modules' if args.plain else 'fast twins where a layout keeps whole modules'}\n")
         print("| --parallel | tokens/s | vs first | peak memory per process |")
         print("|---|---|---|---|")
         for mode, tps, peak in rows:

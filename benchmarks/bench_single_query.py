@@ -3,10 +3,11 @@
     .venv/bin/python benchmarks/bench_single_query.py           # 64 to 4,000 rows, 1 to 11 keys (≈ 30 s)
     .venv/bin/python benchmarks/bench_single_query.py --quick   # a smoke test: two sizes
 
-:mod:`attnlab.functional.single_query` computes the weighted sum of the values elementwise where that wins, and
-leaves the scores to the matmul. This measures both choices, on one CPU thread, at a search's sizes (rows = sources
-× beams, 4 heads, head_dim 16), with keys and values read from a cache's buffer as the attention reads them (the
-filled part of ``(2, B, H, capacity, head_dim)``, or positions first, ``(capacity, 2, B, H, head_dim)``):
+:mod:`attnlab.fast.few_queries` (the decoding steps' kernel of the fast attention, ``attnlab.fast``) computes the
+weighted sum of the values elementwise where that wins, and leaves the scores to the matmul. This measures both
+choices, on one CPU thread, at a search's sizes (rows = sources × beams, 4 heads, head_dim 16), with keys and
+values read from a cache's buffer as the attention reads them (the filled part of ``(2, B, H, capacity,
+head_dim)``, or positions first, ``(capacity, 2, B, H, head_dim)``):
 
 * scores ``(B, H, 1, hd) @ keys.transpose(-2, -1)`` against ``(query * keys).sum(-1)``;
 * weighted values ``(B, H, 1, Tk) @ values`` against ``(weights.transpose(-2, -1) * values).sum(-2)``.

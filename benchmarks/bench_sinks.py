@@ -26,13 +26,12 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.data.corpus import load_text
-from attnlab.models import load_trained
+from attnlab.models import SinkKVCache, load_trained
 
 
-def stream_nll(model, ids: torch.Tensor, **cache_kind) -> torch.Tensor:
-    """Each token's negative log-likelihood ``(T − 1,)`` given the ones before it, fed one at a time into a cache
-    of ``cache_kind`` (``new_cache``'s keywords; none: the full cache)."""
-    cache = model.new_cache(1, **cache_kind)
+def stream_nll(model, ids: torch.Tensor, cache) -> torch.Tensor:
+    """Each token's negative log-likelihood ``(T − 1,)`` given the ones before it, fed one at a time into
+    ``cache`` (made for ``model`` and one row)."""
     out = []
     with torch.no_grad():
         for t in range(ids.shape[0] - 1):
@@ -53,9 +52,10 @@ def main() -> None:
     model, tokenizer = load_trained(args.run)
     text = load_text(args.data)
     ids = torch.tensor(tokenizer.encode(text[-args.length * 4 :]))[-args.length :]
-    results = {"full": stream_nll(model, ids),
-               "window": stream_nll(model, ids, sink_tokens=0, sliding_window=args.window),
-               "sinks": stream_nll(model, ids, sink_tokens=args.sinks, sliding_window=args.window - args.sinks)}
+    caches = {"full": model.new_cache(1),
+              "window": SinkKVCache.for_model(model, 1, sink_tokens=0, sliding_window=args.window),
+              "sinks": SinkKVCache.for_model(model, 1, sink_tokens=args.sinks, sliding_window=args.window - args.sinks)}
+    results = {name: stream_nll(model, ids, cache) for name, cache in caches.items()}
     context = model.config.context_length
     bands = [(0, args.window), (args.window, context), (context, 4 * context), (4 * context, args.length - 1)]
     print(f"model: {args.run} (trained on {context} positions); stream of {args.length} tokens; bounded caches of "

@@ -72,6 +72,13 @@ DAMAGES = {
     "reshaped_optimizer": lambda c: _replace_tensor(c / "optimizer.safetensors", (3,)),
     "truncated_rng": lambda c: (c / "rng.safetensors").write_bytes((c / "rng.safetensors").read_bytes()[:50]),
     "no_rng": lambda c: (c / "rng.safetensors").unlink(),
+    # files of the wrong kind where a checkpoint's JSON should be: a directory, a FIFO, bytes that are not UTF-8
+    "state_directory": lambda c: ((c / "state.json").unlink(), (c / "state.json").mkdir()),
+    "state_fifo": lambda c: ((c / "state.json").unlink(), os.mkfifo(c / "state.json")),
+    "state_not_utf8": lambda c: (c / "state.json").write_bytes(b'{"step": 4, "\xde": 1}'),
+    "pointer_directory": lambda c: ((c.parents[1] / "checkpoint.json").unlink(),
+                                    (c.parents[1] / "checkpoint.json").mkdir()),
+    "tokenizer_not_utf8": lambda c: (c / "tokenizer.json").write_bytes(b'{"kind": "char", "chars": ["\xff"]}'),
 }
 
 #: name -> a TOML config that is wrong in one way
@@ -117,6 +124,12 @@ def make_model_dirs(d: Path) -> None:
     _edited_copy(d / "hf_mistral", d / "hf_window_wider_than_context", {"sliding_window": 100})  # of 64
     name = "model.layers.0.mlp.up_proj.weight"  # (48, 32) in the config
     _edited_copy(d / "hf_qwen3", d / "hf_tensor_of_another_shape", tensors=lambda t: {**t, name: torch.zeros(47, 32)})
+    shutil.copytree(d / "hf_qwen3", d / "hf_config_not_utf8")
+    config = d / "hf_config_not_utf8" / "config.json"
+    config.write_bytes(config.read_bytes().replace(b"{", b'{"\xde": 0, ', 1))
+    shutil.copytree(d / "hf_qwen3", d / "hf_config_directory")
+    (d / "hf_config_directory" / "config.json").unlink()
+    (d / "hf_config_directory" / "config.json").mkdir()
 
 
 def make_bad_dir(d: Path) -> Path:
@@ -140,6 +153,11 @@ def make_bad_dir(d: Path) -> Path:
     (d / "one_source.tsv").write_text("one\tun\none\tune\n", encoding="utf-8")
     for fifo in ("fifo.txt", "fifo.tsv", "fifo.toml"):
         os.mkfifo(d / fifo)
+    # links to what is no regular file, as a reader and as an output: each must be refused, and stay as it was
+    for link, target in (("link_to_fifo.txt", d / "fifo.txt"), ("link_to_zero.txt", Path("/dev/zero")),
+                         ("link_to_zero.toml", Path("/dev/zero")), ("link_to_fifo.png", d / "fifo.txt"),
+                         ("link_to_fifo.safetensors", d / "fifo.txt")):
+        (d / link).symlink_to(target)
     for args in (["train-seq2seq", "--task", "numbers", "--out", str(d / "s2s"), *S2S_TINY],
                  ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "run"), *TINY],
                  ["train", "--data", str(d / "corpus.txt"), "--out", str(d / "sharded"), *TINY, "--parallel", "fsdp"]):
@@ -172,8 +190,10 @@ def run_case(d: Path, argv: list[str], status: int, words: list[str], absent: li
     for name in absent:
         assert not (d / name).exists(), f"{name} was (partly) written"
     after = {p for p in d.rglob("*") if p.is_file() and not p.is_fifo()}
-    left = {p for p in after - set(before) if re.search(r"\.tmp|write-test", p.name)}
-    assert not left, f"temporary files left behind: {sorted(map(str, left))}"
+    left = after - set(before)  # a command that fails writes nothing: no temporary file, no cache, no log
+    assert not left, f"files left behind: {sorted(map(str, left))}"
+    assert all(not p.is_symlink() or p.resolve().exists() for p in d.iterdir()), "a link's target was removed"
+    assert all(p.is_fifo() for p in d.iterdir() if p.name.startswith("fifo")), "a FIFO was replaced"
     changed = [str(p) for p, t in before.items() if not p.exists() or p.stat().st_mtime_ns != t]
     assert not changed, f"files changed or removed by a command that failed: {changed}"
     return lines[0]

@@ -37,11 +37,23 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     The temporary file lives in the same directory (created if missing) and keeps ``path``'s suffix,
     so ``os.replace`` is an atomic rename and writers that look at the suffix still work. If
     ``write`` fails, the temporary file is removed and ``path`` is untouched. A symbolic link is followed to
-    its target (created if it dangles), which is replaced; the link itself stays.
+    its target (created if it dangles), which is replaced; the link itself stays. Only a regular file is replaced:
+    a directory, a FIFO or a device there (or at the link's end) is a :class:`WriteError`, before anything is
+    written.
     """
     asked = path = Path(path)
     if path.is_symlink():  # write through the link, as cp does; replacing the link would cut it
         path = Path(os.path.realpath(path))
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = None  # nothing there yet (or nothing that can be looked at: mkstemp below says why)
+    if mode is not None and not stat.S_ISREG(mode):  # a FIFO or a device replaced by a file would be lost
+        if path == asked:
+            raise WriteError(tr("cannot write {path!r}: it {what}; only a regular file is replaced", path=str(asked),
+                                what=not_regular(mode)))
+        raise WriteError(tr("cannot write {path!r}: it links to {target!r}, which {what}; only a regular file is "
+                            "replaced", path=str(asked), target=str(path), what=not_regular(mode)))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
@@ -98,17 +110,21 @@ def read_bytes(path: str | Path, argument: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as err:
         raise ValueError(_cannot_read(argument, path, err)) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # before fdopen, which refuses a directory with only the descriptor's number
+        os.close(fd)
+        raise ValueError(tr("{argument}: {path!r} {what}; expected a file", argument=argument, path=str(path),
+                            what=not_regular(mode)))
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            what = (tr("is a directory") if stat.S_ISDIR(mode)
-                    else tr("is not a regular file (a FIFO, a device or a socket)"))
-            raise ValueError(tr("{argument}: {path!r} {what}; expected a file", argument=argument, path=str(path),
-                                what=what))
         try:
             return f.read()
         except OSError as err:
             raise ValueError(_cannot_read(argument, path, err)) from None
+
+
+def not_regular(mode: int) -> str:
+    """What a file of ``mode`` (``st_mode``) that is not a regular file is, in a few words."""
+    return tr("is a directory") if stat.S_ISDIR(mode) else tr("is not a regular file (a FIFO, a device or a socket)")
 
 
 def _cannot_read(argument: str, path: Path, err: OSError) -> str:

@@ -11,7 +11,10 @@ Marking messages:
   they are filled in after translation, so a translator can move them (the template is the catalog's key:
   never an f-string);
 * ``N_("…")`` only marks a message for extraction (help texts written where they are declared), and ``_`` is
-  applied when it is shown.
+  applied when it is shown;
+* :func:`made_from` shows in the reader's language a text that is data, made in English from one of a few marked
+  templates (a model's name, why a benchmark case was skipped): the data stays English (``--json`` prints it),
+  what is shown of it follows ``--lang``.
 
 What is translated: everything a user of the command line reads, the errors its input can cause included. The
 building blocks (``functional``, ``attention``, ``layers``, ``numpy``, ``arguments``) raise plain English, as
@@ -26,6 +29,8 @@ from __future__ import annotations
 import functools
 import gettext
 import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 DOMAIN = "attnlab"
@@ -93,3 +98,22 @@ def tr(message: str, **fields: object) -> str:
     template, so a translator may move the fields; the values are never translated.
     """
     return _(message).format(**fields) if fields else _(message)
+
+
+@functools.cache
+def _pattern(template: str) -> re.Pattern[str]:
+    """A regex that matches what ``template.format(...)`` makes, one named group per field."""
+    parts = re.split(r"\{(\w+)(?:![rsa])?(?::[^}]*)?\}", template)  # literal, field, literal, ...
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts)))
+
+
+def made_from(text: str, templates: Iterable[str], translated: Iterable[str] = ()) -> str | None:
+    """``text``, made in English by ``template.format(...)`` from one of ``templates`` (marked with ``N_``), in the
+    current language, its fields as they were (those named in ``translated``, messages themselves, translated
+    too); None if no template made it."""
+    for template in templates:
+        found = _pattern(template).fullmatch(text)
+        if found:
+            fields = {k: _(v) if k in translated else v for k, v in found.groupdict().items()}
+            return _(template).format(**fields)
+    return None

@@ -26,6 +26,9 @@ def test_a_dry_run_writes_every_table(bench, tmp_path, capsys):
     assert "| (1, 16, 16384, 128) | causal | fwd+bwd |" in text and "| (4, 16, 4096, 64) | padding + causal |" in text
     assert text.count("| fp32 |") == 2 and text.count("| bf16 |") == 2
     assert "| 1 | 150 |" in text and "| 8 | 1,200 |" in text and "FLASH_FASTER = " in text
+    # beside attnlab's fast path, the book's: a column of its own in training and decoding, against HF too
+    assert "| attnlab / HF | plain tok/s | plain / HF |" in text and "| plain | plain compile=True |" in text
+    assert "| 1 | 150 | 1.10× | 4.00× | 256 of 256 | 17 of 256 | 0.90× | 3.50× |" in text
     assert "wrote" in capsys.readouterr().out
 
 

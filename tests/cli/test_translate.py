@@ -27,6 +27,8 @@ def test_view_a_translation_in_three_modes(dates_run, tmp_path, one_thread):
     import json
     import re
 
+    from attnlab.viz.webfont import covered
+
     out, _, _ = dates_run
     result = CliRunner().invoke(main, ["view", "2021年3月5日", "--checkpoint", str(out), "--mode", "encoder",
                                        "-o", str(tmp_path / "v.html")])
@@ -34,4 +36,6 @@ def test_view_a_translation_in_three_modes(dates_run, tmp_path, one_thread):
     page = (tmp_path / "v.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'id="attnlab-data">(.*?)</script>', page, re.S).group(1))
     assert [m["name"] for m in data["modes"]] == ["encoder", "decoder", "cross"] and data["mode"] == 0
-    assert data["modes"][0]["qtokens"] == list("2021年3月5日") and data["font"]  # CJK glyphs embedded
+    assert data["modes"][0]["qtokens"] == list("2021年3月5日")
+    css = " ".join(re.findall(r"@font-face \{.*?\}", page))
+    assert covered("".join("".join(m["qtokens"] + m["ktokens"]) for m in data["modes"]), css)  # each glyph inside

@@ -54,8 +54,9 @@ def test_write_then_read_round_trips(tmp_path):
     (b"go\tva\n\nx\ty\tz\n", r"pairs\.tsv:3: expected source<TAB>target \(exactly one tab\), found 2 tabs"),
     (b"go\tva\n\tsalut\n", r"pairs\.tsv:2: the source is empty \(or only whitespace\)"),
     (b"go\t  \n", r"pairs\.tsv:1: the target is empty \(or only whitespace\)"),
-    (b"go\tva\nhi\tsal\xffut\n", r"pairs\.tsv:2: not UTF-8: byte 0xff at byte offset 12"),
-    (b"\xef\xbb\xbfgo\tva\n\xe5\xaf\n", r"pairs\.tsv:2: not UTF-8: byte 0xe5 at byte offset 9"),  # BOM, cut char
+    (b"go\tva\nhi\tsal\xffut\n", r"pairs\.tsv' is not UTF-8 text \(byte 0xff at offset 12, line 2\)"),
+    # a byte-order mark, then a character cut short
+    (b"\xef\xbb\xbfgo\tva\n\xe5\xaf\n", r"pairs\.tsv' is not UTF-8 text \(byte 0xe5 at offset 9, line 2\)"),
     (b"", r"pairs\.tsv: empty file: expected source<TAB>target lines, found none"),
     (b"\n\r\n\n", r"pairs\.tsv: empty file"),
 ])

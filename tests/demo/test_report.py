@@ -77,3 +77,22 @@ def test_views_read_a_trained_checkpoint(trained_out, tmp_path):
     assert ok.exit_code == 0 and out.exists(), ok.output
     bad = CliRunner().invoke(main, ["explain", "toΩ", "--model", str(trained_out / "train")])
     assert bad.exit_code == 2 and "not in the vocabulary" in bad.output
+
+
+def test_the_chinese_report_carries_a_font_for_every_character_it_shows():
+    """The page embeds fonts (attnlab.viz.webfont) holding a glyph for each character it shows, read back from the
+    page by fontTools: a machine with no CJK font (or none at all) draws it as this one does."""
+    import html
+
+    from attnlab.demo.report import mechanisms_section, pe_section, render
+    from attnlab.i18n import set_language
+    from attnlab.viz.webfont import covered
+
+    set_language("zh")
+    page = render([mechanisms_section(TOKENS, EMBEDDINGS, 123), pe_section()])
+    assert page.startswith('<!DOCTYPE html><html lang="zh">') and "font-src data:" in page
+    css = " ".join(re.findall(r"@font-face \{.*?\}", page))
+    body = page.split("<body>", 1)[1]
+    shown = html.unescape(re.sub(r"<[^>]+>", " ", body) + " ".join(re.findall(r'alt="([^"]*)"', body)))
+    assert "注意力" in shown and "ᵀ" in shown and covered(shown, css)
+    assert not covered(shown + "鬱", css)  # the control: what the page does not show, its fonts do not hold

@@ -6,10 +6,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.fast import swap_modules
+from attnlab.fast import accelerate, swap_modules
 from attnlab.fast.feedforward import FastFeedForward
 from attnlab.fast.packed import PackedLinear, onednn_available
 from attnlab.layers import FeedForward
+from attnlab.models import EncoderConfig, TransformerEncoder
 
 needs_onednn = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN")
 
@@ -40,6 +41,27 @@ def test_repacks_when_the_weight_changes():
         lin(x)
         lin.weight.mul_(2.0)  # an optimiser step or a load_state_dict writes in place
         torch.testing.assert_close(lin(x), F.linear(x, lin.weight, lin.bias), atol=1e-5, rtol=1e-5)
+
+
+def test_a_weight_made_under_inference_mode_runs_unpacked_and_follows_its_changes():
+    """An inference tensor has no version counter to tell a packed copy it changed: such a weight runs unpacked."""
+    x = torch.randn(2, 8)
+    with torch.inference_mode():
+        lin = PackedLinear(8, 4, activation="relu").eval()
+        first = lin(x)
+        lin.weight.mul_(-1.0)
+        torch.testing.assert_close(lin(x), F.relu(F.linear(x, lin.weight, lin.bias)), atol=1e-6, rtol=0)
+    assert not torch.equal(first, lin(x))
+
+
+def test_an_encoder_made_under_inference_mode_is_accelerated():
+    x = torch.randint(0, 50, (2, 8))
+    with torch.inference_mode():
+        model = TransformerEncoder(EncoderConfig(vocab_size=50, context_length=16, d_model=32, num_heads=4,
+                                                 num_layers=2, d_ff=64)).eval()
+        expected = model(x).last_hidden_state
+        accelerate(model)
+        torch.testing.assert_close(model(x).last_hidden_state, expected, atol=1e-5, rtol=0)
 
 
 def test_an_encoders_feed_forward_is_packed_and_keeps_parameters_state_and_training():

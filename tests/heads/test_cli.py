@@ -87,7 +87,7 @@ def test_roles_on_a_text_file(tmp_path):
     assert len(result["layers"]) == 6 and all(len(layer) == 12 for layer in result["layers"])
     assert set(result["layers"][0][0]) == {"cls", "sep", "punct", "prev", "next", "self", "entropy"}
     assert result["sentences"] == 2 and result["queries"] == 9 + 15  # [CLS] and [SEP] rows included
-    assert "strongest prev head" in out
+    assert "strongest previous head" in out
     for name in ("roles_special_tokens.png", "roles_positional_heads.png"):
         assert (tmp_path / name).stat().st_size > 1000
 

@@ -21,7 +21,7 @@ def test_the_random_model_keeps_its_english_name_in_chinese():
     set_language("zh")
     model = RandomModel(RandomModelConfig("scaled", seed=123))
     assert model.name == "random scaled (seed 123)" == RANDOM.format(mechanism="scaled", seed=123)
-    assert shown_name(model.name) == "随机 scaled 模型（种子 123）"
+    assert shown_name(model.name) == "随机缩放点积模型（种子 123）"
     assert shown_name(TRANSLATION.format(name="dates")) == "翻译模型（dates）"
     assert shown_name(TRAINED_GPT.format(name="out")) == "训练好的 GPT（out）"
 

@@ -196,7 +196,6 @@ def test_the_wrong_answers_are_wrong_for_every_exercise():
 
 # ---- running them ----------------------------------------------------------------------------------------------
 
-CELL_TIMEOUT = 180  # seconds; the slowest cell (training the small GPT) takes a few
 
 
 @dataclass
@@ -246,7 +245,8 @@ async def execute(run: Run, root: Path, kernel: str, gate: asyncio.Semaphore) ->
         sockets = {"transport": "ipc", "ip": str(work / "ipc")} if os.name == "posix" else {}  # else TCP
         km = AsyncKernelManager(kernel_name=kernel, kernel_spec_manager=specs,
                                 connection_file=str(work / "kernel.json"), **sockets)
-        client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, shutdown_kernel="immediate",
+        # no limit per cell: a cell takes what this machine needs (the suite's timeout is the one net under a hang)
+        client = NotebookClient(nb, km=km, timeout=None, shutdown_kernel="immediate",
                                 resources={"metadata": {"path": str(work)}})
 
         async def cell(index: int) -> str | None:

@@ -1,3 +1,4 @@
+import itertools
 import json
 
 import numpy as np
@@ -38,7 +39,12 @@ def test_resume_equals_uninterrupted_bitwise(tiny_config, tmp_path):
 
 
 def test_time_budget_stops_cleanly(tiny_config):
-    result = train(tiny_config(max_iters=100_000, time_budget=0.02), quiet=True)  # 1.2 s
+    """A budget of 1.2 s on a clock that moves on 10 ms each time it is read: the run stops on its budget after the
+    same steps on any machine (a real clock would make them the machine's speed), with a checkpoint there."""
+    ticks = itertools.count(start=1000.0, step=0.01)
+    with torch.enable_grad():
+        result = Trainer(tiny_config(max_iters=100_000, time_budget=0.02), quiet=True,
+                         clock=lambda: next(ticks)).train()
     assert result.stop_reason == "time_budget" and 0 < result.step < 100_000
     state = json.loads((result.checkpoint / "state.json").read_text())
     assert state["step"] == result.step and result.evals[-1][0] == result.step

@@ -8,7 +8,7 @@ import warnings
 import pytest
 from matplotlib.figure import Figure
 
-from attnlab.viz.fonts import FAMILIES, cjk_subset, fonts_for, missing_glyphs, setup_fonts
+from attnlab.viz.fonts import FAMILIES, fonts_for, missing_glyphs, setup_fonts
 
 CJK = "我爱学习AI 寫代碼的中年人 こんにちは 한국어"
 
@@ -38,13 +38,3 @@ def test_no_glyph_missing_warning_with_the_fallback_list():
         _render(setup_fonts())
     with pytest.warns(UserWarning, match="missing from font"):
         _render(["DejaVu Sans"])
-
-
-def test_font_subset_for_the_viewer():
-    from fontTools.ttLib import TTFont
-
-    data = cjk_subset("我 爱 AI")
-    cmap = TTFont(io.BytesIO(data)).getBestCmap()
-    assert {ord("我"), ord("爱")} <= set(cmap)
-    assert len(data) < 20_000
-    assert cjk_subset("only latin") is None

@@ -75,3 +75,35 @@ def test_write_html_and_bad_layer(cap, tmp_path):
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     with pytest.raises(ValueError, match=r"head must be in 0\.\.1"):
         build_html(cap, head=5)
+
+
+def _shown_text(page: str) -> str:
+    """What the page can show: its HTML's text (the controls), and from its data the title, the tokens and the
+    lines its script writes (read here from the page, not from the code that made it)."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", "", page.split("<body>", 1)[1], flags=re.S)
+    data = _data(page)
+    return html.unescape(re.sub(r"<[^>]+>", "", body)) + data["title"] + "".join(data["ui"].values()) + "".join(
+        data["tokens"])
+
+
+@pytest.mark.parametrize(("lang", "words"), [("en", ["Head view", "Export PNG"]), ("zh", ["头视图", "导出 PNG"])])
+def test_the_page_speaks_the_readers_language_and_its_font_holds_every_character(cap, lang, words):
+    """``<html lang>``, the controls and the script's lines in the reader's language; the @font-face the page embeds
+    has a glyph for every character it can show (fontTools reads the subset back), so a machine with no CJK font
+    draws the Chinese page as it draws the English one."""
+    from attnlab.i18n import set_language
+    from attnlab.viz.webfont import covered
+
+    set_language(lang)
+    page = build_html(cap)
+    assert f'<html lang="{lang}">' in page and all(w in page for w in words)
+    css = " ".join(re.findall(r"@font-face \{.*?\}", page))
+    text = _shown_text(page)
+    assert "我" in text and covered(text, css)
+    assert not covered(text + "鬱", css)  # the control: a character the page does not show is not in its font
+    assert _data(page)["font_family"] in re.search(r"--fonts: ([^;]*);", page).group(1)
+
+
+def test_without_the_font_the_page_embeds_none(cap):
+    page = build_html(cap, embed_font=False)
+    assert re.search(r"@font-face \{", page) is None and _data(page)["font_family"] is None

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 from attnlab.bench.flops import attention_flops
 from attnlab.functional.backends import KERNELS
-from attnlab.i18n import tr
+from attnlab.i18n import N_, tr
 from attnlab.numpy.checks import BACKENDS as TWIN_BACKENDS
 
 TORCH_BACKENDS = (*KERNELS, "auto")  # attnlab.functional's: the table in functional/backends.py, then its rule
@@ -83,12 +83,21 @@ def available_backends() -> tuple[str, ...]:
     return tuple(b for b in BACKENDS if unavailable(b) is None)
 
 
-def unavailable(name: str) -> str | None:
-    """None if the backend ``name`` computes on a CPU, else why it is not measured here."""
-    kernel = KERNELS.get(name)
+#: why a case is not measured: English in the results (data, as ``--json`` prints them), shown in the reader's
+#: language by :func:`attnlab.i18n.made_from` (their fields are strings, formatted where the reason is made)
+ON_A_GPU = N_("{backend} runs on a GPU (on a CPU only under Triton's interpreter): benchmarks/bench_gpu.py times it")
+TOO_MUCH_MEMORY = N_("memory ~{need} GiB > {limit} GiB limit")
+TOO_LONG = N_("time ~{need} s > {limit} s budget")
+TOO_LONG_FOR_THE_RUN = N_("time ~{need} s > the {left} s left of the run's budget")
+SKIPPED = (ON_A_GPU, TOO_MUCH_MEMORY, TOO_LONG, TOO_LONG_FOR_THE_RUN)
+
+
+def unavailable(backend: str) -> str | None:
+    """None if ``backend`` computes on a CPU, else why it is not measured here."""
+    kernel = KERNELS.get(backend)
     if kernel is None or kernel.cpu:
         return None
-    return f"{name} runs on a GPU (on a CPU only under Triton's interpreter): benchmarks/bench_gpu.py times it"
+    return ON_A_GPU.format(backend=backend)
 
 
 @dataclass
@@ -210,7 +219,8 @@ class Planner:
         per_call = case.full_flops() / rate
         if est_bytes > self.memory_limit:
             return Plan(est_seconds=per_call, est_bytes=est_bytes,
-                        skip=f"memory ~{est_bytes / 2**30:.1f} GiB > {self.memory_limit / 2**30:.1f} GiB limit")
+                        skip=TOO_MUCH_MEMORY.format(need=f"{est_bytes / 2**30:.1f}",
+                                                    limit=f"{self.memory_limit / 2**30:.1f}"))
         quadratic = case.backend.endswith("math")  # O(T²) memory: a first call slowed by fresh page faults
         first_call = per_call + (est_bytes / _FAULT_BYTES_PER_S if quadratic else 0.0)
         if per_call >= cfg.long_call_seconds and not quadratic:
@@ -222,8 +232,8 @@ class Planner:
             warmup, single, total = 1, False, first_call + (repeats + 1) * per_call
         if total > cfg.max_case_seconds:
             return Plan(est_seconds=per_call, est_total=total, est_bytes=est_bytes,
-                        skip=f"time ~{_secs(total)} s > {cfg.max_case_seconds:.0f} s budget")
+                        skip=TOO_LONG.format(need=_secs(total), limit=f"{cfg.max_case_seconds:.0f}"))
         if total > seconds_left:
             return Plan(est_seconds=per_call, est_total=total, est_bytes=est_bytes,
-                        skip=f"time ~{_secs(total)} s > the {_secs(max(seconds_left, 0))} s left of the run's budget")
+                        skip=TOO_LONG_FOR_THE_RUN.format(need=_secs(total), left=_secs(max(seconds_left, 0))))
         return Plan(repeats, warmup, single, per_call, total, est_bytes)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from attnlab.bench.runner import BenchResult
 from attnlab.bench.tables import write_atomic
+from attnlab.i18n import tr
 
 
 def _guides(ax, pts_by_backend: list[list[tuple[int, float]]]) -> None:
@@ -27,6 +28,14 @@ def _figure(result: BenchResult, value, ylabel: str, title: str, guides: bool = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from attnlab.viz.fonts import setup_fonts
+
+    with matplotlib.rc_context({"font.family": setup_fonts()}):  # a Chinese run's titles in Chinese, not boxes
+        return _drawn(plt, result, value, ylabel, title, guides)
+
+
+def _drawn(plt, result: BenchResult, value, ylabel: str, title: str, guides: bool) -> bytes | None:
+
     modes = result.config.is_causal
     fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.5), squeeze=False, sharey=True)
     drawn = False
@@ -45,8 +54,8 @@ def _figure(result: BenchResult, value, ylabel: str, title: str, guides: bool = 
             _guides(ax, lines)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("sequence length T")
-        ax.set_title(f"{title}, {'causal' if causal else 'non-causal'}")
+        ax.set_xlabel(tr("sequence length T"))
+        ax.set_title(tr("{title}, causal", title=title) if causal else tr("{title}, non-causal", title=title))
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # nothing measured (all skipped): no legend to draw
             ax.legend(fontsize=8)
@@ -63,10 +72,11 @@ def write_plots(result: BenchResult, out_dir: Path) -> list[str]:
     cfg = result.config
     shape = f"B={cfg.batch}, d={cfg.d_model}, h={cfg.num_heads}"
     figures = {
-        "bench_time_vs_T.png": _figure(result, lambda r: r.median_s and r.median_s * 1e3, "median time per call (ms)",
-                                 f"Time, {shape}"),
+        "bench_time_vs_T.png": _figure(result, lambda r: r.median_s and r.median_s * 1e3,
+                                       tr("median time per call (ms)"), tr("Time, {shape}", shape=shape)),
         "bench_memory_vs_T.png": _figure(result, lambda r: r.peak_extra_bytes and r.peak_extra_bytes / 2**20,
-                                   "peak extra memory (MiB)", f"Memory, {shape}", guides=True),
+                                         tr("peak extra memory (MiB)"), tr("Memory, {shape}", shape=shape),
+                                         guides=True),
     }
     written = []
     for name, png in figures.items():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -88,12 +91,21 @@ class BenchResult:
 
 
 class Worker:
-    """The ``attnlab.bench.worker`` process: one JSON request in, one JSON result out."""
+    """The ``attnlab.bench.worker`` process: one JSON request in, one JSON result out.
+
+    It runs in a process group of its own, so that the terminal's Ctrl-C reaches this process alone (a worker
+    interrupted while it imports torch would print its own traceback): the command says "Interrupted." and
+    :meth:`kill` ends the worker and the case it forked."""
 
     def __init__(self, with_torch: bool) -> None:
         args = [sys.executable, "-m", "attnlab.bench.worker"] + (["--torch"] if with_torch else [])
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        ready = self.proc.stdout.readline()
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     process_group=0)
+        try:
+            ready = self.proc.stdout.readline()
+        except BaseException:
+            self.kill()
+            raise
         if not ready.strip():
             raise RuntimeError(tr("the benchmark worker did not start (exit code {code})", code=self.proc.poll()))
 
@@ -108,6 +120,12 @@ class Worker:
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+
+    def kill(self) -> None:
+        """End the worker and whatever case it is running (its process group), at once."""
+        with contextlib.suppress(ProcessLookupError):  # gone already
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
 
 
 def run_cases(config: BenchConfig, memory_limit: int, progress: Callable[[Case, str], None]) -> list[CaseResult]:
@@ -133,8 +151,10 @@ def run_cases(config: BenchConfig, memory_limit: int, progress: Callable[[Case, 
                 planner.learn(case, result.median_s)
             results.append(result)
             progress(case, result.status)
-    finally:
-        worker.close()
+    except BaseException:  # Ctrl-C included: the worker in its own group would run on
+        worker.kill()
+        raise
+    worker.close()
     order = {case: i for i, case in enumerate(config.cases())}
     return sorted(results, key=lambda r: order[r.case])  # back in the table's order
 

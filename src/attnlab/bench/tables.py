@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from rich.console import Console
 from rich.table import Table
 
-from attnlab.bench.cases import QUICK_SEQ_LENS, BenchConfig
+from attnlab.bench.cases import QUICK_SEQ_LENS, SKIPPED, BenchConfig
 from attnlab.bench.runner import BenchResult, CaseResult
+from attnlab.bench.worker import FAILED
 from attnlab.files import atomic_write_bytes, atomic_write_text
-from attnlab.i18n import N_, _, tr
+from attnlab.i18n import N_, _, made_from, tr
+from attnlab.terminal import titled_table
 
 FLOP_NOTE = ("FLOPs = QKV projections 2·3·B·T·d² + scores 2·B·h·P·d_h + weighted sum 2·B·h·P·d_h + output "
              "projection 2·B·T·d² (a multiply-add is 2 FLOPs); P = T² query-key pairs, or T(T+1)/2 when causal "
@@ -28,18 +31,32 @@ def _num(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
 
-def _row(r: CaseResult, matmul: float) -> list[str]:
+ONE_CALL = N_("one call")
+
+
+def _row(r: CaseResult, matmul: float, shown=lambda text: text) -> list[str]:
+    """A case's cells, its words passed through ``shown`` (the terminal's table: the reader's language)."""
     c = r.case
     spread = r.spread_s
     g = r.gflops()
-    note = r.reason if r.status != "ok" else ("one call" if r.plan.single_call else "")
-    return [f"{c.batch}×{c.seq_len}", c.backend, "yes" if c.is_causal else "no",
+    note = _note(r)
+    return [f"{c.batch}×{c.seq_len}", c.backend, shown("yes" if c.is_causal else "no"),
             _num(r.median_s and r.median_s * 1e3, ".2f"),
             "–" if spread is None else f"{spread[0] * 1e3:.3g}–{spread[1] * 1e3:.3g}",
             str(len(r.times)) if r.times else "–", _num(g, ".1f"), _num(g and 100 * g / matmul, ".0f"),
-            _num(r.peak_extra_bytes and r.peak_extra_bytes / 2**20, ".1f"), note]
+            _num(r.peak_extra_bytes and r.peak_extra_bytes / 2**20, ".1f"), shown(note)]
 
 
+def _note(r: CaseResult) -> str:
+    return r.reason if r.status != "ok" else (ONE_CALL if r.plan.single_call else "")
+
+
+def shown_words(text: str) -> str:
+    """A cell of the results in the reader's language: yes or no, a note, why a case was skipped or failed."""
+    return made_from(text, (*SKIPPED, *FAILED)) or (_(text) if text else text)
+
+
+YES_NO = (N_("yes"), N_("no"))
 HEADERS = ["B×T", N_("backend"), N_("causal"), N_("median ms"), N_("spread ms"), "n", "GFLOP/s", N_("% matmul"),
            N_("peak MiB"), N_("note")]
 
@@ -52,15 +69,47 @@ def limits_line(result: BenchResult) -> str:
     if result.read_bandwidth:
         parts.append(tr("memory read {gbs:.1f} GB/s", gbs=result.read_bandwidth["value"]))
     parts.append(tr("copy {gbs:.1f} GB/s (read + write)", gbs=result.bandwidth["value"]))
-    return tr("Limits: {limits}", limits="; ".join(parts))
+    return tr("Limits: {limits}", limits=_("; ").join(parts))
 
 
-def rich_table(result: BenchResult) -> Table:
+#: the columns a narrow terminal leaves out, in this order, before it would wrap a cell (their numbers are in
+#: bench.json and bench.md); the first columns and the note stay
+OPTIONAL = (N_("spread ms"), "n", "GFLOP/s", N_("peak MiB"))
+
+
+def rich_table(result: BenchResult, width: int | None = None) -> Table:
+    """The results for the terminal, in the reader's language; wider than ``width`` (the terminal's), it leaves out
+    the :data:`OPTIONAL` columns, in order, and says which. A case above 100 % of the matrix-multiply limit gets
+    a word why: the limit was measured lower than what the case then reached (a busy machine)."""
+    left_out: list[str] = []
+    notes = any(r.status != "ok" or r.plan.single_call for r in result.cases)
+    while width is not None and len(left_out) < len(OPTIONAL):
+        numbers = Console(width=10_000).measure(_rich_table(result, left_out, notes=False)).maximum
+        if numbers + (NOTE_ROOM if notes else 0) <= width:
+            break
+        left_out.append(OPTIONAL[len(left_out)])
+    return _rich_table(result, left_out)
+
+
+#: the terminal cells a column of notes keeps, at the least, before a narrow terminal leaves out a column of numbers
+NOTE_ROOM = 30
+
+
+def _rich_table(result: BenchResult, left_out: list[str], notes: bool = True) -> Table:
     matmul = result.matmul["value"]
-    table = Table(title=tr("Multi-head attention forward, d={d_model}, h={num_heads} (matmul limit {matmul:.0f} "
-                           "GFLOP/s)", d_model=result.config.d_model, num_heads=result.config.num_heads,
-                           matmul=matmul), title_justify="left", caption=limits_line(result), caption_justify="left")
-    for h in HEADERS:
+    captions = [limits_line(result)]
+    if any(r.status == "ok" and r.gflops() and r.gflops() > matmul for r in result.cases):
+        captions.append(tr("% matmul above 100: the case ran faster than the limit measured at the start of the "
+                           "run, which a busy machine measures low; run again on an idle one for a limit to trust."))
+    if left_out:
+        captions.append(tr("Left out to fit the terminal: {columns} (in bench.json and bench.md with --out).",
+                           columns=", ".join(_(h) for h in left_out)))
+    table = titled_table(tr("Multi-head attention forward, d={d_model}, h={num_heads} (matmul limit {matmul:.0f} "
+                            "GFLOP/s)", d_model=result.config.d_model, num_heads=result.config.num_heads,
+                            matmul=matmul), caption="\n".join(captions), caption_justify="left")
+    kept = [k for k, h in enumerate(HEADERS) if h not in left_out]
+    for k in kept:
+        h = HEADERS[k]
         text = h in ("backend", "note")
         table.add_column(_(h), justify="left" if text else "right", no_wrap=not text, overflow="fold")
     cases = result.cases
@@ -68,7 +117,8 @@ def rich_table(result: BenchResult) -> Table:
         key = (r.case.group, r.case.seq_len, r.case.is_causal)
         last = i + 1 == len(cases) or key != (cases[i + 1].case.group, cases[i + 1].case.seq_len,
                                               cases[i + 1].case.is_causal)
-        table.add_row(*_row(r, matmul), style="dim" if r.status != "ok" else None, end_section=last)
+        cells = _row(r, matmul, shown_words)[:-1] + ([shown_words(_note(r))] if notes else [""])
+        table.add_row(*(cells[k] for k in kept), style="dim" if r.status != "ok" else None, end_section=last)
     return table
 
 

@@ -26,6 +26,13 @@ import traceback
 import numpy as np
 
 from attnlab.bench.cases import NUMPY_BACKENDS, Case
+from attnlab.i18n import N_
+
+#: why a case failed (English in the results; shown translated, see attnlab.bench.cases.SKIPPED)
+OUT_OF_MEMORY = N_("out of memory")
+TIMED_OUT = N_("timed out after {seconds} s")
+DIED = N_("the process died (wait status {status}; out of memory?)")
+FAILED = (OUT_OF_MEMORY, TIMED_OUT, DIED)
 
 
 def _status_kib(field: str) -> int | None:
@@ -121,7 +128,7 @@ def _child(request: dict, write_fd: int) -> None:
         result = run_case(Case(**request["case"]), request["repeats"], request["single_call"], request["seed"],
                           request.get("warmup", 1))
     except MemoryError:
-        result = {"status": "failed", "reason": "out of memory"}
+        result = {"status": "failed", "reason": OUT_OF_MEMORY}
     except Exception as e:  # report anything else as a failed case, never kill the run
         result = {"status": "failed", "reason": f"{type(e).__name__}: {e}"[:300],
                   "traceback": traceback.format_exc()[-2000:]}
@@ -146,7 +153,7 @@ def run_forked(request: dict) -> dict:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             os.close(read_fd)
-            return {"status": "failed", "reason": f"timed out after {request['timeout']:.0f} s"}
+            return {"status": "failed", "reason": TIMED_OUT.format(seconds=f"{request['timeout']:.0f}")}
         chunk = os.read(read_fd, 1 << 16)
         if not chunk:
             break
@@ -154,7 +161,7 @@ def run_forked(request: dict) -> dict:
     os.close(read_fd)
     _, status = os.waitpid(pid, 0)
     if not chunks:
-        return {"status": "failed", "reason": f"the process died (wait status {status}; out of memory?)"}
+        return {"status": "failed", "reason": DIED.format(status=status)}
     return json.loads(b"".join(chunks))
 
 

@@ -1,5 +1,5 @@
-"""The ``attnlab`` command line. Subcommands live one per module and are imported only when run,
-so ``attnlab --help`` answers at once, without importing torch."""
+"""The ``attnlab`` command line. Subcommands live one per module and are imported only when run, so
+``attnlab --help`` imports none of them (nor matplotlib, nor the models)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,16 @@ class LazyGroup(Translated, click.Group):
         finally:
             set_language(None)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        """The group's own options (``--lang``, ``--version``) parsed as every command's are: a mistake is one line."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a bare ``attnlab``: click shows the help
+        except click.UsageError as err:
+            raise OneLineUsageError(tr("{problem} (see {command})", problem=err.format_message(),
+                                       command="attnlab --help")) from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -86,6 +96,8 @@ class LazyGroup(Translated, click.Group):
         """
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # a group with no subcommand (``attnlab heads``): click shows its help, as for ``attnlab``
         except click.UsageError as err:  # one line: what was wrong, and where to read more
             command = f"attnlab {ctx.invoked_subcommand} --help" if ctx.invoked_subcommand else "attnlab --help"
             raise OneLineUsageError(tr("{problem} (see {command})", problem=err.format_message(),

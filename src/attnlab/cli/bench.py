@@ -100,10 +100,8 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
-        console = Console()
-        if not console.is_terminal:  # a pipe or a file: do not squeeze the table into 80 columns
-            console = Console(width=150)
-        console.print(rich_table(result))
+        console = Console()  # a pipe or a file: $COLUMNS, else 80; the table leaves out columns to fit
+        console.print(rich_table(result, console.width))
     if out_dir is not None:
         plots = write_plots(result, out_dir)
         write_atomic(out_dir / "bench.json", json.dumps(data, indent=2) + "\n")

@@ -13,6 +13,7 @@ from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
 from attnlab.cli.params import refuse_unused
 from attnlab.i18n import N_, tr
+from attnlab.terminal import titled_table
 
 
 def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
@@ -24,15 +25,14 @@ def fmt_vec(values: list[float], digits: int, max_dims: int = 8) -> str:
 
 def _inputs_table(e, digits: int) -> Table:
     if e.query_tokens is not None:  # cross-attention: the keys' side is the source, read through the encoder
-        t = Table(title=tr("1. Source tokens and the encoder's output (keys and values are made from it)"),
-                  title_justify="left")
+        t = titled_table(tr("1. Source tokens and the encoder's output (keys and values are made from it)"))
         t.add_column("#", justify="right")
         t.add_column(tr("source token"), style="bold")
         t.add_column(tr("encoder output (memory)"))
         for j, tok in enumerate(e.tokens):
             t.add_row(str(j), escape(tok), fmt_vec(e.inputs[j].tolist(), digits))
         return t
-    t = Table(title=tr("1. Tokens and what the layer reads"), title_justify="left")
+    t = titled_table(tr("1. Tokens and what the layer reads"))
     t.add_column("#", justify="right")
     t.add_column(tr("token"), style="bold")
     if e.token_embeddings is not None and e.positions is not None:
@@ -51,7 +51,7 @@ def _inputs_table(e, digits: int) -> Table:
 def _kv_table(e, digits: int) -> Table:
     title = tr("2. Query q of {query_token} = {q};  keys and values", query_token=escape(repr(e.query_token)),
                q=fmt_vec(e.query.tolist(), digits))
-    t = Table(title=title, title_justify="left")
+    t = titled_table(title)
     t.add_column(tr("key token"), style="bold")
     t.add_column("k_j")
     t.add_column("v_j")
@@ -67,7 +67,7 @@ def _scores_table(e, digits: int) -> Table:
         scale_label = f"× {e.scale:.{digits}f}"
     if e.softcap is not None:  # Gemma 2: the scaled score, capped
         scale_label += f", {e.softcap:g}·tanh(s/{e.softcap:g})"
-    t = Table(title=tr("3. Scores, scaling, softmax, and each value's contribution"), title_justify="left")
+    t = titled_table(tr("3. Scores, scaling, softmax, and each value's contribution"))
     for name in (tr("key token"), "q · k_j", scale_label, "exp(s - max)", "softmax a_j", "a_j · v_j"):
         t.add_column(name, justify="left" if name in (tr("key token"), "a_j · v_j") else "right")
     for j, tok in enumerate(e.tokens):
@@ -142,6 +142,8 @@ def command(text: str, query: str | None, checkpoint: str | None, mechanism: str
             head: int, seed: int, digits: int, as_json: bool) -> None:
     from attnlab.inspect import explain
 
+    if as_json:
+        refuse_unused(click.get_current_context(), ["digits"], tr("with --json, which prints every number whole"))
     if checkpoint is not None:
         refuse_unused(click.get_current_context(), ["model_name", "mechanism", "seed"],
                       tr("with --checkpoint, whose model is explained"))

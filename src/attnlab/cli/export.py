@@ -25,5 +25,7 @@ EXAMPLES = "\n".join([
 def command(checkpoint: str, out: str) -> None:
     from attnlab.training.distributed_checkpoint import export
 
+    if not out.endswith(".safetensors"):  # what sample, translate and --model read a file as
+        raise click.UsageError(tr("output file must end in .safetensors, got {out!r}", out=out))
     path = export(checkpoint, out)
     click.echo(tr("wrote {path}", path=str(path)))

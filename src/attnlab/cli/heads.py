@@ -17,13 +17,14 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from attnlab.cli.heads_patch import TranslatedGroup, prepare_out, write_figure, write_json
 from attnlab.cli.heads_patch import command as patch_command
 from attnlab.cli.lang import Command
-from attnlab.cli.model_options import capture_text, model_options
-from attnlab.i18n import N_, tr
+from attnlab.cli.model_options import capture_text, model_options, say_unknown
+from attnlab.cli.params import SEED, refuse_unused
+from attnlab.i18n import N_, _, tr
+from attnlab.terminal import titled_table
 
 
 @click.group(name="heads", cls=TranslatedGroup,
@@ -75,7 +76,7 @@ def rollout_command(text: str, output: str, model_name: str, mechanism: str, see
     row = cap.seq_len - 1 if cap.is_causal else 0
     title = tr("where {token} gets its information from ({model_name})", token=escape(repr(cap.tokens[row])),
                model_name=escape(shown_name(cap.model_name)))
-    table = Table(title=title, title_justify="left")
+    table = titled_table(title)
     for name in (tr("input token"), tr("raw, layer {layer}", layer=shown), tr("rollout"), tr("flow")):
         table.add_column(name, justify="left" if name == tr("input token") else "right")
     for j, token in enumerate(cap.tokens):
@@ -93,12 +94,12 @@ def rollout_command(text: str, output: str, model_name: str, mechanism: str, see
 @click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
               help=N_("Where induction.json and the figures are written."))
 @click.option("--steps", default=None, type=int, help=N_("Training steps of each model [default: 800]."))
-@click.option("--seed", default=0, show_default=True, help=N_("Seed of the weights and the data."))
+@click.option("--seed", default=0, show_default=True, type=SEED, help=N_("Seed of the weights and the data."))
 @click.option("--layer", default=None, type=int,
               help=N_("Layer of the head drawn on a repeated sequence [default: the best head's]."))
 @click.option("--head", default=None, type=int, help=N_("Head drawn on a repeated sequence [default: the best]."))
 def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | None, head: int | None) -> None:
-    from attnlab.heads.induction import InductionConfig, results, train_induction
+    from attnlab.heads.induction import InductionConfig, results, shown_model, train_induction
 
     config = InductionConfig(seed=seed, **({} if steps is None else {"steps": steps}))
     deepest = max(config.layers)
@@ -114,8 +115,8 @@ def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | N
     def show(name: str, e) -> None:
         if e.step % 100 == 0 or e.step == config.steps:
             click.echo(tr("{name} step {step:>4}: loss {loss:.3f}, repeated half {repeated:.3f}, ICL {icl:+.3f}, "
-                          "best head {best:.2f}", name=name, step=e.step, loss=e.loss, repeated=e.repeated_loss,
-                          icl=e.icl_score, best=e.best))
+                          "best head {best:.2f}", name=shown_model(name), step=e.step, loss=e.loss,
+                          repeated=e.repeated_loss, icl=e.icl_score, best=e.best))
 
     runs = train_induction(config, show)
     result = results(config, runs)
@@ -125,15 +126,17 @@ def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | N
 
 
 def _induction_table(console: Console, result: dict) -> None:
-    table = Table(title=tr("Induction heads, final scores (head: layer, head; repeated half: its loss; phase change: "
-                           "the first step a head scored over 0.5)"), title_justify="left")
+    from attnlab.heads.induction import shown_model
+
+    table = titled_table(tr("Induction heads, final scores (head: layer, head; repeated half: its loss; phase change: "
+                           "the first step a head scored over 0.5)"))
     for name in (tr("model"), tr("head"), tr("prefix-matching"), tr("ICL score"), tr("repeated half"),
                  tr("phase change")):
         table.add_column(name, justify="left" if name == tr("model") else "right")
     for name, model in result["models"].items():
         layer, head = model["induction_head"]
         step = model["phase_change_step"]
-        table.add_row(name, f"{layer}, {head}", f"{model['prefix_matching'][layer][head]:.3f}",
+        table.add_row(shown_model(name), f"{layer}, {head}", f"{model['prefix_matching'][layer][head]:.3f}",
                       f"{model['icl_score']:+.3f}", f"{model['repeated_loss']:.3f}",
                       tr("none") if step is None else str(step))
     console.print(table)
@@ -175,9 +178,13 @@ def roles_command(model_name: str, text_path: str | None, count: int, out_dir: s
     from attnlab.data.sentences import read_sentences, shakespeare_sentences
     from attnlab.heads.roles import head_roles
 
+    if text_path is not None:
+        refuse_unused(click.get_current_context(), ["count"], tr("with --text, whose every line is used"))
     sentences = read_sentences(text_path) if text_path is not None else shakespeare_sentences(count)
+    bert = _load_encoder(model_name)  # a model that cannot be read leaves no --out behind
+    say_unknown(bert.tokenizer, sentences, bert.name, N_("a BERT-family model whose vocabulary holds them would read "
+                                                          "them (--model DIR; for Chinese, bert-base-chinese)"))
     out = prepare_out(out_dir)
-    bert = _load_encoder(model_name)
     result = head_roles(bert, sentences)
     _roles_table(Console(highlight=False), result)
     write_json(out / "roles.json", result)
@@ -193,14 +200,14 @@ def _load_encoder(model_name: str):
 
 
 def _roles_table(console: Console, result: dict) -> None:
-    from attnlab.heads.roles import ROLES
+    from attnlab.heads.roles import ROLE_NAMES, ROLES
 
-    table = Table(title=tr("{model}: what the heads look at, each layer's mean over its heads ({sentences} "
+    table = titled_table(tr("{model}: what the heads look at, each layer's mean over its heads ({sentences} "
                            "sentences, {queries} query tokens)", model=escape(result["model"]),
-                           sentences=result["sentences"], queries=result["queries"]), title_justify="left")
+                           sentences=result["sentences"], queries=result["queries"]))
     table.add_column(tr("layer"), justify="right")
     for role in ROLES:
-        table.add_column(role, justify="right")
+        table.add_column(escape(_(ROLE_NAMES[role])), justify="right")
     for layer, heads in enumerate(result["layers"]):
         table.add_row(str(layer), *(f"{sum(h[r] for h in heads) / len(heads):.3f}" for r in ROLES))
     table.add_section()
@@ -208,8 +215,8 @@ def _roles_table(console: Console, result: dict) -> None:
     console.print(table)
     for role in ("prev", "next", "cls", "punct"):
         layer, head, value = strongest(result, role)
-        click.echo(tr("strongest {role} head: layer {layer}, head {head} ({value:.3f})", role=role, layer=layer,
-                      head=head, value=value))
+        click.echo(tr("strongest {role} head: layer {layer}, head {head} ({value:.3f})", role=_(ROLE_NAMES[role]),
+                      layer=layer, head=head, value=value))
 
 
 def strongest(result: dict, role: str) -> tuple[int, int, float]:
@@ -219,6 +226,7 @@ def strongest(result: dict, role: str) -> tuple[int, int, float]:
 
 
 def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
+    from attnlab.heads.roles import ROLE_NAMES
     from attnlab.inspect import capture
     from attnlab.viz.roles_figures import positional_heads_figure, special_tokens_figure
 
@@ -228,7 +236,8 @@ def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
     panels = []
     for role in ("prev", "next"):
         layer, head, value = strongest(result, role)
-        panels.append((cap.weights(layer, head), f"{role}: layer {layer}, head {head} ({value:.2f} on average)"))
+        panels.append((cap.weights(layer, head), tr("{role}: layer {layer}, head {head} ({value:.2f} on average)",
+                                                     role=_(ROLE_NAMES[role]), layer=layer, head=head, value=value)))
     write_figure(positional_heads_figure(cap.tokens, panels), str(out / "roles_positional_heads.png"))
 
 
@@ -245,7 +254,7 @@ def _roles_figures(out: Path, bert, result: dict, sentences: list[str]) -> None:
               help=N_("Fixed batches of held-out text every loss is measured on."))
 @click.option("--batch-size", default=16, show_default=True, type=click.IntRange(min=1),
               help=N_("Sequences per batch."))
-@click.option("--seed", default=0, show_default=True, help=N_("Seed of the batches drawn."))
+@click.option("--seed", default=0, show_default=True, type=SEED, help=N_("Seed of the batches drawn."))
 @click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
               help=N_("Where prune.json and the figures are written."))
 def prune_command(checkpoint: str, data: str | None, step: float, batches: int, batch_size: int, seed: int,
@@ -272,7 +281,13 @@ def _held_out(checkpoint: str, tokenizer, context_length: int, data: str | None,
     from attnlab.data.corpus import load_text
     from attnlab.data.tokens import train_val_split
     from attnlab.heads.importance import held_out_batches
+    from attnlab.memory import check_fits
     from attnlab.models.checkpoint import read_state, resolve_checkpoint
+
+    # each batch holds its inputs and targets, (batch_size, context_length) int64 each
+    check_fits(16 * count * batch_size * context_length, tr("{count:,} batches of {batch_size:,} × {t:,} tokens",
+                                                             count=count, batch_size=batch_size, t=context_length),
+               "--batches, --batch-size")
 
     if data is None:
         train_config = read_state(resolve_checkpoint(checkpoint)).get("train_config", {})

@@ -6,6 +6,7 @@ import click
 
 from attnlab.cli.lang import Command
 from attnlab.cli.model_options import capture_text, model_options
+from attnlab.cli.params import refuse_unused
 from attnlab.i18n import N_, tr
 
 
@@ -28,6 +29,8 @@ def command(text: str, output: str, model_name: str, mechanism: str, layer: int,
         image_format(output)
     except ValueError as err:
         raise click.UsageError(str(err)) from err
+    if all_heads:
+        refuse_unused(click.get_current_context(), ["head"], tr("with --all-heads, which draws every head"))
     cap = capture_text(text, model_name, mechanism, seed, qkv=False)
     try:
         cap.check_layer_head(layer, None if all_heads else head)

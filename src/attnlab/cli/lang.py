@@ -45,6 +45,8 @@ CLICK_MESSAGES = (
     N_("{name} {filename!r} is a directory."), N_("{name} {filename!r} is not readable."),
     N_("{name} {filename!r} is not writable."),
 )
+# the names of click's number types, which its messages quote ("'abc' is not a valid integer")
+CLICK_TYPE_NAMES = (N_("integer"), N_("integer range"), N_("float"), N_("float range"))
 CLICK_MODULES = ("core", "decorators", "exceptions", "formatting", "parser", "termui", "types", "utils")
 
 
@@ -56,6 +58,26 @@ def _click_ngettext(singular: str, plural: str, n: int) -> str:
     return _(singular if n == 1 else plural)
 
 
+def _names_translated(cls: type) -> None:
+    """``cls.convert`` with the type's name (``file``, ``integer``: words click puts into its messages, named once
+    when the type is made, before ``--lang`` is read) in the reader's language while it converts; help keeps
+    click's metavars (``FILE``, ``INTEGER``) as they are."""
+    convert = cls.convert
+    if getattr(convert, "translates_name", False):
+        return
+
+    def translated(self, value, param, ctx):
+        english = self.name
+        self.name = _(english)
+        try:
+            return convert(self, value, param, ctx)
+        finally:
+            self.name = english
+
+    translated.translates_name = True
+    cls.convert = translated
+
+
 def install_click_translations() -> None:
     """Let click's own messages follow attnlab's language (English stays click's text, word for word)."""
     for name in CLICK_MODULES:
@@ -64,6 +86,8 @@ def install_click_translations() -> None:
             module._ = _click_gettext
         if hasattr(module, "ngettext"):
             module.ngettext = _click_ngettext
+    for cls in (click.types.Path, click.types.IntParamType, click.types.FloatParamType):
+        _names_translated(cls)
 
 
 def lang_from_args(args: Sequence[str]) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from attnlab.cli.lang import Command
-from attnlab.cli.params import SEED
+from attnlab.cli.params import SEED, refuse_unused
 from attnlab.i18n import N_, tr
 from attnlab.models.config import DTYPES
 from attnlab.models.quantize import SCHEMES, quantize
@@ -56,6 +56,9 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
     from attnlab.cli.model_options import load_directory
     from attnlab.generation import GenerationConfig, generate_texts, stream_text
 
+    if temperature == 0:
+        refuse_unused(click.get_current_context(), ["seed", "top_k", "top_p"],
+                      tr("with --temperature 0 (greedy decoding draws nothing)"))
     if (checkpoint is None) == (model_dir is None):
         raise click.UsageError(tr("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
                                   "model directory), exactly one of them"))

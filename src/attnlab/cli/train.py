@@ -10,7 +10,7 @@ import click
 
 from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
-from attnlab.cli.params import SEED, check_resume_or_overwrite
+from attnlab.cli.params import SEED, check_resume_or_overwrite, refuse_unused
 from attnlab.data.tokenizer import TOKENIZERS
 from attnlab.i18n import N_, _, tr
 from attnlab.models.config import DTYPES
@@ -30,9 +30,10 @@ EXAMPLES = "\n".join([
 ])
 
 
-def resumed_config(out: str, kind: str) -> dict[str, Any]:
-    """The training config saved in the run at ``out`` (for ``--resume``), which must be a run of ``kind``
-    (``"decoder"``: ``attnlab train``; ``"seq2seq"``: ``attnlab train-seq2seq``)."""
+def resumed_config(out: str, kind: str) -> tuple[dict[str, Any], int]:
+    """The training config saved in the run at ``out`` (for ``--resume``) and the step its latest checkpoint
+    reached; the run must be of ``kind`` (``"decoder"``: ``attnlab train``; ``"seq2seq"``: ``attnlab
+    train-seq2seq``)."""
     from pathlib import Path
 
     from attnlab.models.checkpoint import checkpoint_kind
@@ -47,20 +48,60 @@ def resumed_config(out: str, kind: str) -> dict[str, Any]:
                             out=out, command=command))
     checkpoint = load_checkpoint(out)
     checkpoint.check_trainer_state()
-    return checkpoint.state["train_config"]
+    return checkpoint.state["train_config"], checkpoint.step
+
+
+def identity(values: dict[str, Any]) -> dict[str, str]:
+    """What a run is, by the options that set it: its architecture, what it learns from (a corpus, a task or a
+    file of pairs), its tokenizer (and a BPE's size); ``{"arch": "--arch gpt", ...}``."""
+    import os
+
+    source = ("--task", values["task"]) if values.get("task") else ("--data", values.get("data"))
+    found = {"arch": ("--arch", values.get("arch")), "source": source}
+    if "tokenizer" in values:
+        found["tokenizer"] = ("--tokenizer", values["tokenizer"])
+        if values["tokenizer"] == "bpe":
+            found["vocab_size"] = ("--vocab-size", values.get("vocab_size"))
+    shown = {}
+    for key, (option, value) in found.items():
+        if option == "--data" and value not in (None, "shakespeare"):
+            value = os.path.realpath(value)  # the same file, by whatever path it is given
+        shown[key] = f"{option} {value}"
+    return shown
+
+
+def check_resume(config: Any, saved: dict[str, Any], step: int) -> None:
+    """On ``--resume``: the architecture, what the run learns from and its tokenizer must be the run's own, and
+    ``max_iters`` must leave steps to train. Each refusal names what the run's checkpoint recorded, so that a
+    mistake is told by its cause (another model, another corpus), not by a symptom far from it."""
+    out = config.out
+    recorded, asked = identity(saved), identity(dataclasses.asdict(config))
+    for key, was in recorded.items():
+        if asked.get(key, was) != was:
+            raise ValueError(tr("resume: the run in {out!r} was trained with {saved} (its checkpoint at step {step} "
+                                "says so); {asked} would make it another run: leave it out, or train that in a new "
+                                "--out", out=out, saved=was, step=step, asked=asked[key]))
+    if config.max_iters <= step:
+        raise ValueError(tr("resume: the run in {out!r} is at step {step} and max_iters is {max_iters}: no step is "
+                            "left to train; give a --max-iters above {step}", out=out, step=step,
+                            max_iters=config.max_iters))
 
 
 def merge_config(given: dict[str, Any], config_file: str | None, resume: bool):
     """Defaults < the checkpoint's config (on resume) < the TOML file < the flags given."""
     from attnlab.training import load_toml
 
-    values = resumed_config(given.get("out") or TrainConfig.out, "decoder") if resume else {}
+    values, step = resumed_config(given.get("out") or TrainConfig.out, "decoder") if resume else ({}, 0)
+    saved = dict(values)
     if config_file:
         from_file = load_toml(config_file)
         TrainConfig.check_values(from_file, tr("config file {path!r}", path=config_file))  # keys, types
         model = {**values.get("model", {}), **from_file.pop("model", {})}
         values = {**values, **from_file, "model": model}
-    return TrainConfig.from_dict(with_flags(values, given, TrainConfig))
+    config = TrainConfig.from_dict(with_flags(values, given, TrainConfig))
+    if resume:
+        check_resume(config, saved, step)
+    return config
 
 
 def with_flags(values: dict[str, Any], given: dict[str, Any], config: type) -> dict[str, Any]:
@@ -78,7 +119,7 @@ def draw_loss_curve(trainer) -> None:
     from attnlab.viz.loss_curve import loss_figure
 
     what = getattr(trainer.config, "source", trainer.config.data)  # a translation run names its task or file
-    title = f"{what}: {sum(p.numel() for p in trainer.model.parameters()):,} parameters"
+    title = tr("{what}: {count:,} parameters", what=what, count=sum(p.numel() for p in trainer.model.parameters()))
     save_figure(loss_figure(trainer.train_losses, trainer.evals, title), trainer.out / "loss.png", dpi=110)
 
 
@@ -164,6 +205,12 @@ def command(config_file: str | None, resume: bool, overwrite: bool, quiet: bool,
     check_resume_or_overwrite(resume, overwrite)
     try:
         config = merge_config(given, config_file, resume)
+        ctx = click.get_current_context()
+        if config.tokenizer != "bpe":
+            refuse_unused(ctx, ["vocab_size"], tr("with the {tokenizer} tokenizer, whose tokens are the corpus' "
+                                                  "characters", tokenizer=config.tokenizer))
+        if config.arch == "gpt":
+            refuse_unused(ctx, ["num_kv_heads"], tr("with --arch gpt, whose every head has its own keys and values"))
         result = train(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)
     except (ValueError, TypeError, ImportError) as err:
         raise click.ClickException(str(err)) from None

@@ -9,8 +9,8 @@ import click
 
 from attnlab.cli.config_options import FieldOption
 from attnlab.cli.lang import Command
-from attnlab.cli.params import SEED, check_resume_or_overwrite
-from attnlab.cli.train import draw_loss_curve, parallel_options, resumed_config, with_flags
+from attnlab.cli.params import SEED, check_resume_or_overwrite, refuse_unused
+from attnlab.cli.train import check_resume, draw_loss_curve, parallel_options, resumed_config, with_flags
 from attnlab.data.tasks import TASKS
 from attnlab.i18n import N_, tr
 from attnlab.layers.block import Norm
@@ -21,13 +21,16 @@ from attnlab.training.config import SCHEDULES, Seq2SeqTrainConfig
 
 def merge_config(given: dict[str, Any], resume: bool) -> Seq2SeqTrainConfig:
     """Defaults < the checkpoint's config (on resume) < the flags given; ``--data`` replaces the task."""
-    values = resumed_config(given.get("out") or Seq2SeqTrainConfig.out, "seq2seq") if resume else {}
-    values = with_flags(values, given, Seq2SeqTrainConfig)
+    saved, step = resumed_config(given.get("out") or Seq2SeqTrainConfig.out, "seq2seq") if resume else ({}, 0)
+    values = with_flags(saved, given, Seq2SeqTrainConfig)
     if given.get("data") is not None and given.get("task") is None:
         values["task"] = None  # a TSV file instead of the default (or the checkpoint's) task
     if given.get("task") is not None and given.get("data") is None:
         values["data"] = None
-    return Seq2SeqTrainConfig.from_dict(values)
+    config = Seq2SeqTrainConfig.from_dict(values)
+    if resume:
+        check_resume(config, saved, step)
+    return config
 
 
 EXAMPLES = "\n".join([
@@ -103,6 +106,11 @@ def command(resume: bool, overwrite: bool, quiet: bool, **given: Any) -> None:
         raise click.UsageError(tr("give the data as --task NAME or --data FILE, not both"))
     try:
         config = merge_config(given, resume)
+        ctx = click.get_current_context()
+        if config.data is not None:
+            refuse_unused(ctx, ["train_pairs", "val_pairs"], tr("with --data FILE, whose pairs are all read"))
+        if config.schedule == "inverse-sqrt":
+            refuse_unused(ctx, ["min_lr"], tr("with --schedule inverse-sqrt, which falls as 1/√step to no floor"))
         result = train_seq2seq(config, resume=resume, quiet=quiet, overwrite=overwrite, on_save=draw_loss_curve)
     finally:
         from attnlab.training.distributed import teardown_distributed

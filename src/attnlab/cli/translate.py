@@ -51,8 +51,11 @@ def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, tr
             layer: int | None, head: int | None, device: str) -> None:
     from attnlab.generation.translation import translate
 
+    ctx = click.get_current_context()
+    if beam == 1:
+        refuse_unused(ctx, ["alpha"], tr("with --beam 1 (greedy decoding ranks no beams)"))
     if heatmap is None:
-        refuse_unused(click.get_current_context(), ["layer", "head"], tr("without --heatmap FILE"))
+        refuse_unused(ctx, ["layer", "head"], tr("without --heatmap FILE"))
     else:
         from attnlab.viz.figures import image_format
 
@@ -68,9 +71,12 @@ def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, tr
         source = first.source[: model.config.context_length]  # what the model read (--truncate cuts it)
         cap = capture_translation(model, vocab, source, first.ids, name=model.name)
         figure = alignment_figure(cap, layer, head)
-    for result in results:
-        click.echo(result.target)
-    if figure is not None:
+    written = None
+    if figure is not None:  # written before anything is printed: a file that cannot be written prints nothing
         from attnlab.viz.figures import save_figure
 
-        click.echo(tr("wrote {path}", path=save_figure(figure, heatmap)), err=True)
+        written = save_figure(figure, heatmap)
+    for result in results:
+        click.echo(result.target)
+    if written is not None:
+        click.echo(tr("wrote {path}", path=written), err=True)

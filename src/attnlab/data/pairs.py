@@ -45,9 +45,9 @@ def read_pairs(path: str | Path) -> list[Pair]:
 
     Text is kept exactly (no stripping: spaces are characters to a character-level model). A
     leading UTF-8 byte-order mark and ``\\r\\n`` line ends are accepted; empty lines are skipped.
-    Raises ValueError ``"<file>:<line>: ..."`` for bytes that are not UTF-8 (with their byte
-    offset), a line with no tab or more than one, an empty (or all-whitespace) side, and a file
-    with no pairs at all.
+    Raises ValueError for bytes that are not UTF-8 (their offset and line, said as every reader of
+    :mod:`attnlab.files` says it), and ``"<file>:<line>: ..."`` for a line with no tab or more than one, an
+    empty (or all-whitespace) side, and a file with no pairs at all.
     """
     data = read_bytes(path, "data")
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
@@ -56,9 +56,9 @@ def read_pairs(path: str | Path) -> list[Pair]:
     except UnicodeDecodeError as err:
         offset = skip + err.start
         line = data[:offset].count(b"\n") + 1
-        raise ValueError(tr("{path}:{line}: not UTF-8: byte 0x{data:02x} at byte offset {offset} ({reason}); save the "
-                            "file as UTF-8", path=path, line=line, data=data[offset], offset=offset,
-                            reason=err.reason)) from None
+        raise ValueError(tr("data: {path!r} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}, line {line}); "
+                            "give a UTF-8 text file", path=str(path), byte=data[offset], offset=offset,
+                            line=line)) from None
     pairs = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from attnlab.data.corpus import shakespeare_plays
+from attnlab.files import read_text
 from attnlab.i18n import tr
 
 _SPEAKER = re.compile(r"^\*\*(.+?)\*\*\s*$")
@@ -53,16 +54,7 @@ def shakespeare_sentences(count: int = 500, play: str = "hamlet") -> list[str]:
 
 def read_sentences(path: str | Path, argument: str = "--text") -> list[str]:
     """One sentence per non-blank line of the UTF-8 file ``path``; an error names ``argument`` and the file."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(tr("{argument}: {path!r} is not UTF-8 text (byte 0x{byte:02x} at offset {start}); give a "
-                            "UTF-8 file, one sentence per line", argument=argument, path=str(path),
-                            byte=err.object[err.start], start=err.start)) from None
-    except OSError as err:
-        raise ValueError(tr("{argument}: cannot read {path!r}: {reason}", argument=argument, path=str(path),
-                            reason=err.strerror or err)) from None
+    text = read_text(path, argument)  # a FIFO, a device, a directory or bytes that are not UTF-8: one line
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise ValueError(tr("{argument}: {path!r} holds no sentences (expected one sentence per line)",

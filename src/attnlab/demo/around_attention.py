@@ -8,6 +8,7 @@ from rich.table import Table
 from attnlab.demo.context import Demo
 from attnlab.i18n import N_, _, tr
 from attnlab.models import GPT, EncoderConfig, GPTConfig, TransformerEncoder
+from attnlab.terminal import titled_table
 
 SENTENCES = [
     "To be, or not to be, that is the question.",
@@ -19,7 +20,7 @@ SENTENCES = [
 
 def sizes_table() -> Table:
     """Parameter counts of the presets, counted on the meta device (nothing allocated)."""
-    table = Table(title=tr("Presets: parameters counted on the meta device"))
+    table = titled_table(tr("Presets: parameters counted on the meta device"))
     for col in (N_("model"), N_("layers × width"), N_("heads"), N_("parameters")):
         table.add_column(_(col), justify="right" if col == "parameters" else "left")
     presets = [(TransformerEncoder, EncoderConfig, "bert-base"), (TransformerEncoder, EncoderConfig, "minilm-l6"),
@@ -48,7 +49,7 @@ def around_attention_step(demo: Demo) -> None:
         return
     emb = bert.encode(SENTENCES)
     sims = emb @ emb.T
-    table = Table(title=tr("all-MiniLM-L6-v2 (our encoder, its weights): cosine similarity of sentence embeddings"))
+    table = titled_table(tr("all-MiniLM-L6-v2 (our encoder, its weights): cosine similarity of sentence embeddings"))
     table.add_column("")
     for i in range(len(SENTENCES)):
         table.add_column(str(i), justify="right")

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -24,6 +25,7 @@ from attnlab.i18n import N_, _, language, tr
 from attnlab.inspect.encoder_decoder import capture_translation
 from attnlab.models import load_trained
 from attnlab.models.checkpoint import read_state
+from attnlab.terminal import titled_table
 from attnlab.training import Seq2SeqTrainConfig, train_seq2seq
 from attnlab.viz.alignment import alignment_figure
 from attnlab.viz.figures import save_figure
@@ -126,23 +128,45 @@ def snapshots(run: Path, steps: tuple[int, ...] | None = None) -> list[Snapshot]
     return shots
 
 
-def translations_table(pairs: list[Pair], shots: list[Snapshot]) -> Table:
+def translations_table(pairs: list[Pair], shots: list[Snapshot], width: int | None = None) -> Table:
     """Sources down, checkpoints across: each translation and what it gets wrong, in columns that stay aligned
-    whatever the script (rich measures each cell's width on the terminal: a CJK character takes two columns)."""
-    table = Table(title=tr("One held-out day ({day}) in seven languages, beam 4", day=DAY.isoformat()),
-                  box=None, padding=(0, 1), highlight=False)
+    whatever the script (rich measures each cell's width on the terminal: a CJK character takes two columns).
+
+    No cell is wrapped, so no verdict is broken over two lines (``✗ year`` / ``and day``): where the table is wider
+    than ``width`` (the terminal's), the checkpoints after the first are left out, the earliest first, down to the
+    first and the last, and the caption says how many; if those two are still too wide, each verdict goes on a line
+    of its own under its translation.
+    """
+    shown = list(shots)
+    while True:
+        table = _translations(pairs, shown, len(shots) - len(shown))
+        if width is None or Console(width=10_000).measure(table).maximum <= width:
+            return table
+        if len(shown) <= 2:
+            return _translations(pairs, shown, len(shots) - len(shown), stacked=True)
+        del shown[1]
+
+
+def _translations(pairs: list[Pair], shots: list[Snapshot], left_out: int, stacked: bool = False) -> Table:
+    caption = tr("({n} earlier checkpoint(s) left out, to fit the terminal)", n=left_out) if left_out else None
+    table = titled_table(tr("One held-out day ({day}) in seven languages, beam 4", day=DAY.isoformat()),
+                         box=None, padding=(0, 1), pad_edge=False, highlight=False, caption=caption,
+                         caption_justify="left")
     table.add_column(tr("source"), no_wrap=True)
-    for shot in shots:  # a narrow terminal wraps the verdicts, never the sources
-        table.add_column(tr("after {step} steps", step=shot.step))
+    for shot in shots:
+        table.add_column(tr("after {step} steps", step=shot.step), no_wrap=True)
     for i, pair in enumerate(pairs):
-        table.add_row(escape(pair.source), *(translation_cell(s.translations[i].target, pair.target) for s in shots))
+        table.add_row(escape(pair.source), *(translation_cell(s.translations[i].target, pair.target, stacked)
+                                             for s in shots))
     return table
 
 
-def translation_cell(got: str, expected: str) -> str:
-    """A translation and its verdict, as rich markup: a green ✓, or a red ✗ and what is wrong."""
+def translation_cell(got: str, expected: str, stacked: bool = False) -> str:
+    """A translation and its verdict, as rich markup: a green ✓, or a red ✗ and what is wrong (``stacked``: on a
+    line of its own)."""
     mark = verdict(got, expected)
-    return f"{escape(got)} " + ("[green]✓[/green]" if mark == "✓" else f"[red]{escape(mark)}[/red]")
+    return f"{escape(got)}{chr(10) if stacked else ' '}" + ("[green]✓[/green]" if mark == "✓"
+                                                          else f"[red]{escape(mark)}[/red]")
 
 
 def explanation() -> str:
@@ -179,7 +203,7 @@ def translation_step(demo: Demo) -> None:
     console.print(tr("{step} steps, val loss {val_loss:.4f} ({tokens_per_s:,.0f} tokens/s on this machine)",
                      step=result.step, val_loss=result.evals[-1][2], tokens_per_s=result.tokens_per_s))
     pairs, shots = example_pairs(), snapshots(out)
-    console.print(translations_table(pairs, shots))
+    console.print(translations_table(pairs, shots, console.width))
     for shot in shots:
         console.print("  " + shot.summary(pairs), highlight=False)
     console.print(explanation())

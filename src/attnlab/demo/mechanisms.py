@@ -14,6 +14,7 @@ from attnlab.attention import CausalAttention, MultiHeadAttention, SelfAttention
 from attnlab.demo.context import Demo
 from attnlab.functional import attention_scores, attention_weights, causal_mask
 from attnlab.i18n import tr
+from attnlab.terminal import titled_table
 
 TOKENS = ["Your", "journey", "starts", "with", "one", "step"]
 EMBEDDINGS = torch.tensor(
@@ -30,7 +31,7 @@ def matrix_table(title: str, m: Tensor, rows: list[str], cols: list[str] | None 
     """A rich table of a 2-D tensor, rows and columns labelled (``-inf`` shown as such)."""
     m = m.detach()
     cols = cols if cols is not None else [f"d{j}" for j in range(m.shape[1])]
-    table = Table(title=title, title_justify="left", show_edge=False)
+    table = titled_table(title, show_edge=False)
     table.add_column("", style="bold")
     for c in cols:
         table.add_column(c, justify="right")

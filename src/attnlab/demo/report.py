@@ -3,7 +3,9 @@ sentence (with the arithmetic for one token), a pretrained BERT's heads, the pos
 when trained models are in the output folder, a GPT's loss curve and a sample of its text, and the dates
 translation model's translations and cross-attention alignment.
 
-Images are embedded as base64 PNG and all text is escaped, so the page is one self-contained file.
+Images are embedded as base64 PNG, the packaged Noto Sans CJK cut to the page's characters as an ``@font-face``
+(:mod:`attnlab.viz.webfont`: the Chinese report reads on a machine with no CJK font), and all text is escaped, so the
+page is one self-contained file.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import base64
 import html
 import io
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import torch
@@ -32,9 +35,11 @@ from attnlab.viz.heatmap import head_figure, heads_figure
 from attnlab.viz.loss_curve import loss_figure
 from attnlab.viz.pe_plot import pe_figure
 from attnlab.viz.viewer import write_html
+from attnlab.viz.webfont import font_face_css, font_stack
 
 BERT_SENTENCE = "The cat sat on the mat because it was tired."
-CSS = """body{font:16px/1.55 system-ui,"Noto Sans","Noto Sans CJK SC",sans-serif;max-width:980px;margin:2em auto;
+FONTS = font_stack("system-ui", "Noto Sans")  # the embedded face after the Latin ones
+CSS = """body{font:16px/1.55 @@FONTS@@;max-width:980px;margin:2em auto;
 padding:0 1em;color:#1d2330}h1{font-size:1.8em}h2{margin-top:2em;border-bottom:1px solid #ddd}img{max-width:100%}
 table{border-collapse:collapse;font-size:.85em;margin:1em 0}td,th{border:1px solid #ddd;padding:2px 8px;
 text-align:right}th{background:#f5f7fa}td:first-child{text-align:left}.note{color:#667085}pre{background:#f5f7fa;
@@ -101,7 +106,7 @@ def mechanisms_section(tokens: list[str], x: Tensor, seed: int) -> Section:
     ):
         cap = capture(module, x, tokens=tokens, name=label)
         fig = heads_figure(cap, 0) if cap.num_heads > 1 else head_figure(cap, 0, 0)
-        parts += [f"<h3>{html.escape(_(label))}</h3>", p(_(text)), png_img(fig, label)]
+        parts += [f"<h3>{html.escape(_(label))}</h3>", p(_(text)), png_img(fig, _(label))]
         if module is scaled:
             parts += [p(tr("The arithmetic for one token, every number:")), explain_table(explain(cap, 1))]
     return Section(tr("1. The four mechanisms on one sentence"), "".join(parts))
@@ -119,17 +124,17 @@ def bert_section(out_dir: Path, sentence: str = BERT_SENTENCE) -> Section:
     parts = [p(tr("all-MiniLM-L6-v2 ({num_layers} layers × {num_heads} heads) reading {sentence!r}. Early heads look "
                   "at neighbours or at [CLS]/[SEP]; later ones at related words.", num_layers=cap.num_layers,
                   num_heads=cap.num_heads, sentence=sentence)),
-             f'<p>Explore every layer and head: <a href="{html.escape(viewer.name)}">{html.escape(viewer.name)}</a> '
-             "(works offline).</p>"]
+             with_link(tr("Explore every layer and head: {link} (works offline).", link=LINK), viewer.name)]
     for layer in (0, cap.num_layers - 1):
-        parts.append(png_img(heads_figure(cap, layer), f"BERT layer {layer}", dpi=70))
+        parts.append(png_img(heads_figure(cap, layer), tr("BERT, layer {layer}", layer=layer), dpi=70))
     return Section(tr("2. A pretrained BERT's heads"), "".join(parts))
 
 
 def pe_section() -> Section:
     return Section(tr("3. Where is each token? The sinusoidal positional encoding"),
                    p(tr("Attention alone is blind to order, so each position adds its own pattern of sines and "
-                        "cosines: fast in the first dimensions, slow in the last.")) + png_img(pe_figure(), "PE"))
+                        "cosines: fast in the first dimensions, slow in the last.")) +
+                   png_img(pe_figure(), tr("the sinusoidal positional encoding")))
 
 
 def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Section | None:
@@ -145,7 +150,7 @@ def trained_section(out_dir: Path, prompt: str = "\n", tokens: int = 300) -> Sec
     history = state["history"]  # the losses the checkpoint recorded
     parts = [p(tr("The model trained in {run}.", run=run)),
              png_img(loss_figure([tuple(x) for x in history["train"]], [tuple(x) for x in history["eval"]]),
-                     "loss curve")]
+                     tr("loss curve"))]
     model, tokenizer = load_trained(run)
     with cropping_expected():  # past a GPT's position table it crops: the guide below says so
         text = "".join(stream_text(model, tokenizer, prompt, tokens, GenerationConfig(temperature=0.8, seed=1337)))
@@ -179,14 +184,14 @@ def translation_section(out_dir: Path) -> Section | None:
                   "model never saw it, in any language. Its translations (beam 4) early in training and at the end:",
                   count=model.num_parameters(), run=run)),
              png_img(loss_figure([tuple(x) for x in history["train"]], [tuple(x) for x in history["eval"]]),
-                     "loss curve"),
+                     tr("loss curve")),
              f"<table><tr>{head}</tr>{rows}</table>",
              "<ul>" + "".join(f"<li>{html.escape(s.summary(pairs))}</li>" for s in shots) + "</ul>",
              p(explanation()),
              p(_("Cross-attention while it translated the French date: each row is one step of the decoder (the "
                  "character it wrote), each column a source character. Once trained, the steps that write the year "
                  "look at the year, the month's digits at the month's name, the day's at the day.")),
-             f'<img alt="alignment" src="data:image/png;base64,{data}">']
+             f'<img alt="{html.escape(tr("cross-attention while translating"))}" src="data:image/png;base64,{data}">']
     return Section(tr("5. Translation: the original encoder-decoder Transformer"), "".join(parts))
 
 
@@ -213,15 +218,47 @@ def explore_section(out_dir: Path) -> Section | None:
                         "the temperature, top-k and top-p sliders, append tokens and see what the cache keeps, "
                         "switch heads off and see the loss change; a page on this machine where every number is the "
                         "model's:")) + f"<pre>{html.escape(command)}</pre>")
+LINK = "\x00link\x00"  # where a link goes in a translated sentence, once the sentence is escaped
+
+
+def with_link(sentence: str, target: str) -> str:
+    """``<p>sentence</p>`` with :data:`LINK` made a link to ``target`` (its text: ``target``)."""
+    link = f'<a href="{html.escape(target)}">{html.escape(target)}</a>'
+    return f"<p>{html.escape(sentence).replace(LINK, link)}</p>"
+
+
+class _Text(HTMLParser):
+    """The text a page shows: its elements' text and the images' alternative text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.parts += [value or "" for name, value in attrs if name in ("alt", "title")]
+
+
+def page_text(page: str) -> str:
+    """Every character ``page`` (HTML without style or script) shows: its text, its images' alternative text and
+    titles, what its embedded font must hold."""
+    parser = _Text()
+    parser.feed(page)
+    return "".join(parser.parts)
 
 
 def render(sections: list[Section], title: str | None = None) -> str:
+    """The page: the sections under ``title``, with a font that holds every character they show."""
     title = title or tr("attnlab: attention, seen")
-    body = "".join(f"<h2>{html.escape(s.title)}</h2>{s.body}" for s in sections)
+    body = f"<h1>{html.escape(title)}</h1>" + "".join(f"<h2>{html.escape(s.title)}</h2>{s.body}" for s in sections)
+    font = font_face_css(page_text(f"<title>{html.escape(title)}</title>{body}"))
     return (f'<!DOCTYPE html><html lang="{language()}"><head><meta charset="utf-8">'
             '<meta http-equiv="Content-Security-Policy" '
-            f"content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'\"><title>{html.escape(title)}"
-            f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>")
+            "content=\"default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:\">"
+            f"<title>{html.escape(title)}</title><style>{font}{CSS.replace('@@FONTS@@', FONTS)}</style></head>"
+            f"<body>{body}</body></html>")
 
 
 def write_report(out_dir: str | Path, tokens: list[str], embeddings: Tensor, seed: int,

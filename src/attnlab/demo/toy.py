@@ -113,7 +113,8 @@ def save_toy_heatmaps(results: Sequence[ToyResult], out_dir: str | Path) -> list
     for result in results:
         variant = "masked" if result.mask_padding else "unmasked"
         for s, words in enumerate(SENTENCES):
-            title = f"toy, sentence {s + 1}: <PAD> {'masked' if result.mask_padding else 'attended'}"
+            title = (tr("toy, sentence {n}: <PAD> masked", n=s + 1) if result.mask_padding
+                     else tr("toy, sentence {n}: <PAD> attended", n=s + 1))
             cap = Capture(tokens=list(words), attentions=[result.weights[s][None]], model_name=title)
             paths.append(save_figure(head_figure(cap, annotate=True), out_dir / f"toy_{variant}_{s + 1}.png",
                                      dpi=DPI))
@@ -130,9 +131,9 @@ def save_gloss_grid(results: Sequence[ToyResult], path: str | Path) -> Path:
         for s, words in enumerate(SENTENCES):
             ax = axes[r][s]
             image = draw_weights(ax, result.weights[s], [GLOSS[t] for t in words], families, annotate=True)
-            ax.set_title(f"sentence {s + 1}, " + ("<PAD> masked" if result.mask_padding else "<PAD> attended"),
-                         fontsize=10)
-    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+            ax.set_title(tr("toy, sentence {n}: <PAD> masked", n=s + 1) if result.mask_padding
+                         else tr("toy, sentence {n}: <PAD> attended", n=s + 1), fontsize=10)
+    fig.colorbar(image, ax=axes, shrink=0.6, label=tr("attention weight"))
     return save_figure(fig, path, dpi=DPI)
 
 

@@ -50,9 +50,10 @@ class PackedLinear(nn.Linear):
         return new
 
     def _use_packed(self, x: Tensor) -> bool:
+        # a weight made under inference_mode keeps no version counter: a packed copy could not tell it was changed
         return (not self.training and not torch.is_grad_enabled() and x.dtype == torch.float32
                 and self.weight.dtype == torch.float32 and x.device.type == "cpu" and not self.weight.is_meta
-                and onednn_available())
+                and not self.weight.is_inference() and onednn_available())
 
     def packed_weight(self) -> Tensor:
         key = (self.weight.data_ptr(), self.weight._version)

@@ -10,6 +10,7 @@ launch. Sampling stays outside the graph (it owns the random generator), so the 
 
 from __future__ import annotations
 
+import types
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from attnlab.generation.loop import Steps, decode_loop, position_limit
 from attnlab.models.caches import StaticKVCache, compute_dtype
 from attnlab.models.checks import check_token_ids
 
-_STEPS: dict[tuple[type, str, str], Callable] = {}  # one compiled step per model class, device type, options
+_STEPS: dict[tuple, Callable] = {}  # one compiled step per model class, shapes, device type and options
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (key, an idle static cache)
 
 
@@ -33,16 +34,27 @@ def compile_options(device: torch.device) -> dict[str, Any]:
 
 
 def compiled_step(model: Any, device: torch.device) -> Callable[[Any, Tensor, Any], Tensor]:
-    """``step(model, idx, cache)``: the model class's ``decode_step``, compiled once per class and device type.
+    """``step(model, idx, cache)``: the model class's ``decode_step``, compiled once per class, parameter shapes,
+    device type and options.
 
-    Compiling the function, not the bound method, keeps no model alive; another model of the class is a new
-    guard, not a new wrapper.
+    Compiling the function, not the bound method, keeps no model alive; another model of the same shapes is a new
+    guard, not a new compilation. Each shape gets a copy of the function's code: dynamo keeps its compiled graphs,
+    and its limit of recompilations (8), per code object, so a ninth model shape in a process would otherwise fail
+    under ``fullgraph=True`` rather than compile.
     """
     options = compile_options(device)
-    key = (type(model), device.type, repr(sorted(options.items())))
+    shapes = tuple((tuple(p.shape), p.dtype) for p in model.parameters())
+    key = (type(model), shapes, device.type, repr(sorted(options.items())))
     if key not in _STEPS:
-        _STEPS[key] = torch.compile(type(model).decode_step, **options)
+        _STEPS[key] = torch.compile(_fresh_copy(type(model).decode_step), **options)
     return _STEPS[key]
+
+
+def _fresh_copy(fn: Callable) -> Callable:
+    """``fn`` with a code object of its own (equal, not the same), so dynamo counts its compilations apart."""
+    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__, copy.__qualname__, copy.__doc__ = fn.__kwdefaults__, fn.__qualname__, fn.__doc__
+    return copy
 
 
 def static_length(model: Any, needed: int) -> int:

@@ -31,8 +31,17 @@ from torch import Tensor, nn
 from attnlab.data.tokens import stream_generator
 from attnlab.heads.attention_only import AttentionOnlyConfig, AttentionOnlyTransformer, check_positive_ints
 from attnlab.heads.repeated_tokens import check_half, repeated_halves, repeated_span_batch
-from attnlab.i18n import tr
+from attnlab.i18n import N_, made_from, tr
 from attnlab.training.optim import configure_optimizer, lr_at
+
+#: a model's name (``induction.json``'s keys: ``"2-layer"``), shown in the reader's language by :func:`shown_model`
+MODEL_NAME = N_("{layers}-layer")
+
+
+def shown_model(name: str) -> str:
+    """A model's name (``"2-layer"``) as a line or a figure shows it."""
+    return made_from(name, (MODEL_NAME,)) or name
+
 
 #: a head "is an induction head" above this prefix-matching score (the finding: the two-layer model forms one)
 INDUCTION_THRESHOLD = 0.5
@@ -201,7 +210,7 @@ def train_model(config: InductionConfig, num_layers: int, eval_data: EvalData,
     torch.manual_seed(c.seed)  # the same initial embeddings for every depth
     model = AttentionOnlyTransformer(c.model_config(num_layers))
     optimizer = configure_optimizer(model, c.learning_rate, 0.0, (0.9, 0.99))
-    run, name = InductionRun(model), f"{num_layers}-layer"
+    run, name = InductionRun(model), MODEL_NAME.format(layers=num_layers)
 
     def record(step: int) -> None:
         run.history.append(eval_data.evaluate(model, step, c.half))
@@ -240,7 +249,8 @@ def train_induction(config: InductionConfig | None = None, on_eval: Callable[[st
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return {f"{n}-layer": train_model(config, n, eval_data, on_eval, snapshots) for n in config.layers}
+        return {MODEL_NAME.format(layers=n): train_model(config, n, eval_data, on_eval, snapshots)
+                for n in config.layers}
     finally:
         torch.set_num_threads(threads)
 

@@ -23,10 +23,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.i18n import tr
+from attnlab.i18n import N_, tr
 
 #: the statistics of a head, in the order the tables show them
 ROLES = ("cls", "sep", "punct", "prev", "next", "self", "entropy")
+#: each statistic as a table or a figure names it (the keys above stay the names of roles.json)
+ROLE_NAMES = {"cls": "[CLS]", "sep": "[SEP]", "punct": N_("punctuation"), "prev": N_("previous"), "next": N_("next"),
+              "self": N_("self"), "entropy": N_("entropy")}
 
 
 def is_punctuation(token: str) -> bool:

@@ -153,7 +153,7 @@ def explain_cross(model: nn.Module, vocab: CharTokenizer, source: str, target_id
     model_context = _split_heads(seen["context"], heads)[head, i]
     return Explanation(
         tokens=list(cap.source_tokens), query_index=i, layer=layer, head=head,
-        model_name=f"{name}: cross-attention", inputs=seen["memory"], token_embeddings=None, positions=None,
+        model_name=f"{name}: {MODE_TITLES['cross']}", inputs=seen["memory"], token_embeddings=None, positions=None,
         query=q, keys=keys, values=values, scale=scale, allowed=[True] * len(cap.source_tokens), **steps,
         max_abs_diff_weights=float((model_w - steps["weights"]).abs().max()),
         max_abs_diff_context=float((model_context - steps["context"]).abs().max()),

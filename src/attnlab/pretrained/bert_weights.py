@@ -12,6 +12,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor
 
+from attnlab.files import read_text
 from attnlab.i18n import tr
 from attnlab.models import EncoderConfig
 
@@ -50,7 +51,7 @@ def read_config(model_dir: Path) -> EncoderConfig:
                                    "config.json, model.safetensors and tokenizer.json or vocab.txt)",
                                    model_dir=model_dir))
     try:
-        raw: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        raw: dict[str, Any] = json.loads(read_text(path, "model"))
     except json.JSONDecodeError as e:
         raise ValueError(tr("{path}: not valid JSON ({e})", path=path, e=e)) from None
     model_type = raw.get("model_type")

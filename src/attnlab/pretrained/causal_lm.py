@@ -34,7 +34,7 @@ def is_hf_model_dir(path: str | Path) -> bool:
     """Does ``path`` look like a Hugging Face model directory (a ``config.json`` naming ``architectures``)?"""
     config = Path(path) / "config.json"
     try:
-        return config.is_file() and '"architectures"' in config.read_text(encoding="utf-8")
+        return config.is_file() and b'"architectures"' in config.read_bytes()  # any bytes: read_config_json names them
     except OSError:
         return False
 

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from attnlab.files import read_text
 from attnlab.i18n import tr
 from attnlab.layers.rotary import SCALING_TYPES, RopeScaling
 from attnlab.models import GPTConfig, ModernDecoderConfig
@@ -33,7 +34,7 @@ def read_config_json(model_dir: Path) -> dict[str, Any]:
         raise FileNotFoundError(tr("{model_dir}: missing config.json (a Hugging Face model directory holds "
                                    "config.json, model.safetensors and tokenizer.json)", model_dir=model_dir))
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_text(path, "model"))  # a FIFO, a directory, bytes not UTF-8: named
     except json.JSONDecodeError as e:
         raise ValueError(tr("{path}: not valid JSON ({e})", path=path, e=e)) from None
     if not isinstance(raw, dict):

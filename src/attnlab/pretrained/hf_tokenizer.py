@@ -9,6 +9,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
+from attnlab.files import read_text
 from attnlab.i18n import tr
 
 
@@ -22,7 +23,7 @@ def load_tokenizer(model_dir: Path) -> Tokenizer | BertWordPieceTokenizer:
         lower = True
         cfg = model_dir / "tokenizer_config.json"
         if cfg.is_file():
-            lower = bool(json.loads(cfg.read_text(encoding="utf-8")).get("do_lower_case", True))
+            lower = bool(json.loads(read_text(cfg, "model")).get("do_lower_case", True))
         tokenizer = BertWordPieceTokenizer(str(vocab), lowercase=lower)
     else:
         raise FileNotFoundError(tr("{model_dir}: missing tokenizer.json (or vocab.txt): the model's tokenizer",

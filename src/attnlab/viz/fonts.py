@@ -11,9 +11,11 @@ so Latin text keeps DejaVu Sans and CJK text falls back to Noto Sans CJK.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from matplotlib import font_manager
+from matplotlib import font_manager, rc_context
 
 from attnlab.i18n import tr
 
@@ -48,6 +50,18 @@ def setup_fonts() -> list[str]:
     return list(FAMILIES)
 
 
+def drawn_in_every_script(figure_function: Callable[..., Any]) -> Callable[..., Any]:
+    """A function that makes a figure, its texts made under the fallback list: the titles, axes and legends of a
+    Chinese run draw as Chinese, not as boxes (matplotlib fixes a text's font when the text is made)."""
+
+    @functools.wraps(figure_function)
+    def made(*args: Any, **kwargs: Any) -> Any:
+        with rc_context({"font.family": setup_fonts()}):
+            return figure_function(*args, **kwargs)
+
+    return made
+
+
 def require_glyphs(text: str) -> list[str]:
     """The fallback list, after checking it can draw every character of ``text``.
 
@@ -75,33 +89,3 @@ def missing_glyphs(text: str, families: list[str] | None = None) -> set[str]:
     """The characters of ``text`` that no font of the fallback list can draw (whitespace ignored)."""
     charmaps = [f.get_charmap() for f in fonts_for(families or setup_fonts())]
     return {c for c in text if not c.isspace() and not any(ord(c) in cm for cm in charmaps)}
-
-
-def _is_cjk(c: str) -> bool:
-    o = ord(c)  # kana, CJK symbols and ideographs, Hangul, full-width forms
-    return 0x2E80 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF \
-        or 0x1100 <= o <= 0x11FF or 0x20000 <= o <= 0x3FFFF
-
-
-def cjk_subset(text: str, face: str = "Noto Sans CJK SC") -> bytes | None:
-    """The packaged CJK font cut down to the CJK characters of ``text`` (OpenType bytes), or None if it
-    has none. Lets a self-contained HTML file draw its tokens on machines without CJK fonts."""
-    chars = "".join(sorted({c for c in text if _is_cjk(c)}))
-    if not chars:
-        return None
-    import io
-
-    from fontTools import subset
-    from fontTools.ttLib import TTCollection, TTFont
-
-    path = str(cjk_font_path())
-    names = [f["name"].getDebugName(1) for f in TTCollection(path, lazy=True).fonts]
-    font = TTFont(path, fontNumber=names.index(face))
-    options = subset.Options()
-    options.notdef_outline = True
-    subsetter = subset.Subsetter(options)
-    subsetter.populate(text=chars)
-    subsetter.subset(font)
-    out = io.BytesIO()
-    font.save(out)
-    return out.getvalue()

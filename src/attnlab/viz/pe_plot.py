@@ -12,8 +12,10 @@ from matplotlib.figure import Figure
 
 from attnlab.i18n import tr
 from attnlab.layers.positional import sinusoidal_table
+from attnlab.viz.fonts import drawn_in_every_script
 
 
+@drawn_in_every_script
 def pe_figure(context_length: int = 100, d_model: int = 64, dims: Sequence[int] | None = None) -> Figure:
     """Heatmap of ``PE (context_length, d_model)`` (diverging colour map, -1..1) above curves of ``dims``."""
     pe = sinusoidal_table(context_length, d_model).numpy()  # validates context_length and d_model
@@ -24,15 +26,15 @@ def pe_figure(context_length: int = 100, d_model: int = 64, dims: Sequence[int] 
     fig = Figure(figsize=(10, 7), layout="constrained")
     top, bottom = fig.subplots(2, 1, height_ratios=[3, 2])
     image = top.imshow(pe, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
-    top.set_xlabel("dimension i")
-    top.set_ylabel("position")
-    top.set_title(f"Sinusoidal positional encoding: PE(pos, 2i) = sin(pos/10000^(2i/d)), "
-                  f"PE(pos, 2i+1) = cos(…), d = {d_model}")
-    fig.colorbar(image, ax=top, label="value")
+    top.set_xlabel(tr("dimension i"))
+    top.set_ylabel(tr("position"))
+    top.set_title(tr("Sinusoidal positional encoding: PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(…), "
+                     "d = {d_model}", d_model=d_model))
+    fig.colorbar(image, ax=top, label=tr("value"))
     for d in dims:
         kind = "sin" if d % 2 == 0 else "cos"
-        bottom.plot(range(context_length), pe[:, d], label=f"dim {d} ({kind})")
-    bottom.set_xlabel("position")
+        bottom.plot(range(context_length), pe[:, d], label=tr("dimension {d} ({kind})", d=d, kind=kind))
+    bottom.set_xlabel(tr("position"))
     bottom.set_ylabel("PE")
     bottom.legend(loc="upper right", fontsize=8, ncols=2)
     return fig

@@ -1,7 +1,9 @@
 """``attnlab view``: one self-contained HTML file to explore a :class:`~attnlab.inspect.Capture`.
 
-Everything is inline (HTML, CSS, JavaScript, data, and a font subset for CJK tokens), so the file
-works from ``file://`` with no network; a Content-Security-Policy forbids every fetch anyway.
+Everything is inline (HTML, CSS, JavaScript, data, and the packaged Noto Sans CJK cut to the page's characters by
+:mod:`attnlab.viz.webfont`), so the file works from ``file://`` with no network and draws Chinese on a machine with
+no CJK font; a Content-Security-Policy forbids every fetch anyway. What the page says (its controls, the lines its
+script writes) is in the reader's language (:data:`UI`), and ``<html lang>`` says which.
 
 Safety: the data sits in a ``<script type="application/json">`` block with ``<``, ``>`` and ``&``
 written as ``\\u003c``/``\\u003e``/``\\u0026``, so no token can close the block; the script shows
@@ -28,12 +30,27 @@ import numpy as np
 import torch
 
 from attnlab.files import atomic_write
-from attnlab.i18n import tr
-from attnlab.inspect import Capture
+from attnlab.i18n import N_, _, language, tr
+from attnlab.inspect import Capture, shown_name
 from attnlab.inspect.encoder_decoder import MODE_TITLES, MODES, Seq2SeqCapture
+from attnlab.viz.webfont import FAMILY, font_face_css, font_stack
 
 #: the largest quantisation error of a weight, as a fraction of its row's maximum
 QUANT_ERROR = 1 / 510
+#: what the page says: the controls of its HTML, and the templates its script fills in (``{fields}``)
+UI = {
+    "attention": N_("Attention"), "layer": N_("Layer"), "head": N_("Head"), "head_view": N_("Head view"),
+    "matrix": N_("Matrix"), "all_heads": N_("All heads"), "export_png": N_("Export PNG"),
+    "export_svg": N_("Export SVG"), "hover": N_("Hover a token to see where it looks; click it to keep it selected."),
+    "query_attends": N_('Query {i} "{token}" attends to (layer {layer}, head {head}):'),
+    "key_attended": N_('Key {i} "{token}" is attended to by (layer {layer}, head {head}):'),
+    "cell": N_('query {i} "{query}" → key {j} "{key}": {weight}'), "thumb": N_("L{layer} H{head}"),
+    "export_title": N_("{title} · layer {layer} · head {head}"), "layer_option": N_("layer {n}"),
+    "head_option": N_("head {n}"), "cannot_load": N_("Could not load the weights: {error}"),
+    "no_decompression": N_("this browser cannot decompress (DecompressionStream missing)"),
+}
+#: the Latin fonts before the embedded face, for text and for the weights' columns
+LATIN, MONO = ("system-ui", "-apple-system", "Segoe UI", "Noto Sans"), ("ui-monospace", "monospace")
 
 
 def quantise(attentions: list[torch.Tensor]) -> tuple[bytes, bytes]:
@@ -51,16 +68,14 @@ def dequantise(q: bytes, rowmax: bytes, shape: tuple[int, int, int, int]) -> np.
     return qa / 255 * np.frombuffer(rowmax, dtype="<f4").reshape(shape[:3])[..., None]
 
 
-def _font(text: str, embed_font: bool) -> str | None:
-    if not embed_font:
-        return None
-    from attnlab.viz.fonts import cjk_subset
-
-    try:
-        font = cjk_subset(text)
-    except ImportError:
-        font = None  # no font package: the browser's own fonts draw the tokens
-    return None if font is None else base64.b64encode(font).decode("ascii")
+def _page_text(data: dict) -> str:
+    """Every character the page can show: its title and tokens (each mode's), the modes' names and what it says."""
+    modes = data.get("modes", [data])
+    parts = [data["title"], *data["ui"].values()]
+    for m in modes:
+        parts += [m.get("title", ""), m.get("label", ""), *m.get("qtokens", m.get("tokens", [])),
+                  *m.get("ktokens", [])]
+    return "".join(parts)
 
 
 def seq2seq_payload(cap: Seq2SeqCapture, title: str | None = None, mode: str = "cross", embed_font: bool = True,
@@ -76,14 +91,14 @@ def seq2seq_payload(cap: Seq2SeqCapture, title: str | None = None, mode: str = "
         maps = cap.weights(name)
         q, rowmax = quantise(maps)
         rows, cols = sides[name]
-        modes.append({"name": name, "label": MODE_TITLES[name], "title": f"{cap.model_name}: {MODE_TITLES[name]}",
+        modes.append({"name": name, "label": _(MODE_TITLES[name]),
+                      "title": tr("{model}: {what}", model=shown_name(cap.model_name), what=_(MODE_TITLES[name])),
                       "qtokens": list(rows), "ktokens": list(cols), "layers": len(maps), "heads": maps[0].shape[0],
                       "causal": name == "decoder", "compressed": True,
                       "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
                       "rowmax": base64.b64encode(rowmax).decode("ascii")})
-    return {"title": title or f"{cap.model_name}: attention", "modes": modes, "mode": MODES.index(mode),
-            "layer": 0, "head": 0,
-            "font": _font("".join(cap.source_tokens + cap.target_tokens), embed_font)}
+    return {"title": title or tr("{model}: attention", model=shown_name(cap.model_name)), "modes": modes,
+            "mode": MODES.index(mode), "layer": 0, "head": 0, **_words(embed_font)}
 
 
 def payload(cap: Capture | Seq2SeqCapture, title: str | None = None, layer: int = 0, head: int = 0,
@@ -95,12 +110,19 @@ def payload(cap: Capture | Seq2SeqCapture, title: str | None = None, layer: int 
     cap.check_layer_head(layer, head)
     q, rowmax = quantise(cap.attentions)
     return {
-        "title": title or f"{cap.model_name}: attention", "tokens": list(cap.tokens), "T": cap.seq_len,
-        "layers": cap.num_layers, "heads": cap.num_heads, "layer": layer, "head": head, "causal": cap.is_causal,
-        "compressed": True, "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
-        "rowmax": base64.b64encode(rowmax).decode("ascii"),
-        "font": _font("".join(cap.tokens), embed_font),
+        "title": title or tr("{model}: attention", model=shown_name(cap.model_name)), "tokens": list(cap.tokens),
+        "T": cap.seq_len, "layers": cap.num_layers, "heads": cap.num_heads, "layer": layer, "head": head,
+        "causal": cap.is_causal, "compressed": True,
+        "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
+        "rowmax": base64.b64encode(rowmax).decode("ascii"), **_words(embed_font),
     }
+
+
+def _words(embed_font: bool) -> dict:
+    """What the payload says in the reader's language (:data:`UI`), and the fonts it is drawn with: the embedded
+    face's name (None without it) in the stack after the Latin fonts."""
+    return {"ui": {key: _(text) for key, text in UI.items()}, "fonts": font_stack(*LATIN),
+            "font_family": FAMILY if embed_font else None}
 
 
 def _json_for_script(obj: dict) -> str:
@@ -116,12 +138,15 @@ def _asset(name: str) -> str:
 
 def build_html(cap: Capture | Seq2SeqCapture, title: str | None = None, layer: int = 0, head: int = 0,
                embed_font: bool = True, level: int = 6, mode: str = "cross") -> str:
-    """The whole page as one string."""
+    """The whole page as one string: with ``embed_font``, an ``@font-face`` holding every character it can show."""
     data = payload(cap, title, layer, head, embed_font, level, mode)
     parts = {"TITLE": html.escape(data["title"]), "CSS": _asset("viewer.css"), "JS": _asset("viewer.js"),
-             "DATA": _json_for_script(data)}
+             "DATA": _json_for_script(data), "LANG": language(), "FONTS": data["fonts"], "MONO": font_stack(*MONO),
+             "FONTFACE": font_face_css(_page_text(data)) if embed_font else "",
+             **{f"UI:{key}": html.escape(text) for key, text in data["ui"].items()}}
     # one pass, so nothing inserted is itself searched for placeholders
-    return re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _asset("template.html"))
+    return re.sub(r"@@(TITLE|CSS|JS|DATA|LANG|FONTS|MONO|FONTFACE|UI:\w+)@@", lambda m: parts[m.group(1)],
+                  _asset("template.html"))
 
 
 def write_html(cap: Capture | Seq2SeqCapture, path: str | Path, **kwargs) -> Path:

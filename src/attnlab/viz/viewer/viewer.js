@@ -13,6 +13,9 @@
   const state = { layer: data.layer || 0, head: data.head || 0, view: "head", locked: null, hover: null, mode: 0 };
   let q = null, rowmax = null;          // Uint8Array (L*H*Tq*Tk), Float32Array (L*H*Tq)
   const ROW = 20;                       // px per token row in the head view
+  const FONTS = data.fonts || "system-ui, sans-serif";  // the page's font stack: the embedded face after the Latin ones
+  // what the page says, in the reader's language (attnlab.viz.viewer.UI): a template, its {fields} filled here
+  const say = (key, fields = {}) => data.ui[key].replace(/\{(\w+)\}/g, (m, k) => String(fields[k]));
 
   function bytes(b64) {
     const s = atob(b64), out = new Uint8Array(s.length);
@@ -20,7 +23,7 @@
     return out;
   }
   async function inflate(buf) {
-    if (typeof DecompressionStream === "undefined") throw new Error("this browser cannot decompress (DecompressionStream missing)");
+    if (typeof DecompressionStream === "undefined") throw new Error(say("no_decompression"));
     const stream = new Blob([buf]).stream().pipeThrough(new DecompressionStream("deflate"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
@@ -110,11 +113,10 @@
   }
   function showWeights(f, shown) {
     const box = $("weights"); box.textContent = "";
-    if (!f) { $("info").textContent = "Hover a token to see where it looks; click it to keep it selected."; return; }
+    if (!f) { $("info").textContent = say("hover"); return; }
     const who = (f.side === "left" ? qtok : ktok)[f.i], other = f.side === "left" ? ktok : qtok;
-    $("info").textContent = f.side === "left"
-      ? `Query ${f.i} "${who}" attends to (layer ${state.layer}, head ${state.head}):`
-      : `Key ${f.i} "${who}" is attended to by (layer ${state.layer}, head ${state.head}):`;
+    $("info").textContent = say(f.side === "left" ? "query_attends" : "key_attended",
+      { i: f.i, token: who, layer: state.layer, head: state.head });
     const order = Array.from(shown.keys()).sort((a, b) => shown[b] - shown[a]).slice(0, 20);
     for (const k of order) {
       const r = document.createElement("div"); r.className = "row";
@@ -134,7 +136,7 @@
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, ctx.canvas.width, ctx.canvas.height);
     ctx.drawImage(off, label, label, Tk * cell, Tq * cell);
     if (withLabels && label) {
-      ctx.fillStyle = "#1d2330"; ctx.font = "12px attnlab-tokens, system-ui, sans-serif"; ctx.textBaseline = "middle";
+      ctx.fillStyle = "#1d2330"; ctx.font = `12px ${FONTS}`; ctx.textBaseline = "middle";
       qtok.forEach((t, i) => { ctx.textAlign = "right"; ctx.fillText(t, label - 4, label + i * cell + cell / 2, label - 6); });
       ktok.forEach((t, j) => {
         ctx.save(); ctx.translate(label + j * cell + cell / 2, label - 4); ctx.rotate(-Math.PI / 2);
@@ -151,7 +153,8 @@
     const { cell, label } = matrixGeometry(), r = $("matrix").getBoundingClientRect();
     const i = Math.floor((ev.clientY - r.top - label) / cell), j = Math.floor((ev.clientX - r.left - label) / cell);
     if (i < 0 || j < 0 || i >= Tq || j >= Tk) return;
-    $("info").textContent = `query ${i} "${qtok[i]}" → key ${j} "${ktok[j]}": ${weight(state.layer, state.head, i, j).toFixed(4)}`;
+    $("info").textContent = say("cell", { i, query: qtok[i], j, key: ktok[j],
+      weight: weight(state.layer, state.head, i, j).toFixed(4) });
   });
 
   // ---- all heads: L x H thumbnails, drawn a few per frame so the page never freezes --------------
@@ -163,7 +166,7 @@
     const todo = [];
     for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) {
       const fig = document.createElement("figure"), c = document.createElement("canvas"), cap = document.createElement("figcaption");
-      c.width = THUMB; c.height = THUMB; cap.textContent = `L${l} H${h}`;
+      c.width = THUMB; c.height = THUMB; cap.textContent = say("thumb", { layer: l, head: h });
       fig.dataset.layer = String(l); fig.dataset.head = String(h);
       if (l === state.layer && h === state.head) fig.classList.add("current");
       fig.append(c, cap); grid.appendChild(fig);
@@ -190,8 +193,8 @@
     c.width = 2 * w + lines.width; c.height = longest() * ROW + 30;
     const ctx = c.getContext("2d");
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, c.width, c.height);
-    ctx.font = "14px attnlab-tokens, system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = "#1d2330";
-    ctx.fillText(`${title} · layer ${state.layer} · head ${state.head}`, 4, 12);
+    ctx.font = `14px ${FONTS}`; ctx.textBaseline = "middle"; ctx.fillStyle = "#1d2330";
+    ctx.fillText(say("export_title", { title, layer: state.layer, head: state.head }), 4, 12);
     ctx.drawImage(lines, w, 24);
     qtok.forEach((t, i) => { ctx.textAlign = "right"; ctx.fillText(t, w - 6, 24 + i * ROW + ROW / 2, w - 10); });
     ktok.forEach((t, j) => { ctx.textAlign = "left"; ctx.fillText(t, w + lines.width + 6, 24 + j * ROW + ROW / 2, w - 10); });
@@ -215,12 +218,12 @@
       svg.appendChild(e); return e;
     };
     svg.setAttribute("xmlns", NS);
-    svg.setAttribute("font-family", "system-ui, 'Noto Sans CJK SC', sans-serif");
+    svg.setAttribute("font-family", FONTS);
     const l = state.layer, h = state.head;
     if (state.view === "head") {
       const w = 180, mid = 300, f = focus();
       svg.setAttribute("width", 2 * w + mid); svg.setAttribute("height", longest() * ROW + 30);
-      el("text", { x: 4, y: 16, "font-size": 14 }, `${title} · layer ${l} · head ${h}`);
+      el("text", { x: 4, y: 16, "font-size": 14 }, say("export_title", { title, layer: l, head: h }));
       for (let i = 0; i < Tq; i++) for (let j = 0; j < Tk; j++) {
         if (f && ((f.side === "left" && f.i !== i) || (f.side === "right" && f.i !== j))) continue;
         const x = weight(l, h, i, j);
@@ -262,9 +265,9 @@
   $("export-svg").addEventListener("click", () => download(new Blob([viewSvg()], { type: "image/svg+xml" }), "svg"));
 
   // ---- controls ------------------------------------------------------------------------------------
-  function options(sel, n, name) {
+  function options(sel, n, key) {
     sel.textContent = "";
-    for (let k = 0; k < n; k++) { const o = document.createElement("option"); o.value = String(k); o.textContent = `${name} ${k}`; sel.appendChild(o); }
+    for (let k = 0; k < n; k++) { const o = document.createElement("option"); o.value = String(k); o.textContent = say(key, { n: k }); sel.appendChild(o); }
   }
   function select(l, h) {
     state.layer = l; state.head = h; $("layer").value = String(l); $("head").value = String(h);
@@ -296,7 +299,7 @@
     qtok = m.qtokens; ktok = m.ktokens; Tq = qtok.length; Tk = ktok.length; L = m.layers; H = m.heads;
     title = m.title || data.title; state.mode = k; state.locked = null; state.hover = null;
     $("title").textContent = title;
-    options($("layer"), L, "layer"); options($("head"), H, "head");
+    options($("layer"), L, "layer_option"); options($("head"), H, "head_option");
     buildTokens();
   }
   const modeSelect = $("mode");
@@ -311,16 +314,17 @@
   }
 
   async function start() {
-    if (data.font) {   // the packaged CJK font, cut down to the glyphs of these tokens
-      try { const face = new FontFace("attnlab-tokens", bytes(data.font).buffer); document.fonts.add(await face.load()); }
+    await loadMode(data.mode || 0);
+    if (data.font_family && document.fonts && document.fonts.load) {
+      // the page's @font-face (attnlab.viz.webfont): loaded before the canvases draw, which do not wait for it
+      try { await document.fonts.load(`14px "${data.font_family}"`, title + qtok.join("") + ktok.join("")); }
       catch (e) { /* the browser's own fonts will do */ }
     }
-    await loadMode(data.mode || 0);
     modeSelect.value = String(state.mode);
     select(state.layer, state.head);
     document.body.dataset.ready = "1";
   }
   window.attnlab = { weight, row, state, select, setView, loadMode, data, get tokens() { return qtok; },
     get keyTokens() { return ktok; } };
-  start().catch((e) => { $("status").textContent = `Could not load the weights: ${e.message}`; });
+  start().catch((e) => { $("status").textContent = say("cannot_load", { error: e.message }); });
 })();
