@@ -67,3 +67,18 @@ def patched_by_hand(model, modules, clean, corrupt, layer, head):
         return logits_of(model, corrupt)
     finally:
         handle.remove()
+
+
+def assert_refused(api, endpoint, body, status, words):
+    """``api.call(endpoint, body)`` is refused with ``status`` and one line holding every one of ``words``."""
+    from attnlab.explore.checks import ApiError
+
+    try:
+        api.call(endpoint, body)
+    except ApiError as err:
+        assert err.status == status, (err.status, err.message)
+        for word in words:
+            assert word in err.message, (word, err.message)
+        assert "\n" not in err.message and "Traceback" not in err.message
+    else:
+        raise AssertionError(f"{endpoint} answered {body!r}")
