@@ -162,6 +162,9 @@ CASES = [
     ("pe-plot-dims-not-numbers", ["pe-plot", "--dims", "abc", "-o", "{dir}/p.png"], 2,
      ["--dims", "integers", "'abc'"], ["p.png"]),
     ("pe-plot-output-suffix", ["pe-plot", "-o", "{dir}/p.jpg"], 2, [".png or .svg", "p.jpg"], ["p.jpg"]),
+    ("cache-size-tokens-zero", ["cache-size", "--tokens", "0"], 2, ["--tokens", "0", "x>=1"], []),
+    ("cache-size-dtype-unknown", ["cache-size", "--dtype", "int8"], 2, ["--dtype", "int8", "'bf16'"], []),
+    ("cache-size-plot-suffix", ["cache-size", "--plot", "{dir}/c.jpg"], 2, [".png or .svg", "c.jpg"], ["c.jpg"]),
     # bench, demo, the command itself
     ("bench-seq-lens-zero", ["bench", "--seq-lens", "0"], 2, ["--seq-lens", "'0'", "positive integer"], []),
     ("bench-seq-lens-not-numbers", ["bench", "--seq-lens", "abc"], 2, ["--seq-lens", "'abc'", "256,1024"], []),
@@ -398,7 +401,7 @@ def test_the_docs_list_every_case():
 #: the least each command needs to reach its options (nothing runs: the float is refused while parsing)
 MINIMAL = {"train": TRAIN, "train-seq2seq": S2S_TRAIN, "sample": SAMPLE, "translate": [*TRANSLATE, "12"],
            "explain": ["explain", "a b"], "heatmap": ["heatmap", "a b"], "view": ["view", "a b"], "bench": ["bench"],
-           "demo": ["demo"], "pe-plot": ["pe-plot"], "kernels": ["kernels", "--status"],
+           "demo": ["demo"], "pe-plot": ["pe-plot"], "cache-size": ["cache-size"], "kernels": ["kernels", "--status"],
            "export": ["export", "--checkpoint", "{dir}/run", "--out", "{dir}/x"],
            "explore": ["explore", "--checkpoint", "{dir}/run", "--export", "{dir}/snap"],
            "heads rollout": ["heads", "rollout", "a b"],

@@ -28,9 +28,9 @@ def small(**kw):
 
 
 # the totals published with each checkpoint (the safetensors metadata on its model page)
-PUBLISHED = {"llama-3.2-1b": 1_235_814_400, "qwen2.5-0.5b": 494_032_768, "mistral-7b": 7_241_732_096,
-             "qwen3-0.6b": 596_049_920, "gemma-2-2b": 2_614_341_888, "gemma-3-1b": 999_885_952,
-             "phi-3-mini": 3_821_079_552}
+PUBLISHED = {"llama-3.2-1b": 1_235_814_400, "llama-3-8b": 8_030_261_248, "qwen2.5-0.5b": 494_032_768,
+             "mistral-7b": 7_241_732_096, "qwen3-0.6b": 596_049_920, "gemma-2-2b": 2_614_341_888,
+             "gemma-3-1b": 999_885_952, "phi-3-mini": 3_821_079_552}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

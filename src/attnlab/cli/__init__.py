@@ -16,6 +16,8 @@ from attnlab.i18n import N_, _, set_language, tr
 # name -> (module under attnlab.cli, one-line help). Each module defines a click command named ``command``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", N_("Measure every attention backend: time, GFLOP/s vs the machine's limit, memory.")),
+    "cache-size": ("cache_size", N_("How big the cache is for real models' configs: per token, at a length, "
+                                    "plotted.")),
     "demo": ("demo", N_("Walk through attention step by step, end to end.")),
     "explain": ("explain", N_("Show the arithmetic of attention for one token, step by step.")),
     "explore": ("explore", N_("Explore attention live in the browser: a local server and its page, offline.")),

@@ -118,6 +118,8 @@ class ModernDecoderConfig(Presets):
                              rope_scaling=dict(type="llama3", factor=32.0, low_freq_factor=1.0,
                                                high_freq_factor=4.0, original_context_length=8192),
                              norm_eps=1e-5, tie_weights=True),
+        "llama-3-8b": dict(vocab_size=128256, context_length=8192, d_model=4096, num_layers=32, num_heads=32,
+                           num_kv_heads=8, d_ff=14336, rope_base=500000.0, norm_eps=1e-5, tie_weights=False),
         "qwen2.5-0.5b": dict(vocab_size=151936, context_length=32768, d_model=896, num_layers=24, num_heads=14,
                              num_kv_heads=2, d_ff=4864, qkv_bias=True, rope_base=1000000.0, norm_eps=1e-6,
                              tie_weights=True),
