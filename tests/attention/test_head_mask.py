@@ -3,6 +3,8 @@ zeroed) by hand, through a forward pre-hook, with no head mask given to the mode
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -129,3 +131,78 @@ def test_a_module_names_the_shape_it_wanted():
     with pytest.raises(ValueError, match=r"MultiHeadAttention: head_mask must have shape \(num_heads,\) = \(4,\), "
                                          r"got \(2, 4\)"):
         MultiHeadAttention(16, 16, None, 0.0, 4)(torch.randn(1, 3, 16), head_mask=torch.ones(2, 4))
+
+
+def _translator():
+    from attnlab.models import Transformer, TransformerConfig
+
+    return Transformer(TransformerConfig.from_preset("transformer-tiny", vocab_size=40, num_encoder_layers=3,
+                                                     dropout=0.0)).eval()
+
+
+@settings(max_examples=8)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_the_translation_models_three_head_masks_equal_the_hand_zeroed_slices(seed):
+    """One mask per attention (encoder 3 layers, decoder and cross 2), each against its modules' out_proj input scaled
+    by hand; a mask left out keeps every head of its attention."""
+    from attnlab.models import Seq2SeqHeadMask
+
+    torch.manual_seed(0)
+    model = _translator()
+    g = torch.Generator().manual_seed(seed)
+    masks = {name: (torch.rand(layers, 4, generator=g) > 0.4).float()
+             for name, layers in (("encoder", 3), ("decoder", 2), ("cross", 2))}
+    modules = {"encoder": [b.attn for b in model.encoder_blocks],
+               "decoder": [b.self_attn for b in model.decoder_blocks],
+               "cross": [b.cross_attn for b in model.decoder_blocks]}
+    src, tgt = torch.randint(3, 40, (2, 7), generator=g), torch.randint(3, 40, (2, 5), generator=g)
+    for given_masks in (masks, {"cross": masks["cross"]}, {"encoder": masks["encoder"], "decoder": masks["decoder"]}):
+        with torch.no_grad(), contextlib.ExitStack() as hands:
+            for name, mask in given_masks.items():
+                hands.enter_context(scaled_by_hand(modules[name], mask, head_dim=16))
+            want = model(src, tgt, return_weights=True)
+        with torch.no_grad():
+            got = model(src, tgt, return_weights=True, head_mask=Seq2SeqHeadMask(**given_masks))
+        torch.testing.assert_close(got.logits, want.logits, atol=1e-6, rtol=0)
+        for field in ("encoder_attentions", "decoder_attentions", "cross_attentions"):
+            torch.testing.assert_close(getattr(got, field), getattr(want, field), atol=1e-6, rtol=0)
+
+
+def test_a_removed_cross_attention_head_no_longer_reads_the_source():
+    """Every cross-attention head off: the source reaches the output through nothing, so any source gives the same
+    logits."""
+    from attnlab.models import Seq2SeqHeadMask
+
+    model = _translator()
+    tgt = torch.randint(3, 40, (1, 5))
+    off = Seq2SeqHeadMask(cross=torch.zeros(2, 4))
+    with torch.no_grad():
+        a = model(torch.randint(3, 40, (1, 7)), tgt, head_mask=off).logits
+        b = model(torch.randint(3, 40, (1, 7)), tgt, head_mask=off).logits
+        c = model(torch.randint(3, 40, (1, 7)), tgt).logits
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    assert not torch.allclose(a, c, atol=1e-3)
+
+
+def _masks(**fields):
+    from attnlab.models import Seq2SeqHeadMask
+
+    return Seq2SeqHeadMask(**fields)
+
+
+@pytest.mark.parametrize(("head_mask", "error", "words"), [
+    (lambda: torch.ones(2, 4), TypeError, ["Transformer", "Seq2SeqHeadMask(encoder=..., decoder=..., cross=...)",
+                                           "Tensor"]),
+    (lambda: {"cross": torch.ones(2, 4)}, TypeError, ["Seq2SeqHeadMask", "dict"]),
+    (lambda: _masks(encoder=torch.ones(2, 4)), ValueError,
+     ["head_mask.encoder", "(num_encoder_layers, num_heads) = (3, 4)", "(2, 4)"]),
+    (lambda: _masks(cross=torch.ones(3, 4)), ValueError,
+     ["head_mask.cross", "(num_decoder_layers, num_heads) = (2, 4)", "(3, 4)"]),
+    (lambda: _masks(decoder=torch.ones(2, 4, dtype=torch.long)), TypeError,
+     ["head_mask.decoder", "floating-point", "torch.int64"]),
+], ids=["a-tensor", "a-dict", "encoder-shape", "cross-shape", "decoder-dtype"])
+def test_a_wrong_translation_head_mask_is_named(head_mask, error, words):
+    with pytest.raises(error) as info:
+        _translator()(torch.randint(3, 40, (1, 4)), torch.randint(3, 40, (1, 3)), head_mask=head_mask())
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))

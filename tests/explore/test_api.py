@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from attnlab.explore.arrays import decoded
 from attnlab.explore.checks import MAX_TEXT, ApiError
 from attnlab.explore.next_token import Sampling, probabilities
-from explore_reference import TEXT, reference_probs
+from explore_reference import TEXT, assert_refused, reference_probs
 
 TOL = 1e-6
 
@@ -140,6 +140,33 @@ def test_the_translation_model_gives_all_three_attentions_and_the_next_target_to
         translate(model, vocab, ["5 mars 2021"])[0].target
 
 
+def test_a_translation_models_heads_switch_off_in_each_of_its_three_attentions(api, models):
+    """One ``head_mask`` per attention, by name: the answer is the model's forward with that Seq2SeqHeadMask."""
+    from attnlab.models import Seq2SeqHeadMask
+
+    model, vocab = models["s2s"]
+    off = {"encoder": [[0, 1]], "decoder": [[1, 3]], "cross": [[1, 0], [0, 2]]}
+    answer = api.call("forward", {"model": "s2s", "text": "15 juillet 2031", "target": "2031-", "head_mask": off,
+                                  "top": 100})
+    masks = {name: torch.ones(2, 4) for name in off}
+    for name, pairs in off.items():
+        for layer, head in pairs:
+            masks[name][layer, head] = 0.0
+    src, tgt = ids_of(vocab, "15 juillet 2031"), torch.tensor([[1, *vocab.encode("2031-")]])
+    with torch.no_grad():
+        out = model(src, tgt, return_weights=True, head_mask=Seq2SeqHeadMask(**masks))
+        whole = model(src, tgt)
+    assert answer["head_mask"] == {"encoder": [[0, 1]], "decoder": [[1, 3]], "cross": [[0, 2], [1, 0]]}
+    for key, maps in (("attentions", out.encoder_attentions), ("decoder_attentions", out.decoder_attentions),
+                      ("cross_attentions", out.cross_attentions)):
+        assert torch.allclose(torch.tensor(answer[key]), torch.stack([m[0] for m in maps]), atol=TOL, rtol=0)
+    probs = torch.softmax(out.logits[0, -1].double(), -1)
+    assert all(abs(n["prob"] - float(probs[n["id"]])) <= TOL for n in answer["next_tokens"])
+    assert answer["loss"] == pytest.approx(float(F.cross_entropy(out.logits[0, :-1], tgt[0, 1:])), abs=1e-5)
+    assert answer["baseline"]["loss"] == pytest.approx(float(F.cross_entropy(whole.logits[0, :-1], tgt[0, 1:])),
+                                                       abs=1e-5)
+
+
 def test_the_encoder_reads_cls_and_sep_and_its_heads_switch_off(bert_api, bert):
     text = "The cat sat on the mat because it was tired."
     batch = bert.tokenize(text)
@@ -179,15 +206,14 @@ def test_an_encoder_reads_the_first_tokens_of_a_long_text_as_its_tokenizer_trunc
     ({"model": "gpt", "text": "abc", "head_mask": [[2, 0]]}, 400, ["[2, 0]", "2 layers × 2 heads"]),
     ({"model": "gpt", "text": "abc", "colour": 1}, 400, ["unknown field 'colour'"]),
     ({"model": "gpt", "text": "abc", "target": "x"}, 400, ["not a translation model"]),
-    ({"model": "s2s", "text": "15 mai", "head_mask": [[0, 0]]}, 400, ["takes no head_mask"]),
+    ({"model": "s2s", "text": "15 mai", "head_mask": [[0, 0]]}, 400,
+     ["head_mask", "3 attentions", "encoder, decoder, cross", "[[0, 0]]"]),
+    ({"model": "s2s", "text": "15 mai", "head_mask": {"crosss": []}}, 400, ["unknown field 'crosss'"]),
+    ({"model": "s2s", "text": "15 mai", "head_mask": {"encoder": [[2, 0]]}}, 400,
+     ["head_mask.encoder: [2, 0]", "2 layers × 4 heads"]),
 ])
 def test_bad_requests_are_one_line_and_a_status(api, body, status, words):
-    with pytest.raises(ApiError) as err:
-        api.call("forward", body)
-    assert err.value.status == status
-    for word in words:
-        assert word in err.value.message, (word, err.value.message)
-    assert "\n" not in err.value.message and "Traceback" not in err.value.message
+    assert_refused(api, "forward", body, status, words)
 
 
 def test_messages_follow_the_language_the_request_asks_for(api):

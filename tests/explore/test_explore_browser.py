@@ -15,7 +15,7 @@ from attnlab.explore.entry import entry_for
 from attnlab.explore.launch import local_server
 from attnlab.generation import GenerationConfig, generate
 from attnlab.models import GPT, GPTConfig, ModernDecoder, ModernDecoderConfig
-from explore_reference import TEXT, reference_probs
+from explore_reference import TEXT, patched_by_hand, reference_probs
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -189,6 +189,80 @@ def test_a_head_switched_off_is_head_mask_for_the_loss_and_the_next_token(page, 
     assert bars == pytest.approx(probs.sort(descending=True).values[:10].tolist(), abs=TOL)
 
 
+def open_patch(page) -> None:
+    """The Patch tab, once its corrupted text is proposed (the server's redraw of the text's first half)."""
+    page.click("[data-testid=tab-patch]")
+    page.wait_for_selector("[data-testid=explorer][data-patch-state=ready]", state="attached")
+    assert page.input_value("[data-testid=corrupt-input]") != ""
+
+
+def patched_inputs(page, served, name):
+    """The two runs the page patches, as attnlab.heads takes them, and the metric of the tokens it chose."""
+    model, tok = served["models"][name]
+    text, corrupt = page.input_value("[data-testid=text-input]"), page.input_value("[data-testid=corrupt-input]")
+    right = int(page.input_value("[data-testid=patch-right]"))
+    wrong = int(page.input_value("[data-testid=patch-wrong]"))
+    clean, corrupted = ids_of(tok, text), ids_of(tok, corrupt)
+    if name == "s2s":
+        target = torch.tensor([[1, *tok.encode(page.input_value("[data-testid=target-input]"))]])
+        clean, corrupted = (clean, target), (corrupted, target)
+    return model, clean, corrupted, lambda logits: (logits[:, -1, right] - logits[:, -1, wrong]).mean()
+
+
+@pytest.mark.parametrize(("name", "text", "head"), [("gpt", None, (1, 0)), ("s2s", "15 juillet 2031", (1, 2))])
+def test_clicking_a_head_patches_it_with_attnlab_heads_numbers(page, served, name, text, head):
+    """A click on a head shows run_patched's metric and the patched run's next tokens; the button, patch_heads'
+    map (≤ 1e-5 each)."""
+    from attnlab.heads import Patch, baselines, patch_heads, run_patched
+
+    if name != "gpt":
+        choose(page, name, text)
+    open_patch(page)
+    layer, h = head
+    page.click(f"[data-testid=patch-cell][data-layer='{layer}'][data-head='{h}']")
+    page.wait_for_selector(f"[data-testid=explorer][data-patched='{layer},{h}'][data-patch-state=ready]",
+                           state="attached")
+    model, clean, corrupted, metric = patched_inputs(page, served, name)
+    result = "[data-testid=patch-result]"
+    assert (page.get_attribute(result, "data-layer"), page.get_attribute(result, "data-head")) == (str(layer), str(h))
+    want = run_patched(model, clean, corrupted, metric, [Patch(layer, h)])
+    assert float(page.get_attribute(result, "data-metric")) == pytest.approx(float(want), abs=1e-5)
+    clean_value, corrupt_value = baselines(model, clean, corrupted, metric)
+    share = (float(want) - corrupt_value) / (clean_value - corrupt_value)
+    assert float(page.get_attribute(result, "data-recovered")) == pytest.approx(share, abs=1e-5)
+    layers = [b.cross_attn for b in model.decoder_blocks] if name == "s2s" else [b.attn for b in model.blocks]
+    logits = patched_by_hand(model, layers, clean, corrupted, layer, h)[0, -1]
+    probs = torch.softmax(logits.double(), -1)
+    bars = page.eval_on_selector_all("[data-testid=patch-next-token]", "els => els.map(e => Number(e.dataset.prob))")
+    assert bars == pytest.approx(probs.sort(descending=True).values[:10].tolist(), abs=1e-5)
+    assert page.locator("[data-testid=patch-clean-token]").count() == 10
+    page.click("[data-testid=patch-all]")
+    page.wait_for_selector("[data-testid=explorer][data-patch-map='1'][data-patch-state=ready]", state="attached")
+    shown = page.eval_on_selector_all("[data-testid=patch-value]", "els => els.map(e => [Number(e.dataset.layer), "
+                                      "Number(e.dataset.head), Number(e.dataset.metric)])")
+    every = patch_heads(model, clean, corrupted, metric)
+    assert len(shown) == every.numel()
+    for row, col, value in shown:
+        assert value == pytest.approx(float(every[row, col]), abs=1e-5), (row, col)
+    page.click("[data-testid=patch-cell][data-layer='0'][data-head='1']")  # the map stays while heads are clicked
+    page.wait_for_selector("[data-testid=explorer][data-patched='0,1'][data-patch-state=ready]", state="attached")
+    assert page.get_attribute("[data-testid=patch-value][data-layer='0'][data-head='0']", "data-metric") != ""
+
+
+def test_a_corrupted_text_of_other_length_is_one_line_in_the_patch_view(page):
+    open_patch(page)
+    page.fill("[data-testid=corrupt-input]", "abc")
+    page.click("[data-testid=patch-cell][data-layer='0'][data-head='0']")
+    page.wait_for_selector("[data-testid=explorer][data-patch-state=error]", state="attached")
+    shown = page.text_content("[data-testid=patch-error]")
+    assert "same number of tokens" in shown and "\n" not in shown
+    page.click("[data-testid=corrupt-default]")
+    page.wait_for_selector("[data-testid=explorer][data-patch-state=ready]", state="attached")
+    assert page.text_content("[data-testid=patch-error]") == ""
+    assert [e for e in page.errors if "status of 400" not in e] == []
+    page.errors.clear()  # the 400 answer above is logged by the browser as a failed load, as it should be
+
+
 def test_one_head_step_by_step_shows_the_models_weights(page, served):
     model, tok = served["models"]["gpt"]
     text = page.input_value("[data-testid=text-input]")
@@ -331,10 +405,15 @@ def test_the_chinese_page_has_no_english_word_left_and_draws_its_glyphs(page):
     assert not any("/api/font" in u for u in page.requests)  # the page's own words are in the launch face
     assert page.get_attribute("[data-testid=explorer]", "lang") == "zh-Hans"
     left = set()
-    for tab in ("overview", "head", "steps", "generate"):
+    for tab in ("overview", "head", "steps", "generate", "patch"):
         page.click(f"[data-testid=tab-{tab}]")
         if tab == "steps":
             page.wait_for_selector("[data-testid=step-table]", state="attached")
+        if tab == "patch":
+            page.wait_for_selector("[data-testid=explorer][data-patch-state=ready]", state="attached")
+            page.click("[data-testid=patch-cell][data-layer='1'][data-head='1']")
+            page.wait_for_selector("[data-testid=explorer][data-patched='1,1'][data-patch-state=ready]",
+                                   state="attached")
         if tab == "generate":
             page.click("[data-testid=generate-run]")
             page.wait_for_selector("[data-testid=cache-grid]", state="attached")
@@ -370,10 +449,18 @@ def test_screenshots_at_two_sizes_and_nothing_wider_than_the_window(page, width,
     select_head(page, 1, 0)
     page.evaluate("() => document.fonts.ready.then(() => true)")
     page.screenshot(path=str(ARTIFACTS / f"explore-head-zh-{width}x{height}.png"))
+    open_patch(page)
+    page.click("[data-testid=patch-all]")
+    page.wait_for_selector("[data-testid=explorer][data-patch-map='1'][data-patch-state=ready]", state="attached")
+    page.click("[data-testid=patch-cell][data-layer='1'][data-head='0']")
+    page.wait_for_selector("[data-testid=explorer][data-patched='1,0'][data-patch-state=ready]", state="attached")
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(ARTIFACTS / f"explore-patch-zh-{width}x{height}.png"), full_page=True)
 
 
 def test_every_view_exports_as_png_and_svg(page):
-    for tab in ("overview", "head", "steps", "generate"):
+    for tab in ("overview", "head", "steps", "generate", "patch"):
         page.click(f"[data-testid=tab-{tab}]")
         if tab == "steps":
             page.wait_for_selector("[data-testid=step-table]", state="attached")

@@ -1,7 +1,7 @@
 """The explorer's API, one function per endpoint, the same for the server, the notebook widget and the snapshot.
 
 ``Api(entries).call(endpoint, body, lang)`` answers one request: ``models``, ``forward``, ``head``, ``generate``,
-``translate`` or ``font`` (docs/explore.md lists every field). A request that cannot be answered raises
+``patch``, ``translate`` or ``font`` (docs/explore.md lists every field). A request that cannot be answered raises
 :class:`~attnlab.explore.checks.ApiError`. Calls run one at a time (a lock): the models are shared, and two
 forward passes at once on two cores only slow each other down. The last readings are kept, so a slider moved
 over one text reads the model once.
@@ -29,7 +29,8 @@ from attnlab.explore.cache_view import CACHES, CacheChoice, generate_view
 from attnlab.explore.entry import Entry
 from attnlab.explore.glyphs import FontCuts
 from attnlab.explore.next_token import MAX_NEW_TOKENS, MAX_TOP, Sampling, probabilities, top_tokens
-from attnlab.explore.reading import Reading, read, read_tokens, target_tokens, token_text
+from attnlab.explore.patch_view import answer_tokens, check_lengths, patch_view, redrawn
+from attnlab.explore.reading import SEQ2SEQ_MODES, Reading, read, read_tokens, target_tokens, token_text
 from attnlab.explore.steps import Study, cross_steps, head_steps, study
 from attnlab.i18n import LANGUAGES, language, set_language, tr
 
@@ -37,6 +38,8 @@ FORWARD = ("model", "text", "target", "temperature", "top_k", "top_p", "top", "h
            "detail", "overview", "lang")
 HEAD = ("model", "text", "target", "mode", "layer", "head", "query", "lang")
 GENERATE = ("model", "text", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "cache", "lang")
+PATCH = ("model", "text", "corrupt", "target", "right", "wrong", "head", "all", "temperature", "top_k", "top_p", "top",
+         "lang")
 #: the most readings (and captures) kept: MiniLM's at 512 tokens hold 75 MB of weights each
 KEPT = 4
 #: the largest overview thumbnail, in cells a side
@@ -78,7 +81,7 @@ class Api:
         self._readings, self._studies = _Kept(), _Kept()
         self.endpoints: dict[str, Callable[[dict[str, Any]], Any]] = {
             "models": lambda _body: self.models(), "forward": self.forward, "head": self.head,
-            "generate": self.generate, "translate": self.translate, "font": self.font}
+            "generate": self.generate, "translate": self.translate, "patch": self.patch, "font": self.font}
 
     def call(self, endpoint: str, body: bytes | str | dict, lang: str | None = None) -> Any:
         """The answer of ``endpoint`` to ``body`` (JSON text or a dict), its messages in ``lang``."""
@@ -112,23 +115,42 @@ class Api:
         c.known_fields(data, FORWARD)
         entry = self.entry(data)
         text, target = c.text_field(data, "text"), self._target(entry, data)
-        off = c.heads_field(data, "head_mask", entry.num_layers, entry.num_heads)
-        sampling = Sampling(c.number_field(data, "temperature", 1.0), c.int_field(data, "top_k", 1, 2**31, None),
-                            c.number_field(data, "top_p", None))
-        top = c.int_field(data, "top", 1, MAX_TOP, 10)
+        off = self._off(entry, data)
+        sampling, top = self._sampling(data), c.int_field(data, "top", 1, MAX_TOP, 10)
         encoding = c.choice_field(data, "encoding", ENCODINGS, "json")
         run = self.reading(entry, text, target, off)
         answer: dict[str, Any] = {"model": entry.name, "kind": entry.kind, "tokens": list(run.tokens.tokens),
                                   "ids": list(run.tokens.ids), "cropped": run.tokens.crop_note(),
-                                  "settings": sampling.as_dict(), "head_mask": sorted(map(list, off))}
+                                  "settings": sampling.as_dict(), "head_mask": self._shown_off(entry, off)}
         answer.update(self._attentions(entry, run, data, encoding))
         answer.update(self._predictions(entry, run, sampling, top))
         if off:
             whole = self.reading(entry, text, target, frozenset())
             answer["baseline"] = self._predictions(entry, whole, sampling, top)
-            if run.embedding is not None:
+            if run.embedding is not None and whole.embedding is not None:
                 answer["baseline"]["embedding_similarity"] = float(run.embedding @ whole.embedding)
         return answer
+
+    @staticmethod
+    def _sampling(data: dict[str, Any]) -> Sampling:
+        return Sampling(c.number_field(data, "temperature", 1.0), c.int_field(data, "top_k", 1, 2**31, None),
+                        c.number_field(data, "top_p", None))
+
+    @staticmethod
+    def _off(entry: Entry, data: dict[str, Any]) -> frozenset[tuple[str, int, int]]:
+        """The heads switched off, ``(attention, layer, head)``: a list of pairs (the one attention ``self``), or a
+        translation model's object of them by attention."""
+        if entry.kind == "seq2seq":
+            layers = {mode: entry.layers_in(mode) for mode in SEQ2SEQ_MODES}
+            return c.heads_by_attention(data, "head_mask", layers, entry.num_heads)
+        pairs = c.heads_field(data, "head_mask", entry.num_layers, entry.num_heads)
+        return frozenset(("self", layer, head) for layer, head in pairs)
+
+    @staticmethod
+    def _shown_off(entry: Entry, off: frozenset[tuple[str, int, int]]) -> Any:
+        """``off`` as the request wrote it: ``[[layer, head], ...]``, or by attention for a translation model."""
+        by_mode = {mode: sorted([layer, head] for m, layer, head in off if m == mode) for mode in SEQ2SEQ_MODES}
+        return by_mode if entry.kind == "seq2seq" else sorted([layer, head] for _, layer, head in off)
 
     def _target(self, entry: Entry, data: dict[str, Any]) -> str | None:
         target = c.text_field(data, "target", required=False)
@@ -150,13 +172,9 @@ class Api:
                 out[names[name]] = encoded(torch.stack(run.maps(name)), encoding)
             return out
         maps = run.maps(mode)
-        detail = data.get("detail")
+        detail = c.head_object(data, "detail", len(maps), entry.num_heads)
         if detail is not None:
-            if not isinstance(detail, dict):
-                raise c.ApiError(400, tr("detail: expected an object {{\"layer\", \"head\"}}, got {value!r}",
-                                         value=c.shortened(detail)))
-            layer = c.int_field(detail, "layer", 0, len(maps) - 1, 0)
-            head = c.int_field(detail, "head", 0, entry.num_heads - 1, 0)
+            layer, head = detail
             out["detail"] = {"mode": mode, "layer": layer, "head": head, "weights": encoded(maps[layer][head],
                                                                                          encoding)}
         size = c.int_field(data, "overview", 0, MAX_OVERVIEW, None)
@@ -205,6 +223,39 @@ class Api:
                             c.int_field(spec, "sink_tokens", 0, 4096, None),
                             c.int_field(spec, "sliding_window", 1, 4096, None))
         return {"model": entry.name, **generate_view(entry, read_tokens(entry, text), n, sampling, cache)}
+
+    def patch(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``POST /api/patch``: a head of the clean run (the text) put into the corrupted run, or every head; the
+        logit difference at the last position and the patched run's next tokens (:mod:`attnlab.explore.patch_view`)."""
+        c.known_fields(data, PATCH)
+        entry = self.entry(data)
+        if entry.patched is None:
+            raise c.ApiError(400, tr("patch: {name} is an encoder: it predicts no next token, so there is no logit "
+                                     "difference to patch; patching needs a decoder or a translation model",
+                                     name=entry.name))
+        text, target = c.text_field(data, "text"), self._target(entry, data)
+        what = "source" if entry.kind == "seq2seq" else "text"
+        given = c.text_field(data, "corrupt", required=False)
+        proposed = given is None
+        corrupt = redrawn(entry, read_tokens(entry, text, what)) if given is None else given
+        read_tokens(entry, corrupt, "corrupt")  # its own name in the message, should the tokenizer not read it
+        clean_run = self.reading(entry, text, target, frozenset())
+        corrupt_run = self.reading(entry, corrupt, target, frozenset())
+        check_lengths(clean_run, corrupt_run, what)
+        vocab = entry.config.vocab_size - 1
+        metric = answer_tokens(entry, clean_run, corrupt_run, c.int_field(data, "right", 0, vocab, None),
+                               c.int_field(data, "wrong", 0, vocab, None))
+        head = c.head_object(data, "head", entry.num_layers, entry.num_heads)
+        every = data.get("all", False)
+        if not isinstance(every, bool):
+            raise c.ApiError(400, tr("all: expected true or false, got {value!r}", value=c.shortened(every)))
+        sampling = self._sampling(data)
+        numbers = patch_view(entry, clean_run, corrupt_run, metric, head, every, sampling,
+                             c.int_field(data, "top", 1, MAX_TOP, 10))
+        return {"model": entry.name, "attention": entry.patched, "corrupt": corrupt, "proposed": proposed,
+                "tokens": list(clean_run.tokens.tokens), "corrupt_tokens": list(corrupt_run.tokens.tokens),
+                "target_tokens": None if clean_run.target is None else list(clean_run.target.tokens),
+                "settings": sampling.as_dict(), **numbers}
 
     def translate(self, data: dict[str, Any]) -> dict[str, Any]:
         """``POST /api/translate``: a translation model's own greedy translation of ``text`` (what ``attnlab

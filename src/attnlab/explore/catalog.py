@@ -121,6 +121,28 @@ STRINGS: dict[str, str] = {
     "generated": N_("Generated (layer {layer}, head {head}, each row a new token):"),
     "kept_key": N_("kept in the cache"),
     "dropped_key": N_("dropped from the cache"),
+    "tab_patch": N_("Patch"),
+    "patch_help": N_("Activation patching: the model reads the text (the clean run) and a corrupted text of as many "
+                     "tokens; then it reads the corrupted text again with one head's output, at every position, taken "
+                     "from the clean run. Click a head to patch it: the metric says how much of the clean run's answer "
+                     "that head brings back. The button patches every head, one at a time."),
+    "patch_cross": N_("A translation model's heads patched here are its cross-attention's: the corrupted text is its "
+                      "source, and the target so far stays the same."),
+    "patch_none": N_("An encoder predicts no next token: there is no logit difference to patch."),
+    "patch_corrupt": N_("Corrupted text"),
+    "patch_redraw": N_("Redraw its first half"),
+    "patch_metric": N_("Metric:"),
+    "patch_position": N_("at the last position (the next token)"),
+    "patch_baselines": N_("Clean run: {clean}; corrupted run: {corrupted}."),
+    "patch_all": N_("Patch every head"),
+    "patch_head": N_("Patch layer {layer}, head {head}"),
+    "patch_stale": N_("The texts changed since the last patch: click a head to patch again."),
+    "patch_click": N_("Click a head to put its output from the clean run into the corrupted run."),
+    "patch_result": N_("Layer {layer}, head {head} from the clean run: metric {metric}"),
+    "patch_recovered": N_("({share} of the way from the corrupted run back to the clean run)"),
+    "patch_clean_run": N_("Clean run"),
+    "patch_corrupt_run": N_("Corrupted run"),
+    "patch_patched_run": N_("Corrupted run, layer {layer}, head {head} patched"),
     "snapshot_missing": N_("This snapshot does not hold it: it was written for one text; run attnlab explore to ask "
                            "anything."),
 }

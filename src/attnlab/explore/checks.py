@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 from attnlab.files import json_kind
 from attnlab.i18n import tr
@@ -51,6 +51,10 @@ def known_fields(data: dict[str, Any], known: tuple[str, ...]) -> None:
                                known=", ".join(known)))
 
 
+@overload
+def text_field(data: dict[str, Any], name: str = "text", required: Literal[True] = True) -> str: ...
+@overload
+def text_field(data: dict[str, Any], name: str, required: bool) -> str | None: ...
 def text_field(data: dict[str, Any], name: str = "text", required: bool = True) -> str | None:
     """A text: a string, not empty (unless optional), at most :data:`MAX_TEXT` characters."""
     value = data.get(name)
@@ -66,6 +70,10 @@ def text_field(data: dict[str, Any], name: str = "text", required: bool = True) 
     return value
 
 
+@overload
+def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int) -> int: ...
+@overload
+def int_field(data: dict[str, Any], name: str, low: int, high: int, default: None) -> int | None: ...
 def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int | None) -> int | None:
     """An integer in ``[low, high]``, or ``default`` (None: the field may be null)."""
     value = data.get(name, default)
@@ -77,6 +85,10 @@ def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int
     return value
 
 
+@overload
+def number_field(data: dict[str, Any], name: str, default: float) -> float: ...
+@overload
+def number_field(data: dict[str, Any], name: str, default: None) -> float | None: ...
 def number_field(data: dict[str, Any], name: str, default: float | None) -> float | None:
     """A finite number, or ``default`` (None: the field may be null)."""
     value = data.get(name, default)
@@ -109,6 +121,36 @@ def heads_field(data: dict[str, Any], name: str, layers: int, heads: int) -> fro
                                    "heads, counted from 0)", name=name, layer=layer, head=head, layers=layers,
                                    heads=heads))
     return frozenset((layer, head) for layer, head in pairs)
+
+
+def head_object(data: dict[str, Any], name: str, layers: int, heads: int) -> tuple[int, int] | None:
+    """An object ``{"layer", "head"}`` naming one head (each 0 when left out), or None when the field is absent; a
+    bad member is named as ``name.layer`` or ``name.head``."""
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ApiError(400, tr("{name}: expected an object {{\"layer\", \"head\"}}, got {value!r}", name=name,
+                               value=shortened(value)))
+    known_fields(value, ("layer", "head"))
+    return (int_field({f"{name}.layer": value.get("layer", 0)}, f"{name}.layer", 0, layers - 1, 0),
+            int_field({f"{name}.head": value.get("head", 0)}, f"{name}.head", 0, heads - 1, 0))
+
+
+def heads_by_attention(data: dict[str, Any], name: str, layers: dict[str, int],
+                       heads: int) -> frozenset[tuple[str, int, int]]:
+    """An object ``{attention: [[layer, head], ...]}`` (a translation model's attentions, ``layers`` each's
+    depth), every pair in range: ``(attention, layer, head)`` triples. An empty list is no head."""
+    value = data.get(name, {})
+    if value == []:
+        return frozenset()
+    if not isinstance(value, dict):
+        raise ApiError(400, tr("{name}: a translation model has {n} attentions; expected an object {{{attentions}}} "
+                               "of [layer, head] lists, got {value!r}", name=name, n=len(layers),
+                               attentions=", ".join(layers), value=shortened(value)))
+    known_fields(value, tuple(layers))
+    return frozenset((mode, layer, head) for mode, pairs in value.items()
+                     for layer, head in heads_field({f"{name}.{mode}": pairs}, f"{name}.{mode}", layers[mode], heads))
 
 
 def shortened(value: Any) -> Any:

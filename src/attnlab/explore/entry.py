@@ -81,6 +81,16 @@ class Entry:
     def num_heads(self) -> int:
         return self.config.num_heads
 
+    def layers_in(self, mode: str) -> int:
+        """The layers of one attention: a translation model's encoder has its own number of them."""
+        return self.config.num_encoder_layers if mode == "encoder" else self.num_layers
+
+    @property
+    def patched(self) -> str | None:
+        """The attention whose heads the page patches (:mod:`attnlab.heads.sites`): a decoder's ``self``, a
+        translation model's ``cross``; None for the encoder, which predicts no next token."""
+        return {"decoder": "self", "seq2seq": "cross"}.get(self.kind)
+
     @property
     def rotary(self) -> bool:
         return self.kind == "decoder" and bool(getattr(self.model, "ROTARY", False))
@@ -94,7 +104,7 @@ class Entry:
     def attention_modules(self, mode: str = "self") -> list[nn.Module]:
         """Each layer's attention module, in forward order (``mode="cross"``: a translation model's
         cross-attention; ``"encoder"``/``"decoder"``: its two self-attentions)."""
-        m = self.model
+        m: Any = self.model  # one of three model classes, told apart by kind
         if self.kind == "encoder":
             return [b.attn for b in m.encoder.blocks]
         if self.kind == "decoder":
@@ -113,7 +123,7 @@ class Entry:
         """``GET /api/models``' item: ``name`` and ``kind``, and what the page needs to lay itself out."""
         return {"name": self.name, "kind": self.kind, "layers": self.num_layers, "heads": self.num_heads,
                 "window": self.window, "rotary": self.rotary, "sliding_window": self.sliding_window,
-                "caches": self.caches(), "head_mask": self.kind != "seq2seq",
+                "caches": self.caches(), "head_mask": True, "patch": self.patched,
                 "encoder_layers": self.config.num_encoder_layers if self.kind == "seq2seq" else None,
                 "text": self.text}
 

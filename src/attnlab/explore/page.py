@@ -14,8 +14,8 @@ from importlib import resources
 from typing import Any
 
 #: the page's scripts, in the order they are joined (later files call earlier ones)
-SCRIPTS = ("core.js", "transport.js", "overview.js", "matrix.js", "steps.js", "next.js", "generate.js", "export.js",
-           "app.js")
+SCRIPTS = ("core.js", "transport.js", "overview.js", "matrix.js", "steps.js", "next.js", "generate.js", "patch.js",
+           "export.js", "app.js")
 TEMPLATE = """<!DOCTYPE html>
 <html lang="{lang}">
 <head>

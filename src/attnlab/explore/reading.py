@@ -18,10 +18,12 @@ from torch import Tensor
 from attnlab.data.pairs import BOS
 from attnlab.explore.entry import Entry, Tokens
 from attnlab.i18n import tr
-from attnlab.models import sentence_embedding
+from attnlab.models import Seq2SeqHeadMask, sentence_embedding
 
 #: the positions a decoder's loss leaves out (the last one has no next token to be scored on)
 IGNORE = -100
+#: a translation model's three attentions, as the page and the API name them (``Seq2SeqHeadMask``'s fields)
+SEQ2SEQ_MODES = ("encoder", "decoder", "cross")
 
 
 @dataclass
@@ -58,8 +60,14 @@ class Reading:
                                 mode=mode))
         return found
 
+    def next_logits(self) -> Tensor:
+        """``(vocab_size,)``: the next token's scores; an encoder's reading has none."""
+        if self.logits is None:
+            raise ValueError(tr("this model predicts no next token (an encoder): its reading has no logits"))
+        return self.logits
+
     def modes(self) -> list[str]:
-        return ["encoder", "decoder", "cross"] if self.cross is not None else ["self"]
+        return list(SEQ2SEQ_MODES) if self.cross is not None else ["self"]
 
 
 def token_text(tokenizer, i: int) -> str:
@@ -77,7 +85,8 @@ def token_text(tokenizer, i: int) -> str:
     return str(spell(i)) if spell is not None else ""
 
 
-def _ids(tokenizer, text: str, what: str) -> list[int]:
+def encoded_ids(tokenizer, text: str, what: str) -> list[int]:
+    """The ids ``tokenizer`` makes of ``text``; one it cannot read is a ValueError naming ``what``."""
     try:
         encoded = tokenizer.encode(text)
     except ValueError as err:
@@ -88,7 +97,7 @@ def _ids(tokenizer, text: str, what: str) -> list[int]:
 def read_tokens(entry: Entry, text: str, what: str = "text") -> Tokens:
     """The tokens ``entry``'s model reads of ``text`` (see :mod:`attnlab.explore.entry`: a decoder's last ones,
     otherwise the first ones)."""
-    ids = _ids(entry.tokenizer, text, what)
+    ids = encoded_ids(entry.tokenizer, text, what)
     if not ids:
         raise ValueError(tr("{what}: the tokenizer made no token of it; type some text", what=what))
     limit, side = entry.window, "start" if entry.kind == "decoder" else "end"
@@ -100,19 +109,21 @@ def read_tokens(entry: Entry, text: str, what: str = "text") -> Tokens:
 
 def target_tokens(entry: Entry, target: str) -> Tokens:
     """A translation model's decoder input: ``<bos>`` and the target so far (cut to the model's positions)."""
-    ids = _ids(entry.tokenizer, target, "target") if target else []
+    ids = encoded_ids(entry.tokenizer, target, "target") if target else []
     kept = [BOS, *ids[: entry.config.context_length - 1]]
     return Tokens(tuple(kept), tuple(token_text(entry.tokenizer, i) for i in kept), len(ids) + 1, "end")
 
 
-def head_mask(entry: Entry, off: frozenset[tuple[int, int]]) -> Tensor | None:
-    """``(num_layers, num_heads)`` ones with a 0 at every ``(layer, head)`` in ``off``; None when none is off."""
+def head_mask(entry: Entry, off: frozenset[tuple[str, int, int]]) -> Tensor | Seq2SeqHeadMask | None:
+    """The model's ``head_mask`` with a 0 at every ``(attention, layer, head)`` in ``off`` (None when none is off):
+    ``(num_layers, num_heads)`` for a decoder or an encoder (its attention ``self``), a :class:`Seq2SeqHeadMask`
+    of the attentions named for a translation model."""
     if not off:
         return None
-    mask = torch.ones(entry.num_layers, entry.num_heads)
-    for layer, head in off:
-        mask[layer, head] = 0.0
-    return mask
+    masks = {mode: torch.ones(entry.layers_in(mode), entry.num_heads) for mode, _, _ in off}
+    for mode, layer, head in off:
+        masks[mode][layer, head] = 0.0
+    return Seq2SeqHeadMask(**masks) if entry.kind == "seq2seq" else masks["self"]
 
 
 def _first(maps) -> list[Tensor]:
@@ -120,9 +131,10 @@ def _first(maps) -> list[Tensor]:
 
 
 @torch.no_grad()
-def read(entry: Entry, text: str, target: str | None = None, off: frozenset[tuple[int, int]] = frozenset()) -> Reading:
+def read(entry: Entry, text: str, target: str | None = None,
+         off: frozenset[tuple[str, int, int]] = frozenset()) -> Reading:
     """Run ``entry``'s model once on ``text`` (a translation model: the source, and ``target`` so far) with the
-    heads in ``off`` switched off (``head_mask``)."""
+    heads in ``off``, ``(attention, layer, head)`` each, switched off (``head_mask``)."""
     tokens = read_tokens(entry, text, "text" if entry.kind != "seq2seq" else "source")
     model, mask = entry.model, head_mask(entry, off)
     idx = torch.tensor([tokens.ids])
@@ -134,11 +146,8 @@ def read(entry: Entry, text: str, target: str | None = None, off: frozenset[tupl
     if entry.kind == "encoder":
         out = model(idx, return_weights=True, head_mask=mask)
         return Reading(tokens, _first(out.attentions), embedding=sentence_embedding(out.last_hidden_state, None)[0])
-    if mask is not None:
-        raise ValueError(tr("head_mask: {name} is a translation model, which takes no head_mask; switch no head off",
-                            name=entry.name))
     tgt = target_tokens(entry, target or "")
-    out = model(idx, torch.tensor([tgt.ids]), return_weights=True)
+    out = model(idx, torch.tensor([tgt.ids]), return_weights=True, head_mask=mask)
     written = torch.tensor(tgt.ids[1:])
     loss = float(F.cross_entropy(out.logits[0, :-1].float(), written)) if len(written) else None
     return Reading(tokens, _first(out.encoder_attentions), out.logits[0, -1].float(), loss, tgt,

@@ -7,9 +7,10 @@ rebinding) names the wrong host and is refused, and without the token nothing is
 the models are the ones given at launch, named by the name they were given.
 
 What it answers: ``GET /`` (the page, everything inline, with a Content-Security-Policy that lets it talk to this
-server alone), ``GET /api/models`` and ``POST /api/{forward,head,generate,translate,font}``; a refused request gets
-its HTTP status and ``{"error": "one line"}``. Model work runs in a worker thread, one request at a time, with at most
-:data:`MAX_WAITING` queued (more: 503, try again), so the event loop keeps answering and refusing meanwhile.
+server alone), ``GET /api/models`` and ``POST /api/{forward,head,generate,patch,translate,font}``; a refused
+request gets its HTTP status and ``{"error": "one line"}``. Model work runs in a worker thread, one request at a
+time, with at most :data:`MAX_WAITING` queued (more: 503, try again), so the event loop keeps answering and
+refusing meanwhile.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from attnlab.i18n import N_, translations
 
 #: requests waiting for the model at most; one more is told to try again (503)
 MAX_WAITING = 64
-POSTS = ("forward", "head", "generate", "translate", "font")
+POSTS = ("forward", "head", "generate", "patch", "translate", "font")
 HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
            (b"cache-control", b"no-store"), (b"x-frame-options", b"DENY")]
 

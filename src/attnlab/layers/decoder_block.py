@@ -63,7 +63,8 @@ class DecoderBlock(nn.Module):
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                 memory_attn_mask: Tensor | None = None, return_weights: bool = False,
-                kv_cache: LayerCache | None = None):
+                kv_cache: LayerCache | None = None, head_mask: Tensor | None = None,
+                cross_head_mask: Tensor | None = None):
         """Run the three sublayers.
 
         Args:
@@ -80,6 +81,8 @@ class DecoderBlock(nn.Module):
                 keeps the self-attention's keys and values, and the memory's (``memory_kv``), projected once per
                 source: with ``beams`` rows of ``x`` per source (a search), a source's rows query its memory as one
                 sequence, so the memory is never copied per beam.
+            head_mask, cross_head_mask: ``(num_heads,)``: each head of the self-attention (of the cross-attention)
+                has its output multiplied by its entry before ``out_proj`` (0 removes it).
 
         Returns:
             ``(B, T, D)``, or ``(out, self_weights, cross_weights)`` with ``return_weights``.
@@ -88,7 +91,7 @@ class DecoderBlock(nn.Module):
 
         def self_attention(h: Tensor) -> Tensor:
             out = self.self_attn(h, attention_mask=attention_mask, attn_mask=attn_mask, return_weights=return_weights,
-                                 kv_cache=kv_cache)
+                                 kv_cache=kv_cache, head_mask=head_mask)
             return self._dropped(out, weights, return_weights)
 
         def cross_attention(h: Tensor) -> Tensor:
@@ -98,7 +101,7 @@ class DecoderBlock(nn.Module):
                 h = h.reshape(sources, -1, h.shape[-1])  # (B, beams · T, D)
             out = self.cross_attn(h, None if memory_kv is not None else memory, memory_kv=memory_kv,
                                   attention_mask=memory_mask, attn_mask=memory_attn_mask,
-                                  return_weights=return_weights)
+                                  return_weights=return_weights, head_mask=cross_head_mask)
             return self._dropped(out if sources == rows else _per_row(out, rows, return_weights), weights,
                                  return_weights)
 

@@ -28,7 +28,7 @@ from attnlab.models.language_model import CausalLMOutput, LanguageModel
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
 from attnlab.models.quantize import SCHEMES, is_quantized, quantize
 from attnlab.models.registry import ARCHITECTURES, Architecture
-from attnlab.models.transformer import Seq2SeqOutput, Transformer, TransformerConfig
+from attnlab.models.transformer import Seq2SeqHeadMask, Seq2SeqOutput, Transformer, TransformerConfig
 
 __all__ = [
     "ARCHITECTURES",
@@ -50,6 +50,7 @@ __all__ = [
     "ModernDecoder",
     "ModernDecoderConfig",
     "RollingLayerKVCache",
+    "Seq2SeqHeadMask",
     "Seq2SeqOutput",
     "SinkKVCache",
     "StaticKVCache",

@@ -2,7 +2,7 @@
 // (overview.js, matrix.js, steps.js, next.js, generate.js); nothing here computes attention.
 
 const OVERVIEW = 32;   // the overview's thumbnails: at most 32 × 32 block means of a head's weights (drawn 60 px wide)
-const TABS = ["overview", "head", "steps", "generate"];
+const TABS = ["overview", "head", "steps", "generate", "patch"];
 
 function newState(boot) {
   return {
@@ -10,6 +10,7 @@ function newState(boot) {
     off: new Set(), sampling: {temperature: 1, top_k: null, top_p: null}, tab: "overview",
     forward: null, detail: null, overview: null, next: null, steps: null, generation: null, appended: [],
     error: null, note: null, hover: null, page: {rows: 0, cols: 0}, asked: new Map(), busy: 0,
+    corrupt: "", patch: null, patchTokens: {right: null, wrong: null}, patchAsking: null,
   };
 }
 
@@ -92,6 +93,7 @@ class Explorer {
     buildSteps(this);
     buildNext(this);
     buildGenerate(this);
+    buildPatch(this);
     this.showTab(this.state.tab);
     this.relabel();
   }
@@ -119,6 +121,7 @@ class Explorer {
     drawSteps(this);
     drawNext(this);
     drawGenerate(this);
+    drawPatch(this);
     this.drawMessage();
   }
 
@@ -139,6 +142,7 @@ class Explorer {
     this.fillModes();
     buildOverviewGrid(this);
     layoutGenerate(this);
+    resetPatch(this);
     ensureGlyphs(s.text);
     this.refresh();
   }
@@ -175,7 +179,7 @@ class Explorer {
   }
 
   toggleHead(layer, head) {
-    const s = this.state, key = `${layer},${head}`;
+    const s = this.state, key = headKey(s.mode, layer, head);
     if (s.off.has(key)) s.off.delete(key); else s.off.add(key);
     this.refresh();
   }
@@ -190,6 +194,7 @@ class Explorer {
     }
     for (const [view, node] of Object.entries(this.parts.views)) node.hidden = view !== name;
     if (name === "steps") this.askSteps();
+    if (name === "patch") { enterPatch(this); drawPatch(this); }
   }
 
   tabKeys(e) {
@@ -248,9 +253,8 @@ class Explorer {
   request(extra) {
     const s = this.state;
     const body = {model: s.info.name, text: s.text, temperature: s.sampling.temperature, top_k: s.sampling.top_k,
-                  top_p: s.sampling.top_p, head_mask: Array.from(s.off, (k) => k.split(",").map(Number)),
-                  encoding: "base64", mode: s.mode, top: 10};
-    if (s.info.kind === "seq2seq") { body.target = s.target; delete body.head_mask; }
+                  top_p: s.sampling.top_p, head_mask: maskRequest(this), encoding: "base64", mode: s.mode, top: 10};
+    if (s.info.kind === "seq2seq") body.target = s.target;
     return Object.assign(body, extra || {});
   }
 

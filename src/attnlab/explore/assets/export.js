@@ -70,7 +70,7 @@ const FIGURES = {
       if (th.head === 0) fig.text(10, y + 34, t("layer_n", {n: th.layer}));
       if (th.layer === 0) fig.text(x, 46, t("head_n", {n: th.head}));
       fig.image(x, y, 60, 60, th.canvas.toDataURL("image/png"));
-      if (s.off.has(`${th.layer},${th.head}`)) fig.text(x + 20, y + 36, "✕", {"font-size": 22, fill: "#c00"});
+      if (s.off.has(headKey(s.mode, th.layer, th.head))) fig.text(x + 20, y + 36, "✕", {"font-size": 22, fill: "#c00"});
     }
     return fig;
   },
@@ -113,6 +113,22 @@ const FIGURES = {
     rows.forEach((r) => r.at.forEach((w) => { top = Math.max(top, w); }));
     matrixFigure(fig, {rows: rows.map((r) => r.token), cols: tokens, top,
                        at: (i, j) => (j > rows[i].position ? 0 : rows[i].at.has(j) ? rows[i].at.get(j) : null)}, 10);
+    return fig;
+  },
+  patch(app) {
+    const s = app.state, fig = new Figure(t("tab_patch") + " · " + s.info.name), a = s.patch && s.patch.answer;
+    if (!a) return fig;
+    fig.text(10, 52, `logit(${shownToken(a.right.token)}) − logit(${shownToken(a.wrong.token)}): ` +
+             t("patch_baselines", {clean: fmt(a.clean.metric), corrupted: fmt(a.corrupted.metric)}));
+    const heads = s.patch.heads;
+    for (const c of app.parts.patchCells) {
+      const x = 70 + c.head * 70, y = 70 + c.layer * 40;
+      if (c.head === 0) fig.text(10, y + 22, t("layer_n", {n: c.layer}));
+      if (c.layer === 0) fig.text(x, 66, t("head_n", {n: c.head}));
+      const share = heads && heads.recovered ? heads.recovered[c.layer][c.head] : null;
+      fig.rect(x, y, 60, 32, share === null ? "#f6f8fb" : diverging(share), {stroke: "#d9dee7"});
+      if (heads) fig.text(x + 8, y + 21, share === null ? fmt(heads.metric[c.layer][c.head], 3) : fmt(share, 2));
+    }
     return fig;
   },
   next(app) {

@@ -64,14 +64,7 @@ function drawNext(app) {
     : t("appended_greedy", {token: shownToken(last.token)});
   const bars = clear(p.bars);
   if (!n) return;
-  const top = n.next_tokens.length ? n.next_tokens[0].prob : 1;
-  for (const item of n.next_tokens) {
-    const fill = el("span", {class: "ax-fill"});
-    fill.style.width = `${(100 * item.prob / top).toFixed(1)}%`;
-    bars.append(el("div", {class: "ax-nt", dataset: {testid: "next-token", token: item.token, prob: String(item.prob)}},
-                   modelText("span", shownToken(item.token), {class: "ax-ntok"}),
-                   el("span", {class: "ax-track"}, fill), el("span", {class: "ax-prob"}, fmt(item.prob * 100, 2) + "%")));
-  }
+  drawBars(bars, n.next_tokens, "next-token");
   p.kept.textContent = encoder ? "" : t("kept", {n: n.kept});
   const loss = n.loss;
   p.loss.dataset.loss = loss === null || loss === undefined ? "" : String(loss);
@@ -82,6 +75,18 @@ function drawNext(app) {
     p.baseline.dataset.loss = b.loss === null ? "" : String(b.loss);
     p.baseline.textContent = encoder ? t("similarity", {value: fmt(b.embedding_similarity)})
                                      : b.loss === null ? "" : t("loss_all_heads", {loss: fmt(b.loss)});
+  }
+}
+
+// One bar a token, scaled to the most likely one: {token, prob} items (a data-testid each, with data-token, data-prob).
+function drawBars(box, items, testid) {
+  const top = items.length ? items[0].prob : 1;
+  for (const item of items) {
+    const fill = el("span", {class: "ax-fill"});
+    fill.style.width = `${(100 * item.prob / top).toFixed(1)}%`;
+    box.append(el("div", {class: "ax-nt", dataset: {testid, token: item.token, prob: String(item.prob)}},
+                  modelText("span", shownToken(item.token), {class: "ax-ntok"}),
+                  el("span", {class: "ax-track"}, fill), el("span", {class: "ax-prob"}, fmt(item.prob * 100, 2) + "%")));
   }
 }
 

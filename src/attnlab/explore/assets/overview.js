@@ -64,6 +64,17 @@ function thumbKeys(app, e, l, h) {
   if (next) next.button.focus();
 }
 
+// A head switched off, in the page's set of them: its attention (a translation model has three), layer and head.
+function headKey(mode, layer, head) { return `${mode},${layer},${head}`; }
+
+// The heads switched off, as /api/forward reads them: [[layer, head], ...], or a translation model's by attention.
+function maskRequest(app) {
+  const off = Array.from(app.state.off, (key) => key.split(","));
+  const pairs = (mode) => off.filter(([m]) => m === mode).map(([, l, h]) => [Number(l), Number(h)]);
+  return app.info.kind === "seq2seq" ? {encoder: pairs("encoder"), decoder: pairs("decoder"), cross: pairs("cross")}
+                                     : pairs("self");
+}
+
 function markSelected(app) {
   const s = app.state;
   for (const th of app.parts.thumbs || []) {
@@ -71,7 +82,7 @@ function markSelected(app) {
     th.button.classList.toggle("ax-selected", on);
     th.button.setAttribute("aria-pressed", String(on));
     th.button.tabIndex = on ? 0 : -1;
-    const off = s.off.has(`${th.layer},${th.head}`);
+    const off = s.off.has(headKey(s.mode, th.layer, th.head));
     th.box.classList.toggle("ax-off", off);
     const toggle = th.box.querySelector("input");
     if (toggle) toggle.checked = !off;

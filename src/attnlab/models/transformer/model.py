@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +33,7 @@ from attnlab.models.caches import KVCache, compute_dtype
 from attnlab.models.transformer.checks import Door, check_inputs
 from attnlab.models.transformer.config import TransformerConfig
 from attnlab.models.transformer.from_torch import config_from_torch, copy_torch_body
+from attnlab.models.transformer.head_mask import Seq2SeqHeadMask, check_seq2seq_head_mask, layer_mask
 
 
 @dataclass
@@ -126,10 +127,12 @@ class Transformer(nn.Module):
         x = self.embedding(ids) * math.sqrt(self.config.d_model)
         return dropped(self.drop, self.positions(x, offset=offset))
 
-    def _encoder_stack(self, x: Tensor, src_keys: Tensor | None, return_weights: bool = False):
+    def _encoder_stack(self, x: Tensor, src_keys: Tensor | None, return_weights: bool = False,
+                       head_mask: Seq2SeqHeadMask | None = None):
         weights = []
-        for block in self.encoder_blocks:
-            x = block(x, attn_mask=src_keys, return_weights=return_weights)
+        for i, block in enumerate(self.encoder_blocks):
+            x = block(x, attn_mask=src_keys, return_weights=return_weights,
+                      head_mask=layer_mask(head_mask, "encoder", i))
             if return_weights:
                 x, w = x
                 weights.append(w)
@@ -137,11 +140,13 @@ class Transformer(nn.Module):
         return (x, tuple(weights)) if return_weights else x
 
     def _decoder_stack(self, y: Tensor, memory: Tensor | None, src_keys: Tensor | None, tgt_keys: Tensor | None,
-                       cache: KVCache | None = None, return_weights: bool = False):
+                       cache: KVCache | None = None, return_weights: bool = False,
+                       head_mask: Seq2SeqHeadMask | None = None):
         self_weights, cross_weights = [], []
         for i, block in enumerate(self.decoder_blocks):
             y = block(y, memory, attn_mask=tgt_keys, memory_attn_mask=src_keys, return_weights=return_weights,
-                      kv_cache=None if cache is None else cache[i])
+                      kv_cache=None if cache is None else cache[i], head_mask=layer_mask(head_mask, "decoder", i),
+                      cross_head_mask=layer_mask(head_mask, "cross", i))
             if return_weights:
                 y, sw, cw = y
                 self_weights.append(sw)
@@ -181,7 +186,7 @@ class Transformer(nn.Module):
         cache = KVCache(c.num_decoder_layers, memory.shape[0] * beams, c.num_heads, length, c.head_dim, dtype,
                         w.device, memory_mask=bias, positions_first=True)
         for layer, block in zip(cache.layers, self.decoder_blocks, strict=True):
-            layer.memory_kv = block.cross_attn.project_memory(memory)
+            layer.memory_kv = cast(DecoderBlock, block).cross_attn.project_memory(memory)
         return cache
 
     def decode_step(self, tgt: Tensor, cache: KVCache) -> Tensor:
@@ -232,8 +237,8 @@ class Transformer(nn.Module):
         return Seq2SeqOutput(self.head(y), decoder_attentions=self_weights, cross_attentions=cross_weights)
 
     def forward(self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None,
-                targets: Tensor | None = None, label_smoothing: float = 0.0,
-                return_weights: bool = False) -> Seq2SeqOutput:
+                targets: Tensor | None = None, label_smoothing: float = 0.0, return_weights: bool = False,
+                head_mask: Seq2SeqHeadMask | None = None) -> Seq2SeqOutput:
         """Teacher forcing: ``src (B, S)`` and ``tgt (B, T)`` ids -> :class:`Seq2SeqOutput` with logits ``(B, T, V)``.
 
         Args:
@@ -245,15 +250,21 @@ class Transformer(nn.Module):
                 ``pad_id`` are left out of the loss.
             label_smoothing: ε of the paper's label smoothing (§5.4: 0.1), in ``[0, 1)``.
             return_weights: also return every layer's attention weights (math backend).
+            head_mask: a :class:`~attnlab.models.transformer.head_mask.Seq2SeqHeadMask`: one ``(layers, num_heads)``
+                mask per attention (the encoder's, the decoder's, the cross-attention); head h of layer l has its
+                output multiplied by the entry ``[l, h]`` before ``out_proj`` (0 removes it), as a decoder's
+                ``head_mask`` does.
         """
         if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, int | float) \
                 or not 0.0 <= label_smoothing < 1.0:
             raise ValueError(tr("Transformer: label_smoothing must be a float in [0, 1), got {value!r}",
                                 value=label_smoothing))
         src_keys, tgt_keys = self._door(src=src, tgt=tgt, targets=targets, src_mask=src_mask, tgt_mask=tgt_mask)
-        memory = self._encoder_stack(self._embed(src), src_keys, return_weights)
+        head_mask = check_seq2seq_head_mask(head_mask, self.config, type(self).__name__)
+        memory = self._encoder_stack(self._embed(src), src_keys, return_weights, head_mask)
         memory, enc_weights = memory if return_weights else (memory, None)
-        y = self._decoder_stack(self._embed(tgt), memory, src_keys, tgt_keys, return_weights=return_weights)
+        y = self._decoder_stack(self._embed(tgt), memory, src_keys, tgt_keys, return_weights=return_weights,
+                                head_mask=head_mask)
         y, self_weights, cross_weights = y if return_weights else (y, None, None)
         logits = self.head(y)
         loss = None
