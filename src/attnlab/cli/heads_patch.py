@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from attnlab.cli.lang import Command, Translated
+from attnlab.cli.params import SEED
 from attnlab.i18n import N_, _, tr
 
 
@@ -83,7 +84,7 @@ def _top(values: list[list[float | None]], count: int = 3) -> str:
 @click.option("--out", "out_dir", default="out/heads", show_default=True, type=click.Path(file_okay=False),
               help=N_("Where patch_induction.json and the figures are written."))
 @click.option("--steps", default=None, type=int, help=N_("Training steps of each model [default: 800]."))
-@click.option("--seed", default=0, show_default=True, help=N_("Seed of the weights and the data."))
+@click.option("--seed", default=0, show_default=True, type=SEED, help=N_("Seed of the weights and the data."))
 def induction_command(out_dir: str, steps: int | None, seed: int) -> None:
     from attnlab.heads.induction import InductionConfig, results, train_induction
     from attnlab.heads.induction_circuit import induction_circuit
