@@ -24,6 +24,10 @@ ARCHS = ("gpt2", "llama", "qwen2", "mistral")
 # and Gemma 3's larger models' scaled global RoPE
 NEWER = ("qwen3", "gemma2", "gemma3", "phi3")
 OPTIONS = ("llama-mlp-bias", "qwen2-mixed-windows", "gpt2-inverse-layer-scale", "gemma3-scaled-global")
+# the attention of today's open models: DiffLlama's differential attention (4 pairs of heads over 2 + 2 key/value
+# heads, λ_init at 4 depths); SmolLM3's NoPE layers (every fourth: layer 3 of 4) and, with its window option, a
+# window on the NoPE layers
+FAMILIES = ("diffllama", "smollm3", "smollm3-windowed")
 
 
 def hf_config(arch: str):
@@ -75,6 +79,17 @@ def newer_config(arch: str, common: dict):
                     long_factor=[1.1, 2.5, 5.0, 9.0], original_max_position_embeddings=32)
         return transformers.Phi3Config(**common, num_key_value_heads=2, sliding_window=5,
                                        original_max_position_embeddings=32, rope_parameters=rope, **eager)
+    if arch == "diffllama":
+        return transformers.DiffLlamaConfig(**{**common, "num_hidden_layers": 4, "num_attention_heads": 8},
+                                            num_key_value_heads=4, head_dim=8, rms_norm_eps=1e-5,
+                                            rope_parameters=dict(rope_type="default", rope_theta=10000.0), **eager)
+    if arch == "smollm3":
+        return transformers.SmolLM3Config(**{**common, "num_hidden_layers": 4}, num_key_value_heads=2,
+                                          rope_parameters=dict(rope_type="default", rope_theta=1000.0), **eager)
+    if arch == "smollm3-windowed":
+        return transformers.SmolLM3Config(**{**common, "num_hidden_layers": 4}, num_key_value_heads=2,
+                                          no_rope_layers=[1, 0, 1, 0], use_sliding_window=True, sliding_window=5,
+                                          rope_parameters=dict(rope_type="default", rope_theta=1000.0), **eager)
     if arch == "llama-mlp-bias":
         return transformers.LlamaConfig(**common, num_key_value_heads=2, mlp_bias=True, attention_bias=True)
     if arch == "qwen2-mixed-windows":
@@ -100,13 +115,16 @@ def write_tokenizer(path: Path) -> None:
 
 
 def order_one_weights(model: torch.nn.Module, seed: int) -> None:
-    """Matrices N(0, 1/32), norm gains 1 + N(0, 0.2²), biases N(0, 0.1²): logits of order 1."""
+    """Matrices N(0, 1/32), norm gains 1 + N(0, 0.2²), DiffLlama's λ vectors N(0, 0.3²), biases N(0, 0.1²):
+    logits of order 1."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=g)
             if p.dim() >= 2:
                 p.copy_(noise / 32**0.5)
+            elif "lambda_" in name:  # DiffLlama's λ vectors: λ moves well away from λ_init
+                p.copy_(0.3 * noise)
             elif "norm" in name or ".ln_" in name or name.endswith("ln_f.weight"):
                 p.copy_(1 + 0.2 * noise if name.endswith("weight") else 0.1 * noise)
             else:
@@ -119,7 +137,8 @@ def model_class(arch: str):
     return {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
             "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM,
             "qwen3": transformers.Qwen3ForCausalLM, "gemma2": transformers.Gemma2ForCausalLM,
-            "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM}[family]
+            "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
+            "diffllama": transformers.DiffLlamaForCausalLM, "smollm3": transformers.SmolLM3ForCausalLM}[family]
 
 
 def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None):

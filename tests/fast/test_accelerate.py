@@ -25,6 +25,9 @@ from attnlab.models.registry import build_model
 SMALL = {
     "gpt": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4),
     "modern": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, d_ff=72),
+    "diffllama": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                      d_ff=72),
+    "smollm3": dict(vocab_size=97, context_length=48, d_model=32, num_layers=4, num_heads=4, num_kv_heads=2, d_ff=72),
     "transformer": dict(vocab_size=97, d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64,
                         context_length=40),
     "encoder": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, d_ff=64),
@@ -45,7 +48,7 @@ def test_every_architecture_of_the_registry_is_covered():
     assert set(SMALL) == set(ARCHITECTURES)
 
 
-@pytest.mark.parametrize("arch", ["gpt", "modern"])
+@pytest.mark.parametrize("arch", ["gpt", "modern", "diffllama", "smollm3"])
 def test_a_decoders_twin_gives_its_logits_and_its_greedy_tokens(arch):
     model = model_of(arch)
     twin = accelerated(model)
@@ -56,6 +59,15 @@ def test_a_decoders_twin_gives_its_logits_and_its_greedy_tokens(arch):
     fast = generate(model, idx, 24, GREEDY)
     assert torch.equal(fast, generate(model, idx, 24, GREEDY.replace(accelerate=False)))
     assert torch.equal(fast, generate(model, idx, 24, GREEDY.replace(use_cache=False, accelerate=False)))
+
+
+def test_a_kind_of_attention_with_a_forward_of_its_own_keeps_it_and_its_maps_are_swapped():
+    from attnlab.attention.differential import DifferentialAttention
+
+    twin = accelerated(model_of("diffllama"))
+    attn = twin.blocks[0].attn
+    assert type(attn) is DifferentialAttention and isinstance(attn.out_proj, FastLinear)
+    assert isinstance(accelerated(model_of("smollm3")).blocks[3].attn, FastAttention)  # a NoPE layer: the one module
 
 
 def test_the_translation_models_twin_gives_its_tokens():

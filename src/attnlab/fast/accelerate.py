@@ -20,7 +20,9 @@ every other ``nn.Linear`` of a decoder  :class:`~attnlab.fast.linear.FastLinear`
 every ``nn.Linear`` of an encoder       :class:`~attnlab.fast.packed.PackedLinear`  oneDNN's packed weights
 ======================================  =========================================  ===============================
 
-(an encoder: a model none of whose attention is causal, such as the pretrained MiniLM). Each twin is proven equal to
+(an encoder: a model none of whose attention is causal, such as the pretrained MiniLM). A kind of attention with a
+forward of its own (the differential attention, a subclass of the one module) keeps its module: FastAttention's
+speed is the one module's forward; its output map is swapped as any other. Each twin is proven equal to
 the module it replaces (tests/fast/). ``generate``, ``attnlab sample``, ``translate``, the trainer and the
 benchmarks apply it by default, through :func:`accelerated`, which leaves the caller's model as it is.
 """
@@ -113,8 +115,8 @@ def _twin(module: nn.Module, encoder: bool, skip_linear: bool, activation: str) 
     """The fast twin of ``module`` (None: none, or it is fast already)."""
     if isinstance(module, FAST):
         return None
-    if isinstance(module, MultiHeadAttention):
-        return FastAttention.from_module(module)
+    if isinstance(module, MultiHeadAttention):  # a kind with a forward of its own keeps it (and its module)
+        return FastAttention.from_module(module) if type(module).forward is MultiHeadAttention.forward else None
     if isinstance(module, SwiGLU):
         return FastSwiGLU.from_module(module)
     if isinstance(module, FeedForward):

@@ -18,17 +18,27 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int, expect_one_of
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.grouped_query import GroupedQueryAttention
+from attnlab.attention.multihead import RotaryLike
 from attnlab.attention.spec import AttentionSpec
 from attnlab.layers.rmsnorm import RMSNorm
 from attnlab.layers.rotary import RotaryEmbedding
 from attnlab.layers.swiglu import GATES, SwiGLU
+
+
+class AttentionOfItsOwn(Protocol):
+    """A spec of another kind of attention (differential, latent, linear): its width in, and its module."""
+
+    @property
+    def d_in(self) -> int: ...
+
+    def build(self, rotary: RotaryLike | None = None) -> nn.Module: ...
 
 
 @dataclass(frozen=True)
@@ -46,12 +56,14 @@ class ModernBlockSpec:
         sandwich: also normalise each sublayer's output before it joins the residual stream (Gemma 2 and 3).
         dropout: on each sublayer's output, training mode only (the attention's own is the spec's).
         ff: another feed-forward's spec, with ``build()`` (a mixture of experts); None: the gated network above.
+        rope: False makes a NoPE layer (SmolLM3's ``no_rope_layers``): its queries and keys are not rotated, so it
+            sees where tokens are only through the causal mask; the model's rotary embedding is not given to it.
 
     Any spec of attention with ``build(rotary)`` may stand as ``attention`` (an ``AttentionSpec`` is the one attention
     module's; a latent or linear attention builds its own), as long as its module is called as that one is.
     """
 
-    attention: AttentionSpec
+    attention: AttentionSpec | AttentionOfItsOwn
     d_ff: int
     activation: str = "silu"
     mlp_bias: bool = False
@@ -60,12 +72,14 @@ class ModernBlockSpec:
     sandwich: bool = False
     dropout: float = 0.0
     ff: Any = None
+    rope: bool = True
 
     def __post_init__(self) -> None:
         check_positive_int("ModernBlockSpec", "d_ff", self.d_ff)
         expect_one_of("ModernBlockSpec: activation", self.activation, tuple(GATES))
-        if self.attention.qk_norm is not None and self.attention.make_norm is None:  # the block's own norms
-            object.__setattr__(self, "attention", dataclasses.replace(self.attention, make_norm=self.make_norm))
+        a = self.attention
+        if isinstance(a, AttentionSpec) and a.qk_norm is not None and a.make_norm is None:  # the block's own norms
+            object.__setattr__(self, "attention", dataclasses.replace(a, make_norm=self.make_norm))
 
     @property
     def d_model(self) -> int:
@@ -100,6 +114,7 @@ class ModernBlock(nn.Module):
         norm = partial(RMSNorm, eps=spec.eps, unit_offset=spec.unit_offset)
         self.norm1 = norm(spec.d_model)
         attention = spec.attention  # the one attention module, or another kind's own (its spec builds it)
+        rotary = rotary if spec.rope else None  # a NoPE layer: no rotation of q and k
         self.attn = GroupedQueryAttention(attention, rotary) if isinstance(attention, AttentionSpec) else \
             attention.build(rotary)
         self.norm2 = norm(spec.d_model)

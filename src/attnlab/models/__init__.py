@@ -25,7 +25,12 @@ from attnlab.models.encoder import (
 )
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.language_model import CausalLMOutput, LanguageModel
-from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.modern import (
+    DiffLlamaConfig,
+    ModernDecoder,
+    ModernDecoderConfig,
+    SmolLM3Config,
+)
 from attnlab.models.quantize import SCHEMES, is_quantized, quantize
 from attnlab.models.registry import ARCHITECTURES, Architecture
 from attnlab.models.transformer import Seq2SeqHeadMask, Seq2SeqOutput, Transformer, TransformerConfig
@@ -40,6 +45,7 @@ __all__ = [
     "CacheLayout",
     "CacheShape",
     "CausalLMOutput",
+    "DiffLlamaConfig",
     "EncoderConfig",
     "EncoderEmbeddings",
     "EncoderOutput",
@@ -53,6 +59,7 @@ __all__ = [
     "Seq2SeqHeadMask",
     "Seq2SeqOutput",
     "SinkKVCache",
+    "SmolLM3Config",
     "StaticKVCache",
     "StaticLayerKVCache",
     "Transformer",

@@ -16,6 +16,8 @@ from attnlab.i18n import N_, tr
 from attnlab.models.encoder import EncoderConfig, TransformerEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.modern.diffllama import DiffLlamaConfig
+from attnlab.models.modern.smollm3 import SmolLM3Config
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 #: what a model of a kind does: "decoder" continues text (``attnlab train``, ``sample``), "seq2seq" turns a source
@@ -43,6 +45,9 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
     Architecture("gpt", GPTConfig, GPT, "decoder", N_("GPT-2's layout")),
     Architecture("modern", ModernDecoderConfig, ModernDecoder, "decoder",
                  N_("Llama's: RoPE, grouped-query attention, RMSNorm, SwiGLU")),
+    Architecture("diffllama", DiffLlamaConfig, ModernDecoder, "decoder",
+                 N_("DiffLlama's: differential attention, two softmax maps per pair of heads, subtracted")),
+    Architecture("smollm3", SmolLM3Config, ModernDecoder, "decoder", N_("SmolLM3's: every fourth layer without RoPE")),
     Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
     Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
 )}

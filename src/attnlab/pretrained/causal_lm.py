@@ -1,5 +1,5 @@
-"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text) or Phi-3 checkpoint from a
-Hugging Face model directory, offline.
+"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DiffLlama or SmolLM3
+checkpoint from a Hugging Face model directory, offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
@@ -14,18 +14,41 @@ Both return ``.logits (B, T, V)`` and take a KV cache, so :func:`attnlab.generat
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
 
+import attnlab.pretrained.diffllama as diffllama_loader
+import attnlab.pretrained.smollm3 as smollm3_loader
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
 from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout, phi3_layout
 from attnlab.pretrained.text_tokenizer import TextTokenizer
+
+
+@dataclass(frozen=True)
+class FamilyLoader:
+    """A family with a loader of its own (``pretrained/<family>.py``): its ``config.json`` reader ``(raw, path) ->
+    config``, its tensor layout ``(our shapes, config) -> {checkpoint name: Expected}``, its model class, and the
+    stored tensors that are not part of the model."""
+
+    config: Callable[[dict[str, Any], Path], Any]
+    layout: Callable[[dict[str, torch.Size], Any], dict[str, Expected]]
+    model: type[ModernDecoder]
+    skipped: re.Pattern[str] = IGNORED
+
+
+#: family (:data:`SUPPORTED`'s values) -> its loader; each loader module names its own family
+FAMILIES: dict[str, FamilyLoader] = {
+    m.FAMILY: FamilyLoader(m.read_config, m.layout, ModernDecoder) for m in (diffllama_loader, smollm3_loader)}
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
 
@@ -55,6 +78,8 @@ def _gpt2_prefix(model_dir: Path) -> str:
 def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expected]:
     c = model.config
     shapes = {name: t.shape for name, t in model.state_dict().items()}
+    if family in FAMILIES:
+        return FAMILIES[family].layout(shapes, c)
     if isinstance(model, GPT):
         return gpt2_layout(shapes, c.num_layers, c.tie_weights, _gpt2_prefix(model_dir))
     if family == "phi3":
@@ -88,8 +113,8 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     Args:
         path: a directory with ``config.json`` (``architectures`` one of :data:`SUPPORTED`: GPT2LMHeadModel,
             LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
-            Gemma3ForCausalLM, Phi3ForCausalLM), ``model.safetensors`` (or ``model.safetensors.index.json``
-            and its shards) and ``tokenizer.json``.
+            Gemma3ForCausalLM, Phi3ForCausalLM, DiffLlamaForCausalLM, SmolLM3ForCausalLM), ``model.safetensors``
+            (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.
 
@@ -111,11 +136,14 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     if not model_dir.is_dir():
         raise FileNotFoundError(tr("{path!r} is not a directory (expected a Hugging Face model directory with "
                                    "config.json, model.safetensors and tokenizer.json)", path=str(path)))
-    arch, config = read_decoder_config(model_dir)
+    arch, config = read_decoder_config(model_dir, {name: loader.config for name, loader in FAMILIES.items()})
     tokenizer = TextTokenizer.from_dir(model_dir)
+    family = FAMILIES.get(SUPPORTED[arch])
     with torch.device("meta"):  # shapes only; the real tensors come from the files
-        model = GPT(config) if isinstance(config, GPTConfig) else ModernDecoder(config)
-    state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]), IGNORED, dtype)
+        model = family.model(config) if family else GPT(config) if isinstance(config, GPTConfig) else \
+            ModernDecoder(config)
+    state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]),
+                         family.skipped if family else IGNORED, dtype)
     _load_state(model, state, model_dir)
     model.name = f"{arch} ({model_dir.name})"
     return model.to(device).eval(), tokenizer

@@ -3,5 +3,7 @@ options the newest open models added to it (:mod:`~attnlab.models.modern.options
 attention or feed-forward goes further, one module each, each a config whose ``layer_spec(i)`` writes a layer down."""
 
 from attnlab.models.modern.decoder import ModernDecoder, ModernDecoderConfig
+from attnlab.models.modern.diffllama import DiffLlamaConfig
+from attnlab.models.modern.smollm3 import SmolLM3Config
 
-__all__ = ["ModernDecoder", "ModernDecoderConfig"]
+__all__ = ["DiffLlamaConfig", "ModernDecoder", "ModernDecoderConfig", "SmolLM3Config"]
