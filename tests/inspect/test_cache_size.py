@@ -5,8 +5,9 @@ import torch
 from click.testing import CliRunner
 
 from attnlab.cli import main
-from attnlab.inspect.cache_size import KeysAndValues, Latent, State, cache_bytes, layer_sizes, table_rows
+from attnlab.inspect.cache_size import table_rows
 from attnlab.models import ModernDecoder, ModernDecoderConfig
+from attnlab.models.caches.size import KeysAndValues, Latent, State, bytes_per_token, cache_bytes
 
 WINDOWED = dict(vocab_size=50, context_length=32, d_model=32, num_layers=3, num_heads=4, num_kv_heads=2,
                 sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"])
@@ -25,7 +26,9 @@ def test_each_kind_of_layer_by_hand():
     assert Latent(512, 64).nbytes(10, torch.bfloat16) == 10 * 576 * 2
     assert Latent(512, 64, index_dim=128).nbytes(10, torch.bfloat16) == 10 * 704 * 2
     state = State(heads=4, key_dim=8, value_dim=16, conv_channels=48, conv_kernel=4)
-    assert state.nbytes(1, torch.bfloat16) == state.nbytes(10_000, torch.bfloat16) == 4 * 8 * 16 * 4 + 48 * 4 * 2
+    assert state.nbytes(1, torch.bfloat16) == state.nbytes(10_000, torch.bfloat16) == 4 * 8 * 16 * 4 + 48 * 3 * 2
+    layers = [KeysAndValues(2, 8, 8), KeysAndValues(2, 8, 8, window=4), Latent(512, 64), state]
+    assert bytes_per_token(layers, torch.float32) == 2 * 16 * 4 + 576 * 4
 
 
 @pytest.mark.parametrize("tokens", [3, 9])
@@ -37,13 +40,14 @@ def test_the_formula_is_what_a_filled_cache_holds(tokens):
     with torch.no_grad():
         model(torch.randint(0, 50, (1, tokens)), kv_cache=cache)
     assert cache.length == tokens
-    assert cache.filled_nbytes() == cache_bytes(config, tokens, torch.float32)
-    assert [s.window for s in layer_sizes(config)] == [4, None, 4]
+    assert cache.filled_nbytes() == cache_bytes(config.cache_sizes(), tokens, torch.float32)
+    assert cache.filled_nbytes() == config.cache_bytes(tokens, dtype=torch.float32)
+    assert [s.window for s in config.cache_sizes()] == [4, None, 4]
 
 
 def test_bad_lengths_are_refused_by_name():
     with pytest.raises(ValueError, match="tokens must be an integer >= 0, got -1"):
-        cache_bytes(ModernDecoderConfig(**WINDOWED), -1)
+        ModernDecoderConfig(**WINDOWED).cache_bytes(-1)
 
 
 def test_the_command_prints_the_table_and_draws_the_plot(tmp_path):

@@ -1,18 +1,9 @@
-"""How big is the cache: the bytes a decoder keeps for one sequence while it decodes, read from its config.
+"""How big is the cache, for real models: the table and plot of the docs, from attnlab's presets of published
+checkpoints.
 
-Each layer keeps one of three things, and its size follows from the config's fields alone:
-
-* **keys and values** (multi-head, grouped-query and multi-query attention, windows): per token, each key/value
-  head's key and value, ``kv_heads · (key_dim + value_dim)`` numbers; a sliding-window layer keeps at most
-  ``window`` tokens (a rolling buffer), so past the window it costs nothing more;
-* **a latent** (multi-head latent attention, DeepSeek-V2/V3, Kimi): per token one compressed ``c_kv`` of
-  ``kv_lora_rank`` numbers and the rope key shared by every head, ``qk_rope_head_dim``; DeepSeek sparse attention
-  (V3.2) adds its lightning indexer's key, ``index_head_dim`` more;
-* **a state** (linear attention: Gated DeltaNet, Kimi delta attention): a ``key_dim × value_dim`` matrix per head,
-  whatever the length, kept in float32 even in a bf16 model, and the short convolution's last inputs.
-
-:func:`cache_bytes` adds the layers up at a length; :data:`REAL_MODELS` names the configs the docs' table and plot
-show, built from attnlab's own presets (:func:`real_models`), so the page is the code's arithmetic.
+What each layer keeps and its bytes are :mod:`attnlab.models.caches.size`'s, read from each config's
+``cache_sizes()``; :data:`REAL_MODELS` names the configs the docs' table and plot show, each built from attnlab's
+own preset of the published model (its config.json's numbers), so the page is the code's arithmetic.
 """
 
 from __future__ import annotations
@@ -23,78 +14,8 @@ from typing import Any
 
 import torch
 
-from attnlab.i18n import N_, _, tr
-
-
-@dataclass(frozen=True)
-class KeysAndValues:
-    """A softmax attention layer's cache: ``kv_heads`` keys of ``key_dim`` and values of ``value_dim`` per token,
-    the last ``window`` tokens only where the layer has a window (None: every token)."""
-
-    kv_heads: int
-    key_dim: int
-    value_dim: int
-    window: int | None = None
-
-    def nbytes(self, tokens: int, dtype: torch.dtype) -> int:
-        kept = tokens if self.window is None else min(tokens, self.window)
-        return kept * self.kv_heads * (self.key_dim + self.value_dim) * dtype.itemsize
-
-
-@dataclass(frozen=True)
-class Latent:
-    """Multi-head latent attention's cache: per token the latent ``c_kv`` (``kv_lora_rank``) and the shared rope key
-    (``rope_dim``), and with DeepSeek sparse attention the indexer's key (``index_dim``), for every head at once."""
-
-    kv_lora_rank: int
-    rope_dim: int
-    index_dim: int = 0
-
-    def nbytes(self, tokens: int, dtype: torch.dtype) -> int:
-        return tokens * (self.kv_lora_rank + self.rope_dim + self.index_dim) * dtype.itemsize
-
-
-@dataclass(frozen=True)
-class State:
-    """A linear-attention layer's cache, the same at every length: ``heads`` states of ``key_dim × value_dim`` in
-    float32, and the causal convolution's last ``conv_kernel`` inputs of ``conv_channels`` in the model's dtype."""
-
-    heads: int
-    key_dim: int
-    value_dim: int
-    conv_channels: int
-    conv_kernel: int
-
-    def nbytes(self, tokens: int, dtype: torch.dtype) -> int:
-        state = self.heads * self.key_dim * self.value_dim * torch.float32.itemsize
-        return state + self.conv_channels * self.conv_kernel * dtype.itemsize
-
-
-LayerCacheSize = KeysAndValues | Latent | State
-
-
-def layer_sizes(config: Any) -> tuple[LayerCacheSize, ...]:
-    """What each layer of a decoder built from ``config`` keeps: the config's own ``cache_sizes()`` (a family whose
-    layers keep something else defines it), else one :class:`KeysAndValues` a layer from the usual fields."""
-    own = getattr(config, "cache_sizes", None)
-    if own is not None:
-        return tuple(own())
-    kv_heads = getattr(config, "num_kv_heads", None) or config.num_heads
-    head_dim = getattr(config, "head_dim", None) or config.d_model // config.num_heads
-    types = getattr(config, "layer_types", None)
-    window = getattr(config, "sliding_window", None)
-
-    def windowed(layer: int) -> int | None:
-        return window if types is None or types[layer] == "sliding_attention" else None
-    return tuple(KeysAndValues(kv_heads, head_dim, head_dim, windowed(i)) for i in range(config.num_layers))
-
-
-def cache_bytes(config: Any, tokens: int, dtype: torch.dtype = torch.bfloat16, batch: int = 1) -> int:
-    """The bytes of cache ``batch`` sequences of ``tokens`` tokens take in a decoder of ``config``, its keys and
-    values (or latents) in ``dtype``."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(tr("tokens must be an integer >= 0, got {tokens!r}", tokens=tokens))
-    return batch * sum(layer.nbytes(tokens, dtype) for layer in layer_sizes(config))
+from attnlab.i18n import N_, _
+from attnlab.models.caches.size import bytes_per_token, cache_bytes
 
 
 @dataclass(frozen=True)
@@ -131,14 +52,13 @@ def real_models() -> list[RealModel]:
 
 def table_rows(tokens: int, dtype: torch.dtype = torch.bfloat16,
                models: Sequence[RealModel] | None = None) -> list[tuple[str, str, int, int, int]]:
-    """``(label, mechanism, bytes a new token adds at the start, bytes kept whatever the length, bytes at
+    """``(label, mechanism, bytes each token adds past every window, bytes kept whatever the length, bytes at
     tokens)`` for each real model, one sequence."""
     rows = []
     for model in models if models is not None else real_models():
-        config = model.config()
-        fixed = cache_bytes(config, 0, dtype)
-        rows.append((model.label, model.mechanism, cache_bytes(config, 1, dtype) - fixed, fixed,
-                     cache_bytes(config, tokens, dtype)))
+        sizes = model.config().cache_sizes()
+        rows.append((model.label, model.mechanism, bytes_per_token(sizes, dtype), cache_bytes(sizes, 0, dtype),
+                     cache_bytes(sizes, tokens, dtype)))
     return rows
 
 

@@ -13,7 +13,8 @@ import torch
 from matplotlib.figure import Figure
 
 from attnlab.i18n import _, tr
-from attnlab.inspect.cache_size import RealModel, cache_bytes, real_models
+from attnlab.inspect.cache_size import RealModel, real_models
+from attnlab.models.caches.size import cache_bytes
 from attnlab.viz.fonts import drawn_in_every_script
 
 GB = 10**9  # decimal, as the book counts (17.18 GB)
@@ -27,8 +28,8 @@ def cache_size_figure(max_tokens: int = 131072, dtype: torch.dtype = torch.bfloa
     fig = Figure(figsize=(9, 5.5), layout="constrained")
     ax = fig.subplots()
     for model in models if models is not None else real_models():
-        config = model.config()
-        ax.plot(lengths, [cache_bytes(config, t, dtype) / GB for t in lengths],
+        sizes = model.config().cache_sizes()
+        ax.plot(lengths, [cache_bytes(sizes, t, dtype) / GB for t in lengths],
                 label=f"{model.label}: {_(model.mechanism)}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

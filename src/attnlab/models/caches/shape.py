@@ -8,7 +8,6 @@ check the first step would fail deep inside a matmul, or worse, decode from anot
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -90,13 +89,3 @@ class CacheOf:
                                 "for the batch it decodes", kind=type(self).__name__, cache_rows=self.rows,
                                 rows=rows))
 
-
-def kv_cache_bytes(windows: Sequence[int | None], num_kv_heads: int, head_dim: int, tokens: int, batch: int = 1,
-                   dtype: torch.dtype = torch.bfloat16) -> int:
-    """Bytes of the keys and values a decoder keeps after ``tokens`` tokens of ``batch`` rows: per layer (its
-    ``windows`` entry: None for every position, or the window its rolling cache stops at) ``2 · num_kv_heads ·
-    head_dim`` numbers of ``dtype`` per position held. A formula, the figure a cache-size table quotes; a
-    :class:`~attnlab.models.KVCache` allocates its capacity ahead (``filled_nbytes`` measures what it holds)."""
-    size = torch.empty((), dtype=dtype).element_size()
-    held = sum(tokens if window is None else min(tokens, window) for window in windows)
-    return 2 * num_kv_heads * head_dim * size * batch * held

@@ -34,7 +34,7 @@ from attnlab.functional import BACKENDS
 from attnlab.functional.logit_options import softcap
 from attnlab.i18n import tr
 from attnlab.layers import ModernBlock, ModernBlockSpec, RMSNorm, RopeScaling, RotaryEmbedding
-from attnlab.models.caches.shape import kv_cache_bytes
+from attnlab.models.caches.size import KeysAndValues, LayerCacheSize, bytes_per_token, cache_bytes
 from attnlab.models.config import Presets
 from attnlab.models.language_model import LanguageModel
 from attnlab.models.modern.options import check_layer_options, is_sliding, layer_spec
@@ -196,24 +196,23 @@ class ModernDecoderConfig(Presets):
         family of its own overrides it (another attention, a mixture of experts)."""
         return layer_spec(self, layer)
 
-    def cache_bytes(self, tokens: int, batch: int = 1, dtype: torch.dtype = torch.bfloat16,
-                    windows: list[int | None] | None = None) -> int:
-        """Bytes of a decoding cache after ``tokens`` tokens of ``batch`` rows, keys and values in ``dtype``
-        (:func:`~attnlab.models.caches.shape.kv_cache_bytes`): every layer keeps ``2 · num_kv_heads · head_dim``
-        numbers per position, a sliding layer no more positions than its window (``windows``: per layer, default
-        this config's). A family whose layers cache something else (a latent, a recurrent state) says so in its
-        own."""
+    def cache_sizes(self) -> tuple[LayerCacheSize, ...]:
+        """What each layer keeps while decoding (:mod:`attnlab.models.caches.size`): its key/value heads' keys and
+        values, a sliding layer no more tokens than its window. A family whose layers keep something else (a
+        latent, a recurrent state) writes its own."""
         heads, width = self.num_kv_heads, self.head_dim
         assert heads is not None and width is not None  # __post_init__ sets both
-        if windows is None:
-            windows = [self.sliding_window if is_sliding(self, i) else None for i in range(self.num_layers)]
-        return kv_cache_bytes(windows, heads, width, tokens, batch, dtype)
+        return tuple(KeysAndValues(heads, width, width, self.sliding_window if is_sliding(self, i) else None)
+                     for i in range(self.num_layers))
+
+    def cache_bytes(self, tokens: int, batch: int = 1, dtype: torch.dtype = torch.bfloat16) -> int:
+        """Bytes of a decoding cache after ``tokens`` tokens of ``batch`` rows, in ``dtype``."""
+        return cache_bytes(self.cache_sizes(), tokens, dtype, batch)
 
     def cache_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
-        """What each token adds to a row's cache once the context is longer than every window: the layers without
-        one, ``2 · num_kv_heads · head_dim`` numbers each (Llama-3.2-1B in bf16: 32,768 bytes)."""
-        full = [i for i in range(self.num_layers) if not is_sliding(self, i)]
-        return self.cache_bytes(1, dtype=dtype, windows=[None] * len(full))
+        """What each token adds to a row's cache once the context is longer than every window (Llama-3.2-1B in
+        bf16: 32,768 bytes)."""
+        return bytes_per_token(self.cache_sizes(), dtype)
 
 
 class ModernDecoder(LanguageModel):
