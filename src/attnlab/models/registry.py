@@ -16,6 +16,8 @@ from attnlab.i18n import N_, tr
 from attnlab.models.encoder import EncoderConfig, TransformerEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.modern.hybrid import HybridDecoder
+from attnlab.models.modern.qwen3_next import Qwen3NextConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 #: what a model of a kind does: "decoder" continues text (``attnlab train``, ``sample``), "seq2seq" turns a source
@@ -43,6 +45,8 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
     Architecture("gpt", GPTConfig, GPT, "decoder", N_("GPT-2's layout")),
     Architecture("modern", ModernDecoderConfig, ModernDecoder, "decoder",
                  N_("Llama's: RoPE, grouped-query attention, RMSNorm, SwiGLU")),
+    Architecture("qwen3_next", Qwen3NextConfig, HybridDecoder, "decoder",
+                 N_("Qwen3-Next's and Qwen3.5's: three Gated DeltaNet layers to one gated attention layer")),
     Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
     Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
 )}
