@@ -119,7 +119,8 @@ def model_class(arch: str):
     return {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
             "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM,
             "qwen3": transformers.Qwen3ForCausalLM, "gemma2": transformers.Gemma2ForCausalLM,
-            "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM}[family]
+            "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
+            "qwen3_next": transformers.Qwen3NextForCausalLM, "qwen3_5_text": transformers.Qwen3_5ForCausalLM}[family]
 
 
 def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None):

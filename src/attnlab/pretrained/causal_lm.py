@@ -14,7 +14,12 @@ Both return ``.logits (B, T, V)`` and take a KV cache, so :func:`attnlab.generat
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -22,10 +27,32 @@ from torch import nn
 
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
+from attnlab.models.modern.hybrid import HybridDecoder
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
 from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout, phi3_layout
+from attnlab.pretrained.qwen3_next import SKIPPED as QWEN3_NEXT_SKIPPED
+from attnlab.pretrained.qwen3_next import layout as qwen3_next_layout
+from attnlab.pretrained.qwen3_next import read_config as qwen3_next_config
 from attnlab.pretrained.text_tokenizer import TextTokenizer
+
+
+@dataclass(frozen=True)
+class FamilyLoader:
+    """A family with a loader of its own (``pretrained/<family>.py``): its ``config.json`` reader ``(raw, path) ->
+    config``, its tensor layout ``(our shapes, config) -> {checkpoint name: Expected}``, its model class, and the
+    stored tensors that are not part of the model."""
+
+    config: Callable[[dict[str, Any], Path], Any]
+    layout: Callable[[dict[str, torch.Size], Any], dict[str, Expected]]
+    model: type[ModernDecoder]
+    skipped: re.Pattern[str] = IGNORED
+
+
+#: family (:data:`SUPPORTED`'s values) -> its loader
+FAMILIES: dict[str, FamilyLoader] = {
+    family: FamilyLoader(partial(qwen3_next_config, family), partial(qwen3_next_layout, family), HybridDecoder,
+                         QWEN3_NEXT_SKIPPED) for family in ("qwen3_next", "qwen3_5_text")}
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
 
@@ -55,6 +82,8 @@ def _gpt2_prefix(model_dir: Path) -> str:
 def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expected]:
     c = model.config
     shapes = {name: t.shape for name, t in model.state_dict().items()}
+    if family in FAMILIES:
+        return FAMILIES[family].layout(shapes, c)
     if isinstance(model, GPT):
         return gpt2_layout(shapes, c.num_layers, c.tie_weights, _gpt2_prefix(model_dir))
     if family == "phi3":
@@ -111,11 +140,14 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     if not model_dir.is_dir():
         raise FileNotFoundError(tr("{path!r} is not a directory (expected a Hugging Face model directory with "
                                    "config.json, model.safetensors and tokenizer.json)", path=str(path)))
-    arch, config = read_decoder_config(model_dir)
+    arch, config = read_decoder_config(model_dir, {name: loader.config for name, loader in FAMILIES.items()})
     tokenizer = TextTokenizer.from_dir(model_dir)
+    family = FAMILIES.get(SUPPORTED[arch])
     with torch.device("meta"):  # shapes only; the real tensors come from the files
-        model = GPT(config) if isinstance(config, GPTConfig) else ModernDecoder(config)
-    state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]), IGNORED, dtype)
+        model = family.model(config) if family else GPT(config) if isinstance(config, GPTConfig) else \
+            ModernDecoder(config)
+    state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]),
+                         family.skipped if family else IGNORED, dtype)
     _load_state(model, state, model_dir)
     model.name = f"{arch} ({model_dir.name})"
     return model.to(device).eval(), tokenizer

@@ -55,10 +55,12 @@ READ: dict[str, frozenset[str]] = {
 }
 
 
-def refuse_unknown_fields(family: str, raw: dict[str, Any], path: Path) -> None:
-    """A ValueError naming the first field of ``raw`` that ``family``'s reader neither reads nor knows to be inert."""
+def refuse_unknown_fields(family: str, raw: dict[str, Any], path: Path, read: frozenset[str] | None = None) -> None:
+    """A ValueError naming the first field of ``raw`` that ``family``'s reader neither reads (``read``, default
+    ``READ[family]``) nor knows to be inert."""
+    read = READ[family] if read is None else read
     for field, value in raw.items():
-        if value is not None and field not in UNCHANGING and field not in READ[family]:
+        if value is not None and field not in UNCHANGING and field not in read:
             raise ValueError(tr("{path}: cannot honour {field}={value!r}: attnlab does not implement this field of a "
                                 "{family} config (it may change what the model computes)", path=path, field=field,
                                 value=value, family=family))

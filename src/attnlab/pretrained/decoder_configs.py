@@ -23,7 +23,8 @@ from attnlab.pretrained.config_fields import refuse_unknown_fields
 #: ``architectures`` entry -> the family its config is read as
 SUPPORTED = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
              "MistralForCausalLM": "mistral", "Qwen3ForCausalLM": "qwen3", "Gemma2ForCausalLM": "gemma2",
-             "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3"}
+             "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3", "Qwen3NextForCausalLM": "qwen3_next",
+             "Qwen3_5ForCausalLM": "qwen3_5_text"}
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
@@ -230,12 +231,15 @@ def gemma_config(family: str, raw: dict[str, Any], path: Path) -> ModernDecoderC
     )
 
 
-def read_decoder_config(model_dir: Path) -> tuple[str, GPTConfig | ModernDecoderConfig]:
-    """``(architecture, config)`` of a model directory's ``config.json``."""
+def read_decoder_config(model_dir: Path, readers: dict[str, Any] | None = None) -> tuple[str, Any]:
+    """``(architecture, config)`` of a model directory's ``config.json``; ``readers``: family -> ``reader(raw, path)``
+    for the families with a loader of their own (``pretrained/<family>.py``)."""
     raw = read_config_json(model_dir)
     path = model_dir / "config.json"
     arch = architecture_of(raw, path)
     family = SUPPORTED[arch]
+    if readers and family in readers:
+        return arch, readers[family](raw, path)
     refuse_unknown_fields(family, raw, path)
     if family == "gpt2":
         return arch, gpt2_config(raw, path)
