@@ -16,10 +16,17 @@ import pytest
 import torch
 
 from attnlab.attention.delta_net import GatedDeltaNet
-from attnlab.generation import GenerationConfig, generate
+from attnlab.generation import GenerationConfig
 from attnlab.models.modern.hybrid import HybridDecoder
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import VOCAB, cached_and_full_logits, hf_positions, left_padded, write_checkpoint
+from hf_checkpoints import (
+    VOCAB,
+    cached_and_full_logits,
+    greedy_equals_generate,
+    hf_positions,
+    left_padded,
+    written_and_loaded,
+)
 
 transformers = pytest.importorskip("transformers")
 GREEDY = GenerationConfig(temperature=0)
@@ -44,18 +51,12 @@ def hf_config(family: str):
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    """(family, storage) -> (directory, transformers model, attnlab model); written once for the module."""
-    root = tmp_path_factory.mktemp("hf-qwen3-next")
-    out = {}
-    for family, storage in CASES:
-        d = root / f"{family}-{storage}"
-        hf = write_checkpoint(family, d, storage=storage, config=hf_config(family))
-        out[family, storage] = (d, hf, load_causal_lm(d)[0])
-    return out
+    """(family, storage) -> (directory, transformers model, attnlab model, tokenizer); written once for the module."""
+    return written_and_loaded(tmp_path_factory.mktemp("hf-qwen3-next"), CASES, hf_config)
 
 
 def test_each_becomes_a_hybrid_with_its_options(checkpoints):
-    for (family, _), (d, _, model) in checkpoints.items():
+    for (family, _), (d, _, model, _) in checkpoints.items():
         c = model.config
         assert isinstance(model, HybridDecoder) and c.layer_types == ["linear_attention"] * 3 + ["full_attention"]
         assert (c.partial_rotary_factor, c.rotary_dim, c.linear_value_head_dim) == (0.5, 4, 6)
@@ -75,7 +76,7 @@ def rechunked(model, chunk_size):
 @pytest.mark.parametrize(("family", "storage"), CASES, ids=IDS)
 @pytest.mark.parametrize(("t", "lengths", "chunk"), [(16, (16, 11, 5), 5), (16, (16, 11, 5), 64), (90, (90, 83), 64)])
 def test_left_padded_batch_equals_transformers_and_each_row_alone(family, storage, t, lengths, chunk, checkpoints):
-    _, hf, model = checkpoints[family, storage]
+    _, hf, model, _ = checkpoints[family, storage]
     ids, mask = left_padded(lengths, t, seed=t)
     try:
         rechunked(model, chunk)
@@ -97,13 +98,8 @@ def test_left_padded_batch_equals_transformers_and_each_row_alone(family, storag
 
 @pytest.mark.parametrize(("family", "storage"), CASES, ids=IDS)
 def test_greedy_40_tokens_equal_transformers(family, storage, checkpoints):
-    _, hf, model = checkpoints[family, storage]
-    prompt = torch.randint(1, VOCAB, (1, 8), generator=torch.Generator().manual_seed(3))
-    want = hf.generate(prompt, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, prompt, 40, GREEDY), want)
-    ids, mask = left_padded((9, 4), 9, seed=1)
-    want_batch = hf.generate(ids, attention_mask=mask, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, ids, 40, GREEDY, attention_mask=mask), want_batch)
+    _, hf, model, _ = checkpoints[family, storage]
+    greedy_equals_generate(hf, model, GREEDY)
 
 
 @pytest.mark.parametrize(("family", "storage"), CASES, ids=IDS)

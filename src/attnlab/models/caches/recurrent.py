@@ -77,12 +77,6 @@ class HybridCache(CacheOf):
         self.shape, self.rows = shape, batch
         self.memory_mask = None
 
-    def __getitem__(self, i: int) -> Any:
-        return self.layers[i]
-
-    def __len__(self) -> int:
-        return len(self.layers)
-
     @property
     def length(self) -> int:
         """Positions seen so far: the next token's position."""
