@@ -113,6 +113,43 @@ def gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: T
     return rule(q, k, v.float(), log_decay.float(), beta.float(), state)
 
 
+def real_inputs(x: Tensor, attention_mask: Tensor | None, attn_mask: Tensor | None, d_model: int,
+                owner: str) -> tuple[Tensor, bool]:
+    """``x`` batched ``(B, T, d_model)`` with each padded token's input zeroed (transformers' rule: it then writes
+    nothing, and left padding leaves the convolution and the memory at zero until the first real token), and
+    whether it came unbatched."""
+    x, unbatched = as_batched(x, d_model, owner)
+    real = token_padding(attention_mask, attn_mask, x, owner)
+    return (x if real is None else x * real[..., None].to(x.dtype)), unbatched
+
+
+def read_and_write(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, conv: Tensor,
+                   kv_cache: RecurrentCache | None, head_mask: Tensor | None, spec: LinearAttentionSpec,
+                   dtype: torch.dtype) -> Tensor:
+    """The memory read and written (in chunks of ``spec.chunk_size``) from the cached one (zeros at the start), the
+    cache then holding the new memory and the convolution's last inputs ``conv``: the outputs ``(B, T, H, d_v)``
+    in ``dtype``, ``head_mask (H,)`` applied."""
+    out, state = gated_delta_rule(q, k, v, log_decay, beta, None if kv_cache is None else kv_cache.state,
+                                  spec.chunk_size)
+    if kv_cache is not None:
+        kv_cache.keep(conv, state, q.shape[2])
+    return mask_heads(out.to(dtype), head_mask, spec.owner).transpose(1, 2)
+
+
+def finished(out: Tensor, unbatched: bool, return_weights: bool, q: Tensor, k: Tensor, log_decay: Tensor,
+             beta: Tensor, kv_cache: RecurrentCache | None):
+    """``out`` as the caller gave ``x`` (unbatched or not), with the implicit attention if asked for: ``W (B, H, T,
+    T)`` with ``o = W v`` from a zero state, None with a cache (the layer's stand-in for attention weights)."""
+    out = out[0] if unbatched else out
+    if not return_weights:
+        return out
+    if kv_cache is not None:
+        return out, None
+    q = l2_normalise(q.float()) * q.shape[-1] ** -0.5
+    weights = delta_rule_weights(q, l2_normalise(k.float()), log_decay.float(), beta.float())
+    return out, weights[0] if unbatched else weights
+
+
 class GatedRMSNorm(nn.Module):
     """``w · x / √(mean(x²) + ε) · act(gate)`` over the last dim ``d``: ``(..., d)``, ``(..., d)`` -> ``(..., d)``.
 
@@ -139,13 +176,54 @@ class GatedRMSNorm(nn.Module):
         return f"{self.weight.shape[0]}, eps={self.eps}, activation={self.activation}"
 
 
-def _check_chunk_size(owner: str, chunk_size: int | None) -> None:
-    if chunk_size is not None:
-        check_positive_int(owner, "chunk_size (tokens per chunk of the delta rule; None: one at a time)", chunk_size)
+class LinearAttentionSpec:
+    """What the specs of the linear-attention layers share (Gated DeltaNet's here, KDA's in
+    :mod:`attnlab.attention.kimi_delta`): the checks of ε and the chunk size, what a block reads (``d_in``, no
+    QK-norm) and the bytes of the state a cache keeps. A subclass gives ``conv_channels`` and ``memory_shape``."""
+
+    d_model: int
+    conv_kernel: int
+    eps: float
+    chunk_size: int | None
+    owner: str
+
+    def check_eps_and_chunks(self) -> None:
+        if isinstance(self.eps, bool) or not isinstance(self.eps, int | float) or not self.eps > 0:
+            raise ValueError(f"{self.owner}: eps must be a number > 0, got {self.eps!r}")
+        if self.chunk_size is not None:
+            check_positive_int(self.owner, "chunk_size (tokens per chunk of the delta rule; None: one at a time)",
+                               self.chunk_size)
+
+    @property
+    def d_in(self) -> int:
+        """The input width (a block reads its ``d_model`` from here, as from an ``AttentionSpec``)."""
+        return self.d_model
+
+    @property
+    def qk_norm(self) -> None:
+        """No QK-norm of a softmax layer's kind: q and k are L2-normalised instead."""
+        return None
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the short convolution: q, k and v side by side."""
+        raise NotImplementedError
+
+    @property
+    def memory_shape(self) -> tuple[int, int, int]:
+        """``(heads, d_k, d_v)`` of the memory one row keeps."""
+        raise NotImplementedError
+
+    def state_bytes(self, batch: int = 1, conv_dtype: torch.dtype = torch.float32) -> int:
+        """Bytes a decoding cache keeps for this layer, at any length: ``batch · (conv_channels · (conv_kernel −
+        1) · size(conv_dtype) + heads · d_k · d_v · 4)`` (the memory in float32)."""
+        conv = self.conv_channels * (self.conv_kernel - 1) * torch.empty((), dtype=conv_dtype).element_size()
+        heads, d_k, d_v = self.memory_shape
+        return batch * (conv + heads * d_k * d_v * 4)
 
 
 @dataclass(frozen=True)
-class GatedDeltaNetSpec:
+class GatedDeltaNetSpec(LinearAttentionSpec):
     """One Gated DeltaNet layer, all but its weights.
 
     Attributes:
@@ -178,30 +256,17 @@ class GatedDeltaNetSpec:
             raise ValueError(f"{self.owner}: num_value_heads must be a multiple of num_key_heads (each key head "
                              f"serves a whole group of value heads), got num_value_heads={self.num_value_heads}, "
                              f"num_key_heads={self.num_key_heads}")
-        if isinstance(self.eps, bool) or not isinstance(self.eps, int | float) or not self.eps > 0:
-            raise ValueError(f"{self.owner}: eps must be a number > 0, got {self.eps!r}")
-        _check_chunk_size(self.owner, self.chunk_size)
-
-    @property
-    def d_in(self) -> int:
-        """The input width (a block reads its ``d_model`` from here, as from an ``AttentionSpec``)."""
-        return self.d_model
-
-    @property
-    def qk_norm(self) -> None:
-        """No QK-norm of a softmax layer's kind: q and k are L2-normalised instead."""
-        return None
+        self.check_eps_and_chunks()
 
     @property
     def conv_channels(self) -> int:
         """Channels of the short convolution: q, k and v side by side."""
         return 2 * self.num_key_heads * self.key_head_dim + self.num_value_heads * self.value_head_dim
 
-    def state_bytes(self, batch: int = 1, conv_dtype: torch.dtype = torch.float32) -> int:
-        """Bytes a decoding cache keeps for this layer, at any length: ``batch · (conv_channels · (conv_kernel −
-        1) · size(conv_dtype) + num_value_heads · d_k · d_v · 4)`` (the memory in float32)."""
-        conv = self.conv_channels * (self.conv_kernel - 1) * torch.empty((), dtype=conv_dtype).element_size()
-        return batch * (conv + self.num_value_heads * self.key_head_dim * self.value_head_dim * 4)
+    @property
+    def memory_shape(self) -> tuple[int, int, int]:
+        """One memory per value head, ``d_k × d_v``."""
+        return self.num_value_heads, self.key_head_dim, self.value_head_dim
 
     def build(self, rotary: object = None) -> GatedDeltaNet:
         """The layer (``rotary`` is ignored: no positions enter it)."""
@@ -250,12 +315,9 @@ class GatedDeltaNet(nn.Module):
                 positions: Tensor | None = None, return_weights: bool = False, kv_cache: RecurrentCache | None = None,
                 head_mask: Tensor | None = None):
         """Arguments and shapes: the class docstring."""
-        owner, s = type(self).__name__, self.spec
-        x, unbatched = as_batched(x, s.d_model, owner)
+        s = self.spec
+        x, unbatched = real_inputs(x, attention_mask, attn_mask, s.d_model, type(self).__name__)
         b, t, _ = x.shape
-        real = token_padding(attention_mask, attn_mask, x, owner)
-        if real is not None:  # a padded token writes nothing: zero input, zero q, k and v after the convolution
-            x = x * real[..., None].to(x.dtype)
         # 1. q, k, v through the short convolution; the gate z; β and α from the token itself
         qkv, conv = short_convolution(self.in_proj_qkv(x), self.conv1d, None if kv_cache is None else kv_cache.conv)
         q, k, v = qkv.split((self.key_width, self.key_width, self.value_width), dim=-1)
@@ -267,30 +329,11 @@ class GatedDeltaNet(nn.Module):
         log_decay = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
         log_decay = log_decay.transpose(1, 2)                                      # (B, Hv, T), log α < 0
         # 2. the gated delta rule, from the cached memory (zeros at the start)
-        out, state = gated_delta_rule(q, k, v, log_decay, beta, None if kv_cache is None else kv_cache.state,
-                                      s.chunk_size)
-        if kv_cache is not None:
-            kv_cache.keep(conv, state, t)
-        out = mask_heads(out.to(x.dtype), head_mask, owner).transpose(1, 2)      # (B, T, Hv, d_v)
+        out = read_and_write(q, k, v, log_decay, beta, conv, kv_cache, head_mask, s, x.dtype)  # (B, T, Hv, d_v)
         # 3. w · RMSNorm(o) · SiLU(z), per value head; then back to d_model
         z = self.in_proj_z(x).view(b, t, s.num_value_heads, s.value_head_dim)
         out = self.out_proj(self.norm(out, z).reshape(b, t, self.value_width))
-        if unbatched:
-            out = out[0]
-        if not return_weights:
-            return out
-        return out, self.implicit_weights(q, k, log_decay, beta, kv_cache, unbatched)
-
-    @staticmethod
-    def implicit_weights(q: Tensor, k: Tensor, log_decay: Tensor, beta: Tensor, kv_cache: RecurrentCache | None,
-                         unbatched: bool) -> Tensor | None:
-        """``W (B, H, T, T)`` with ``o = W v`` from a zero state (None with a cache): the layer's stand-in for
-        attention weights."""
-        if kv_cache is not None:
-            return None
-        q = l2_normalise(q.float()) * q.shape[-1] ** -0.5
-        weights = delta_rule_weights(q, l2_normalise(k.float()), log_decay.float(), beta.float())
-        return weights[0] if unbatched else weights
+        return finished(out, unbatched, return_weights, q, k, log_decay, beta, kv_cache)
 
     def extra_repr(self) -> str:
         s = self.spec
@@ -299,5 +342,16 @@ class GatedDeltaNet(nn.Module):
                 f"chunk_size={s.chunk_size}")
 
 
-__all__ = ["GatedDeltaNet", "GatedDeltaNetSpec", "GatedRMSNorm", "RecurrentCache", "gated_delta_rule",
-           "short_convolution", "token_padding"]
+__all__ = [
+    "GatedDeltaNet",
+    "GatedDeltaNetSpec",
+    "GatedRMSNorm",
+    "LinearAttentionSpec",
+    "RecurrentCache",
+    "finished",
+    "gated_delta_rule",
+    "read_and_write",
+    "real_inputs",
+    "short_convolution",
+    "token_padding",
+]
