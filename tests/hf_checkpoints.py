@@ -138,7 +138,8 @@ def model_class(arch: str):
             "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM,
             "qwen3": transformers.Qwen3ForCausalLM, "gemma2": transformers.Gemma2ForCausalLM,
             "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
-            "diffllama": transformers.DiffLlamaForCausalLM, "smollm3": transformers.SmolLM3ForCausalLM}[family]
+            "diffllama": transformers.DiffLlamaForCausalLM, "smollm3": transformers.SmolLM3ForCausalLM,
+            "qwen3_next": transformers.Qwen3NextForCausalLM, "qwen3_5_text": transformers.Qwen3_5ForCausalLM}[family]
 
 
 def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None):
@@ -163,6 +164,20 @@ def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "
     return model
 
 
+def written_and_loaded(root: Path, cases, config_of=None) -> dict:
+    """Each ``(arch, storage)`` of ``cases`` written into ``root`` (``config_of(arch)``: a transformers config
+    instead of :func:`hf_config`'s) and loaded: ``(arch, storage) -> (directory, transformers model, attnlab model,
+    tokenizer)``."""
+    from attnlab.pretrained import load_causal_lm
+
+    out = {}
+    for arch, storage in cases:
+        d = root / f"{arch}-{storage}"
+        hf = write_checkpoint(arch, d, storage=storage, config=None if config_of is None else config_of(arch))
+        out[arch, storage] = (d, hf, *load_causal_lm(d))
+    return out
+
+
 def left_padded(lengths, t, seed=0):
     """Random ids ``(B, t)`` whose row i has ``lengths[i]`` real tokens at the end; and the mask."""
     g = torch.Generator().manual_seed(seed)
@@ -171,6 +186,21 @@ def left_padded(lengths, t, seed=0):
     for i, n in enumerate(lengths):
         mask[i, t - n:] = 1
     return ids.masked_fill(mask == 0, 0), mask
+
+
+def greedy_equals_generate(hf, model, config, max_new_tokens=40):
+    """``model``'s greedy tokens (``generate`` with ``config``) equal transformers' ``generate`` for a prompt of 8
+    alone and a left-padded batch of 9 and 4; returns ``[(ids, mask or None, transformers' tokens)]``."""
+    from attnlab.generation import generate
+
+    prompt = torch.randint(1, VOCAB, (1, 8), generator=torch.Generator().manual_seed(3))
+    ids, mask = left_padded((9, 4), 9, seed=1)
+    cases = []
+    for idx, m in ((prompt, None), (ids, mask)):
+        want = hf.generate(idx, attention_mask=m, max_new_tokens=max_new_tokens, do_sample=False)
+        assert torch.equal(generate(model, idx, max_new_tokens, config, attention_mask=m), want)
+        cases.append((idx, m, want))
+    return cases
 
 
 def hf_positions(mask):

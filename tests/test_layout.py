@@ -103,7 +103,7 @@ def test_the_rule_catches_an_upward_import(tmp_path):
 def test_no_two_modules_share_a_name_across_packages_unless_twins():
     """Same file name in two packages only for the same idea: the NumPy twin's mirrors, the fast package's twins of
     the plain modules they speed up, each layer's checks and configs, a command-line module named after what its
-    command runs, and a family's loader in pretrained/ named after the family it loads (models/modern/)."""
+    command runs, and a family's loader (``pretrained/<family>.py``) named after its model (``models/modern/``)."""
     allowed = {"checks", "__init__", "config"}
     twins = {"softmax", "masks", "math_attention", "chunked", "sdpa", "multihead", "positional", "layernorm",
              "feedforward", "block", "encoder", "linear"}
@@ -113,10 +113,9 @@ def test_no_two_modules_share_a_name_across_packages_unless_twins():
 
     def originals(name: str, mods: list[str]) -> list[str]:
         """The modules of one name that are not the twin of another: at most one may remain."""
-        families = {m.rsplit(".", 1)[-1] for m in mods if m.startswith("attnlab.models.modern.")}
         return [m for m in mods if not (m.startswith("attnlab.numpy.") and name in twins)
                 and not m.startswith(("attnlab.fast.", "attnlab.cli."))
-                and not (m.startswith("attnlab.pretrained.") and name in families)]
+                and not (m == f"attnlab.pretrained.{name}" and f"attnlab.models.modern.{name}" in mods)]
 
     clashes = {name: mods for name, mods in by_name.items()
                if len(mods) > 1 and name not in allowed and len(originals(name, mods)) > 1}

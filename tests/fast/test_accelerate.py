@@ -28,6 +28,10 @@ SMALL = {
     "diffllama": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2,
                       d_ff=72),
     "smollm3": dict(vocab_size=97, context_length=48, d_model=32, num_layers=4, num_heads=4, num_kv_heads=2, d_ff=72),
+    # layers 0-2 Gated DeltaNet, 3 gated attention; the delta rule in chunks of 4, so 11 tokens run three
+    "qwen3_next": dict(vocab_size=97, context_length=48, d_model=32, num_layers=4, num_heads=4, num_kv_heads=2,
+                       head_dim=8, d_ff=72, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                       linear_value_head_dim=8, chunk_size=4),
     "transformer": dict(vocab_size=97, d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64,
                         context_length=40),
     "encoder": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, d_ff=64),
@@ -48,7 +52,7 @@ def test_every_architecture_of_the_registry_is_covered():
     assert set(SMALL) == set(ARCHITECTURES)
 
 
-@pytest.mark.parametrize("arch", ["gpt", "modern", "diffllama", "smollm3"])
+@pytest.mark.parametrize("arch", ["gpt", "modern", "diffllama", "smollm3", "qwen3_next"])
 def test_a_decoders_twin_gives_its_logits_and_its_greedy_tokens(arch):
     model = model_of(arch)
     twin = accelerated(model)
@@ -68,6 +72,15 @@ def test_a_kind_of_attention_with_a_forward_of_its_own_keeps_it_and_its_maps_are
     attn = twin.blocks[0].attn
     assert type(attn) is DifferentialAttention and isinstance(attn.out_proj, FastLinear)
     assert isinstance(accelerated(model_of("smollm3")).blocks[3].attn, FastAttention)  # a NoPE layer: the one module
+
+
+def test_a_linear_attention_layer_keeps_its_forward_and_its_maps_are_swapped():
+    from attnlab.attention.delta_net import GatedDeltaNet
+
+    twin = accelerated(model_of("qwen3_next"))
+    linear, full = twin.blocks[0].attn, twin.blocks[3].attn
+    assert type(linear) is GatedDeltaNet and isinstance(linear.in_proj_qkv, FastLinear)
+    assert isinstance(full, FastAttention) and isinstance(full.W_gate, FastLinear)  # the output gate kept
 
 
 def test_the_translation_models_twin_gives_its_tokens():

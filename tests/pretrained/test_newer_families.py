@@ -18,7 +18,15 @@ from attnlab.generation import GenerationConfig, generate
 from attnlab.inspect import capture, explain
 from attnlab.models import GPT, ModernDecoder
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import NEWER, OPTIONS, VOCAB, cached_and_full_logits, hf_positions, left_padded, write_checkpoint
+from hf_checkpoints import (
+    NEWER,
+    OPTIONS,
+    cached_and_full_logits,
+    greedy_equals_generate,
+    hf_positions,
+    left_padded,
+    written_and_loaded,
+)
 
 pytest.importorskip("transformers")
 GREEDY = GenerationConfig(temperature=0)
@@ -31,13 +39,7 @@ IDS = [f"{arch}-{storage}" for arch, storage in CASES]
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     """(arch, storage) -> (directory, transformers model, attnlab model, tokenizer); written once for the module."""
-    root = tmp_path_factory.mktemp("hf-newer")
-    out = {}
-    for arch, storage in CASES:
-        d = root / f"{arch}-{storage}"
-        hf = write_checkpoint(arch, d, storage=storage)
-        out[arch, storage] = (d, hf, *load_causal_lm(d))
-    return out
+    return written_and_loaded(tmp_path_factory.mktemp("hf-newer"), CASES)
 
 
 def test_each_family_becomes_the_model_with_its_options(checkpoints):
@@ -106,15 +108,10 @@ def test_greedy_40_tokens_equal_transformers(arch, storage, checkpoints):
     LongRoPE's long factors: attnlab's cached decoding does the same, and equals its decoding without a cache
     (docs/newest-attention.md)."""
     _, hf, model, _ = checkpoints[arch, storage]
-    prompt = torch.randint(1, VOCAB, (1, 8), generator=torch.Generator().manual_seed(3))
-    want = hf.generate(prompt, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, prompt, 40, GREEDY), want)
-    ids, mask = left_padded((9, 4), 9, seed=1)
-    want_batch = hf.generate(ids, attention_mask=mask, max_new_tokens=40, do_sample=False)
-    assert torch.equal(generate(model, ids, 40, GREEDY, attention_mask=mask), want_batch)
+    cases = greedy_equals_generate(hf, model, GREEDY)
     if arch == "phi3":
-        assert torch.equal(generate(model, prompt, 40, UNCACHED), want)
-        assert torch.equal(generate(model, ids, 40, UNCACHED, attention_mask=mask), want_batch)
+        for idx, mask, want in cases:
+            assert torch.equal(generate(model, idx, 40, UNCACHED, attention_mask=mask), want)
 
 
 @pytest.mark.parametrize(("arch", "storage"), CASES, ids=IDS)

@@ -167,6 +167,8 @@ class MultiHeadAttention(nn.Module):
             self.q_norm = spec.make_norm(spec.head_dim if per_head else q_width)
             self.k_norm = spec.make_norm(spec.head_dim if per_head else kv_width)
         self.sinks = nn.Parameter(torch.zeros(spec.num_heads)) if spec.sinks else None
+        if spec.output_gate:  # Qwen3-Next's gated attention: σ(W_gate x), one gate per feature of every head
+            self.W_gate = nn.Linear(spec.d_in, q_width, bias=spec.qkv_bias)
 
     @property
     def group_size(self) -> int:
@@ -192,6 +194,8 @@ class MultiHeadAttention(nn.Module):
         if head_mask is not None:
             context = mask_heads(context, head_mask, owner)                        # head h times head_mask[h]
         context = context.transpose(1, 2).reshape(b, t, -1)                       # (B, T, H, hd) -> (B, T, H · hd)
+        if self.spec.output_gate:  # what each head passes on, gated by the query's own input
+            context = context * torch.sigmoid(self.W_gate(x))
         out = self.out_proj(context)                                               # (B, T, d_out)
         return unbatch(out, weights, unbatched, return_weights) if unbatched or return_weights else out
 
@@ -307,6 +311,7 @@ class MultiHeadAttention(nn.Module):
         options = (("num_kv_heads", s.num_kv_heads if s.num_kv_heads != s.num_heads else None),
                    ("rotary", self.rotary is not None or None), ("sliding_window", s.sliding_window),
                    ("qk_norm", s.qk_norm), ("softcap", s.softcap), ("sinks", s.sinks or None), ("scale", s.scale),
+                   ("output_gate", s.output_gate or None),
                    ("is_causal", s.is_causal), ("backend", s.backend if s.backend != "auto" else None))
         extra = "".join(f", {name}={value}" for name, value in options if value is not None)
         return f"d_in={s.d_in}, d_out={s.d_out}, num_heads={s.num_heads}, head_dim={s.head_dim}{extra}"

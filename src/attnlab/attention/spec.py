@@ -52,6 +52,8 @@ class AttentionSpec:
         make_norm: ``width -> module`` building the q and k norms (an RMSNorm, from the model); not compared.
         softcap: scores ``softcap · tanh(s / softcap)`` (Gemma 2: 50); None: as they are.
         sinks: a learned logit per query head joins every softmax (gpt-oss).
+        output_gate: each head's context times ``σ(W_gate x)`` before ``out_proj``, a gate per feature computed from
+            the query's own input (the gated attention of Qwen3-Next and Qwen3.5).
         backend: the attention kernel, see :func:`attnlab.functional.scaled_dot_product_attention`.
         owner: the name errors begin with (the module being built); not compared.
     """
@@ -72,6 +74,7 @@ class AttentionSpec:
     make_norm: Callable[[int], nn.Module] | None = field(default=None, compare=False, repr=False)
     softcap: float | None = None
     sinks: bool = False
+    output_gate: bool = False
     backend: str = "auto"
     owner: str = field(default="AttentionSpec", compare=False, repr=False)
 

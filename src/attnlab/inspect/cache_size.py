@@ -42,6 +42,7 @@ REAL_MODELS: list[RealModel] = [
     RealModel("Llama-3-8B (MHA)", N_("MHA, 32 KV heads"), _preset("modern", "llama-3-8b", num_kv_heads=32)),
     RealModel("Llama-3-8B", N_("GQA, 8 KV heads"), _preset("modern", "llama-3-8b")),
     RealModel("Gemma-3-1B", N_("window 512, 5:1"), _preset("modern", "gemma-3-1b")),
+    RealModel("Qwen3.5-9B", N_("Gated DeltaNet 3:1 + GQA"), _preset("qwen3_next", "qwen3.5-9b")),
 ]
 
 

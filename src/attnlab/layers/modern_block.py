@@ -32,8 +32,9 @@ from attnlab.layers.rotary import RotaryEmbedding
 from attnlab.layers.swiglu import GATES, SwiGLU
 
 
-class AttentionOfItsOwn(Protocol):
-    """A spec of another kind of attention (differential, latent, linear): its width in, and its module."""
+class AttentionKind(Protocol):
+    """What a block reads of another kind of attention's spec (differential, latent, linear): its input width and
+    ``build(rotary)``."""
 
     @property
     def d_in(self) -> int: ...
@@ -63,7 +64,7 @@ class ModernBlockSpec:
     module's; a latent or linear attention builds its own), as long as its module is called as that one is.
     """
 
-    attention: AttentionSpec | AttentionOfItsOwn
+    attention: AttentionSpec | AttentionKind
     d_ff: int
     activation: str = "silu"
     mlp_bias: bool = False

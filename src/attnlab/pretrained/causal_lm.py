@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,13 @@ import attnlab.pretrained.diffllama as diffllama_loader
 import attnlab.pretrained.smollm3 as smollm3_loader
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
+from attnlab.models.modern.hybrid import HybridDecoder
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
 from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout, phi3_layout
+from attnlab.pretrained.qwen3_next import SKIPPED as QWEN3_NEXT_SKIPPED
+from attnlab.pretrained.qwen3_next import layout as qwen3_next_layout
+from attnlab.pretrained.qwen3_next import read_config as qwen3_next_config
 from attnlab.pretrained.text_tokenizer import TextTokenizer
 
 
@@ -46,9 +51,11 @@ class FamilyLoader:
     skipped: re.Pattern[str] = IGNORED
 
 
-#: family (:data:`SUPPORTED`'s values) -> its loader; each loader module names its own family
+#: family (:data:`SUPPORTED`'s values) -> its loader; each loader module of one family names it
 FAMILIES: dict[str, FamilyLoader] = {
-    m.FAMILY: FamilyLoader(m.read_config, m.layout, ModernDecoder) for m in (diffllama_loader, smollm3_loader)}
+    **{m.FAMILY: FamilyLoader(m.read_config, m.layout, ModernDecoder) for m in (diffllama_loader, smollm3_loader)},
+    **{family: FamilyLoader(partial(qwen3_next_config, family), partial(qwen3_next_layout, family), HybridDecoder,
+                            QWEN3_NEXT_SKIPPED) for family in ("qwen3_next", "qwen3_5_text")}}
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
 

@@ -25,7 +25,8 @@ from attnlab.pretrained.config_fields import refuse_unknown_fields
 SUPPORTED = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
              "MistralForCausalLM": "mistral", "Qwen3ForCausalLM": "qwen3", "Gemma2ForCausalLM": "gemma2",
              "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3", "DiffLlamaForCausalLM": "diffllama",
-             "SmolLM3ForCausalLM": "smollm3"}
+             "SmolLM3ForCausalLM": "smollm3", "Qwen3NextForCausalLM": "qwen3_next",
+             "Qwen3_5ForCausalLM": "qwen3_5_text"}
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 

@@ -9,6 +9,8 @@ values of the earlier ones instead of recomputing them.
   of the latest, rotated to their places in the cache: bounded memory for an endless stream, on any model.
 * :class:`StaticKVCache` (``static.py``): keeps the position on the device and hands over whole buffers with a
   mask, so that a compiled step is one graph for every token.
+* :class:`HybridCache` (``recurrent.py``): a model of softmax and linear-attention layers, each layer's own kind,
+  a :class:`RecurrentLayerCache` (a short convolution's last inputs and a fixed memory, float32) for a linear one.
 * int8 storage (``quantized.py``): an option of the dynamic cache, ``KVCache.for_model(model, batch,
   storage="int8")``: keys and values in int8, about half the memory of bf16, for long contexts.
 
@@ -28,13 +30,15 @@ from torch import Tensor
 
 from attnlab.models.caches.dynamic import KVCache, LayerKVCache
 from attnlab.models.caches.quantized import STORAGES
+from attnlab.models.caches.recurrent import HybridCache, RecurrentLayerCache
 from attnlab.models.caches.rolling import RollingLayerKVCache
 from attnlab.models.caches.shape import CacheLayout, CacheShape
 from attnlab.models.caches.sink import SinkKVCache, SinkLayerKVCache
 from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
 
-__all__ = ["STORAGES", "CacheLayout", "CacheShape", "KVCache", "LayerKVCache", "RollingLayerKVCache", "SinkKVCache",
-           "SinkLayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
+__all__ = ["STORAGES", "CacheLayout", "CacheShape", "HybridCache", "KVCache", "LayerKVCache", "RecurrentLayerCache",
+           "RollingLayerKVCache", "SinkKVCache", "SinkLayerKVCache", "StaticKVCache", "StaticLayerKVCache",
+           "compute_dtype"]
 
 
 def compute_dtype(weight: Tensor) -> torch.dtype:

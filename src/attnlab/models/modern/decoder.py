@@ -191,6 +191,11 @@ class ModernDecoderConfig(Presets):
                                 backends=BACKENDS, backend=self.backend))
         check_layer_options(self, owner)
 
+    def rotary_embedding(self) -> RotaryEmbedding:
+        """The RoPE the layers turn q and k with (a family of its own may turn only part of each head)."""
+        return RotaryEmbedding(self.head_dim or self.d_model // self.num_heads, self.context_length, self.rope_base,
+                               self.rope_scaling)
+
     def layer_spec(self, layer: int) -> ModernBlockSpec:
         """Layer ``layer``'s block, as this config writes it (:func:`~attnlab.models.modern.options.layer_spec`); a
         family of its own overrides it (another attention, a mixture of experts)."""
@@ -239,7 +244,7 @@ class ModernDecoder(LanguageModel):
                                config_type=type(config).__name__))
         self.config = c = config
         # one rotary embedding for every block: it holds no weights, only the frequencies' recipe
-        self.rotary = RotaryEmbedding(c.head_dim, c.context_length, c.rope_base, c.rope_scaling)
+        self.rotary = c.rotary_embedding()
         # Gemma 3: the sliding layers turn q and k with their own base, unscaled
         self.rotary_local = self.rotary if c.rope_local_base is None else \
             RotaryEmbedding(c.head_dim, c.context_length, c.rope_local_base)

@@ -59,10 +59,10 @@ def check_layer_options(cfg: Any, owner: str) -> None:
                             activations=tuple(GATES), activation=cfg.activation))
     if cfg.layer_types is None:
         return
-    types = cfg.layer_types
-    if not isinstance(types, list | tuple) or len(types) != cfg.num_layers or not set(types) <= set(LAYER_TYPES):
+    types, kinds = cfg.layer_types, getattr(cfg, "LAYER_TYPES", LAYER_TYPES)  # a family may name other kinds
+    if not isinstance(types, list | tuple) or len(types) != cfg.num_layers or not set(types) <= set(kinds):
         raise ValueError(tr("{owner}: layer_types must list num_layers={num_layers} entries, each one of {kinds}, got "
-                            "{layer_types!r}", owner=owner, num_layers=cfg.num_layers, kinds=LAYER_TYPES,
+                            "{layer_types!r}", owner=owner, num_layers=cfg.num_layers, kinds=kinds,
                             layer_types=types))
     if "sliding_attention" in types and cfg.sliding_window is None:
         raise ValueError(tr("{owner}: layer_types has sliding_attention layers but sliding_window is None",
