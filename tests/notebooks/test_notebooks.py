@@ -44,6 +44,7 @@ NAMES = [
     "07_train_gpt",
     "08_numpy_twin",
     "09_what_heads_learn",
+    "10_attention_today",
     "11_explore_live",
 ]
 SOURCES = [NOTEBOOKS / lang / f"{name}.py" for name in NAMES for lang in LANGS]
@@ -59,6 +60,7 @@ WRONG_ANSWERS = {
     "07": "answer = generate(model, encode_prompt(tokenizer, '白日'), 9, GenerationConfig(temperature=0))  # one short",
     "08": "answer = 2 * 2 * 1 * 8 * 1024 * 1024 * 64  # every pair, not only the causal ones",
     "09": "answer = weights[:, torch.arange(half, 2 * half), torch.arange(half)].mean(dim=-1)  # the occurrence itself",
+    "10": "answer = 32 * 32768 * 8 * 128 * 2  # the keys alone: the values forgotten",
     "11": "answer = widget.ask('forward', {'text': sentence, 'head_mask': [[3, 0]]})['baseline']"
           "['embedding_similarity']  # layer and head swapped",
 }

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +62,7 @@ from attnlab.attention.multihead import MultiHeadAttention, RotaryLike
 from attnlab.attention.spec import AttentionSpec
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import attention_scores, attention_weights
+from attnlab.i18n import N_
 
 
 def lambda_init(depth: int) -> float:
@@ -134,6 +136,9 @@ class DifferentialAttention(MultiHeadAttention):
     mask, ``positions``, ``head_mask``); ``head_mask (H,)`` scales each head's map before the difference.
     """
 
+    #: what ``explain`` says it cannot work through one head at a time (:func:`attnlab.inspect.capture`)
+    not_one_softmax: ClassVar[str] = N_("differential attention (two softmax maps per pair of heads, subtracted)")
+
     def __init__(self, spec: DifferentialAttentionSpec, rotary: RotaryLike | None = None) -> None:
         nn.Module.__init__(self)
         if not isinstance(spec, DifferentialAttentionSpec):
@@ -156,12 +161,11 @@ class DifferentialAttention(MultiHeadAttention):
     def forward(self, x: Tensor, memory: Tensor | None = None, *, attention_mask: Tensor | None = None,
                 attn_mask: Tensor | None = None, positions: Tensor | None = None, return_weights: bool = False,
                 kv_cache: LayerCache | None = None, memory_kv: tuple[Tensor, Tensor] | None = None,
-                head_mask: Tensor | None = None, shared_kv: object = None):
+                head_mask: Tensor | None = None):
         """Self-attention of ``x`` (the arguments of :meth:`MultiHeadAttention.forward`; no memory)."""
         owner = type(self).__name__
-        if memory is not None or memory_kv is not None or shared_kv is not None:
-            raise ValueError(f"{owner}: differential attention is self-attention; give no memory, memory_kv or "
-                             "shared_kv")
+        if memory is not None or memory_kv is not None:
+            raise ValueError(f"{owner}: differential attention is self-attention; give no memory or memory_kv")
         x, unbatched = as_batched(x, self.d_in, owner)                             # (B, T, d_in)
         b, t, _ = x.shape
         # 1-2. the one module's projections, heads and RoPE; the cache's keys first, and what each query sees

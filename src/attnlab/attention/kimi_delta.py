@@ -28,6 +28,7 @@ cache.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +44,7 @@ from attnlab.attention.delta_net import (
     real_inputs,
     short_convolution,
 )
+from attnlab.i18n import N_
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,9 @@ class KimiDeltaAttention(nn.Module):
         >>> layer(torch.randn(2, 5, 32)).shape
         torch.Size([2, 5, 32])
     """
+
+    #: what ``explain`` says it cannot work through one head at a time (:func:`attnlab.inspect.capture`)
+    not_one_softmax: ClassVar[str] = N_("linear attention (Kimi delta attention: a state, no softmax)")
 
     def __init__(self, spec: KimiDeltaAttentionSpec) -> None:
         super().__init__()

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention import GroupedQueryAttention, SimpleSelfAttention
-from attnlab.i18n import tr
+from attnlab.i18n import _, tr
 from attnlab.inspect.random_model import RandomModel
 
 
@@ -40,6 +40,8 @@ class Capture:
             list of one logit per head, or None). None where every layer is as ``scale`` and ``window`` say.
         model_name: a label for titles.
         token_embeddings, positions: ``(T, D)`` parts of the first layer's input, where the model has them.
+        not_one_softmax: why ``explain`` cannot work through this model one head at a time (a layer of
+            differential or linear attention, whose weights are not one softmax of a head's q·k); None if it can.
     """
 
     tokens: list[str]
@@ -56,6 +58,7 @@ class Capture:
     model_name: str = "model"
     token_embeddings: Tensor | None = None
     positions: Tensor | None = None
+    not_one_softmax: str | None = None
 
     @property
     def num_layers(self) -> int:
@@ -96,7 +99,8 @@ def _attention_modules(model: nn.Module) -> list[nn.Module]:
     """The modules that compute attention, in forward order (outermost wins: a wrapper's heads are skipped)."""
     found: list[tuple[str, nn.Module]] = []
     for name, m in model.named_modules():
-        is_attn = isinstance(m, SimpleSelfAttention) or (hasattr(m, "W_query") and hasattr(m, "W_key"))
+        is_attn = isinstance(m, SimpleSelfAttention) or (hasattr(m, "W_query") and hasattr(m, "W_key")) \
+            or hasattr(m, "not_one_softmax")  # differential and linear attention: weights, but not one softmax
         if is_attn and not any(name.startswith(p + ".") for p, _ in found if p):
             found.append((name, m))
     return [m for _, m in found]
@@ -267,6 +271,10 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
     cap.is_causal = bool(modules and getattr(modules[0], "is_causal", False))
     cap.window = getattr(modules[0], "sliding_window", None) if modules else None
     records = [r.record for r in recorders]
+    other = next(((i, m) for i, m in enumerate(modules) if hasattr(m, "not_one_softmax")), None)
+    if other is not None:  # its weights are captured, its queries and keys do not make them
+        cap.not_one_softmax = tr("layer {layer} is {kind}", layer=other[0], kind=_(other[1].not_one_softmax))
+        return cap
     if qkv and records and len(records) == len(attentions) and all("W_query" in r for r in records):
         heads = attentions[0].shape[0]
         cap.inputs = [r["input"].float().cpu() for r in records]

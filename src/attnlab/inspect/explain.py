@@ -92,6 +92,10 @@ def find_query(tokens: list[str], query: str | int) -> int:
 def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Explanation:
     """Work through attention for the token ``query`` of ``cap`` (layer ``layer``, head ``head``)."""
     cap.check_layer_head(layer, head)
+    if cap.not_one_softmax is not None:
+        raise ValueError(tr("{model_name}: {why}, whose weights are not one softmax of a head's queries and keys: "
+                            "explain works through softmax attention; `attnlab view` shows these weights",
+                            model_name=cap.model_name, why=cap.not_one_softmax))
     if cap.queries is None or cap.keys is None or cap.values is None or cap.inputs is None:
         raise ValueError(tr("{model_name}: the capture has no queries/keys/values; capture with qkv=True",
                             model_name=cap.model_name))
