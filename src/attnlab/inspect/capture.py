@@ -273,7 +273,7 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
     records = [r.record for r in recorders]
     other = next(((i, m) for i, m in enumerate(modules) if hasattr(m, "not_one_softmax")), None)
     if other is not None:  # its weights are captured, its queries and keys do not make them
-        cap.not_one_softmax = tr("layer {layer} is {kind}", layer=other[0], kind=_(other[1].not_one_softmax))
+        cap.not_one_softmax = tr("layer {layer} is {kind}", layer=other[0], kind=_(str(other[1].not_one_softmax)))
         return cap
     if qkv and records and len(records) == len(attentions) and all("W_query" in r for r in records):
         heads = attentions[0].shape[0]
