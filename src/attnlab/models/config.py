@@ -64,6 +64,7 @@ class Presets:
         if name not in cls.PRESETS:
             raise ValueError(tr("{name}: unknown preset {name_2!r}; choose from {presets}", name=cls.__name__,
                                 name_2=name, presets=sorted(cls.PRESETS)))
+        assert dataclasses.is_dataclass(cls)  # every preset-holding config is a dataclass
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - fields)
         if unknown:

@@ -181,6 +181,7 @@ class Transformer(nn.Module):
         cache = KVCache(c.num_decoder_layers, memory.shape[0] * beams, c.num_heads, length, c.head_dim, dtype,
                         w.device, memory_mask=bias, positions_first=True)
         for layer, block in zip(cache.layers, self.decoder_blocks, strict=True):
+            assert isinstance(block, DecoderBlock)  # what __init__ builds the decoder of
             layer.memory_kv = block.cross_attn.project_memory(memory)
         return cache
 
