@@ -55,9 +55,9 @@ def read_pairs(path: str | Path) -> list[Pair]:
         text = data[skip:].decode("utf-8")
     except UnicodeDecodeError as err:
         offset = skip + err.start
-        line = data[:offset].count(b"\n") + 1
+        line_number = data[:offset].count(b"\n") + 1
         raise ValueError(tr("{path}:{line}: not UTF-8: byte 0x{data:02x} at byte offset {offset} ({reason}); save the "
-                            "file as UTF-8", path=path, line=line, data=data[offset], offset=offset,
+                            "file as UTF-8", path=path, line=line_number, data=data[offset], offset=offset,
                             reason=err.reason)) from None
     pairs = []
     for number, line in enumerate(text.split("\n"), start=1):
