@@ -32,6 +32,7 @@ from attnlab.explore.next_token import MAX_NEW_TOKENS, MAX_TOP, Sampling, probab
 from attnlab.explore.reading import Reading, read, read_tokens, target_tokens, token_text
 from attnlab.explore.steps import Study, cross_steps, head_steps, study
 from attnlab.i18n import LANGUAGES, language, set_language, tr
+from attnlab.models import Transformer
 
 FORWARD = ("model", "text", "target", "temperature", "top_k", "top_p", "top", "head_mask", "encoding", "mode",
            "detail", "overview", "lang")
@@ -126,7 +127,7 @@ class Api:
         if off:
             whole = self.reading(entry, text, target, frozenset())
             answer["baseline"] = self._predictions(entry, whole, sampling, top)
-            if run.embedding is not None:
+            if run.embedding is not None and whole.embedding is not None:  # an encoder's readings have both
                 answer["baseline"]["embedding_similarity"] = float(run.embedding @ whole.embedding)
         return answer
 
@@ -217,6 +218,7 @@ class Api:
             raise c.ApiError(400, tr("translate: {name} is not a translation model", name=entry.name))
         source = read_tokens(entry, c.text_field(data, "text"), "source")
         text = entry.tokenizer.decode(list(source.ids))
+        assert isinstance(entry.model, Transformer)  # a seq2seq entry is a translation model
         return {"model": entry.name, "target": translate(entry.model, entry.tokenizer, [text])[0].target}
 
     def font(self, data: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Literal, overload
 
 from attnlab.files import json_kind
 from attnlab.i18n import tr
@@ -51,6 +51,10 @@ def known_fields(data: dict[str, Any], known: tuple[str, ...]) -> None:
                                known=", ".join(known)))
 
 
+@overload
+def text_field(data: dict[str, Any], name: str = "text", required: Literal[True] = True) -> str: ...
+@overload
+def text_field(data: dict[str, Any], name: str = "text", required: bool = True) -> str | None: ...
 def text_field(data: dict[str, Any], name: str = "text", required: bool = True) -> str | None:
     """A text: a string, not empty (unless optional), at most :data:`MAX_TEXT` characters."""
     value = data.get(name)
@@ -66,10 +70,14 @@ def text_field(data: dict[str, Any], name: str = "text", required: bool = True) 
     return value
 
 
+@overload
+def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int) -> int: ...
+@overload
+def int_field(data: dict[str, Any], name: str, low: int, high: int, default: None) -> int | None: ...
 def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int | None) -> int | None:
     """An integer in ``[low, high]``, or ``default`` (None: the field may be null)."""
     value = data.get(name, default)
-    if value is None:
+    if value is None and default is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ApiError(400, tr("{name}: expected an integer from {low} to {high}, got {value!r}", name=name, low=low,
@@ -77,10 +85,14 @@ def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int
     return value
 
 
+@overload
+def number_field(data: dict[str, Any], name: str, default: float) -> float: ...
+@overload
+def number_field(data: dict[str, Any], name: str, default: None) -> float | None: ...
 def number_field(data: dict[str, Any], name: str, default: float | None) -> float | None:
     """A finite number, or ``default`` (None: the field may be null)."""
     value = data.get(name, default)
-    if value is None:
+    if value is None and default is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ApiError(400, tr("{name}: expected a finite number, got {value!r}", name=name, value=shortened(value)))

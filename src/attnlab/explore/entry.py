@@ -21,6 +21,7 @@ from typing import Any
 
 from torch import nn
 
+from attnlab.attention import MultiHeadAttention
 from attnlab.i18n import tr
 from attnlab.models.language_model import LanguageModel
 from attnlab.models.registry import ARCHITECTURES
@@ -91,10 +92,10 @@ class Entry:
         limit = getattr(self.model, "position_limit", None) if self.kind == "decoder" else None
         return min(MAX_TOKENS, limit or self.config.context_length)
 
-    def attention_modules(self, mode: str = "self") -> list[nn.Module]:
+    def attention_modules(self, mode: str = "self") -> list[MultiHeadAttention]:
         """Each layer's attention module, in forward order (``mode="cross"``: a translation model's
         cross-attention; ``"encoder"``/``"decoder"``: its two self-attentions)."""
-        m = self.model
+        m: Any = self.model  # an encoder, a decoder or a translation model: each read by its own layout below
         if self.kind == "encoder":
             return [b.attn for b in m.encoder.blocks]
         if self.kind == "decoder":
