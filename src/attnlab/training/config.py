@@ -25,7 +25,7 @@ import difflib
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from attnlab.arguments import expect_one_of
 from attnlab.data.tasks import TASKS
@@ -136,7 +136,7 @@ class TrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], source: str = "config") -> TrainConfig:
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> Self:
         """Build from a mapping, rejecting unknown keys (with the nearest known one as a hint) and values of the
         wrong type (see :meth:`check_values`)."""
         cls.check_values(values, source)
