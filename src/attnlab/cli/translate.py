@@ -73,4 +73,5 @@ def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, tr
     if figure is not None:
         from attnlab.viz.figures import save_figure
 
+        assert heatmap is not None  # the figure is drawn for --heatmap only
         click.echo(tr("wrote {path}", path=save_figure(figure, heatmap)), err=True)
