@@ -55,6 +55,7 @@ def block_spec(cfg: Any, **layout: Any) -> BlockSpec:
                      backend=cfg.backend, **layout)
 
 
+@dataclasses.dataclass  # no fields of its own: what a config's dataclass is, so dataclasses.fields reads any
 class Presets:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
@@ -64,7 +65,6 @@ class Presets:
         if name not in cls.PRESETS:
             raise ValueError(tr("{name}: unknown preset {name_2!r}; choose from {presets}", name=cls.__name__,
                                 name_2=name, presets=sorted(cls.PRESETS)))
-        assert dataclasses.is_dataclass(cls)  # every preset-holding config is a dataclass
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - fields)
         if unknown:

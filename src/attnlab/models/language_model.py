@@ -61,6 +61,7 @@ class LanguageModel(nn.Module):
     FINAL_NORM = "ln_f"
     ROTARY = False
     config: Any
+    name: str  # what a loader calls the model it loaded (the CLI and the explorer show it); not set otherwise
     tok_emb: nn.Embedding
     drop: nn.Dropout
     blocks: nn.ModuleList
