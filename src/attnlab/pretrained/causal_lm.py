@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from torch import nn
 
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
@@ -52,7 +51,7 @@ def _gpt2_prefix(model_dir: Path) -> str:
     return ""
 
 
-def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expected]:
+def _layout(model_dir: Path, model: GPT | ModernDecoder, family: str) -> dict[str, Expected]:
     c = model.config
     shapes = {name: t.shape for name, t in model.state_dict().items()}
     if isinstance(model, GPT):
@@ -62,7 +61,7 @@ def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expecte
     return llama_layout(shapes, c.num_layers, c.tie_weights, sandwich=c.sandwich_norm)
 
 
-def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Path) -> None:
+def _load_state(model: GPT | ModernDecoder, state: dict[str, torch.Tensor], model_dir: Path) -> None:
     """Put the tensors in place of the meta ones; a tied head stays tied (and must equal the embedding if stored)."""
     tied = model.config.tie_weights
     head = state.pop("head.weight", None)
@@ -71,6 +70,7 @@ def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Pat
                             "(tie_word_embeddings), but the checkpoint's lm_head.weight differs from it",
                             model_dir=model_dir))
     if not tied:
+        assert head is not None  # an untied head is a required tensor of the layout
         state["head.weight"] = head
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if tied:
