@@ -9,7 +9,7 @@ the converted model gets them too (``final_norm=True``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -20,8 +20,18 @@ from attnlab.i18n import tr
 from attnlab.layers import DecoderBlock, TransformerBlock
 from attnlab.models.transformer.config import TransformerConfig
 
-if TYPE_CHECKING:  # the model module imports this one
-    from attnlab.models.transformer.model import Transformer
+
+class Stacks(Protocol):
+    """What :func:`copy_torch_body` fills: a :class:`~attnlab.models.Transformer`'s two stacks and final norms."""
+
+    @property
+    def encoder_blocks(self) -> nn.ModuleList: ...
+    @property
+    def decoder_blocks(self) -> nn.ModuleList: ...
+    @property
+    def encoder_norm(self) -> nn.Module | None: ...
+    @property
+    def decoder_norm(self) -> nn.Module | None: ...
 
 
 def _activation(layer: nn.Module) -> str:
@@ -76,7 +86,7 @@ def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> N
 
 
 @torch.no_grad()
-def copy_torch_body(model: Transformer, module: nn.Transformer) -> None:
+def copy_torch_body(model: Stacks, module: nn.Transformer) -> None:
     """Copy ``module``'s encoder and decoder stacks (and their final norms) into ``model``, an attnlab
     :class:`~attnlab.models.Transformer` built from :func:`config_from_torch`."""
     for ours, theirs in zip(model.encoder_blocks, module.encoder.layers, strict=True):
