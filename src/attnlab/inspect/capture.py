@@ -20,7 +20,6 @@ from torch import Tensor, nn
 from attnlab.attention import GroupedQueryAttention, SimpleSelfAttention
 from attnlab.i18n import tr
 from attnlab.inspect.random_model import RandomModel
-from attnlab.models.language_model import LanguageModel
 
 
 class LayerFacts(TypedDict):
@@ -190,8 +189,8 @@ def _token_text(tokenizer: Any, i: int) -> str:
 def max_length(model: nn.Module) -> int | None:
     """The longest sequence ``model`` accepts: a language model's ``position_limit`` (None for rotary positions),
     else its config's ``context_length`` (None if it does not say)."""
-    if isinstance(model, LanguageModel):
-        return model.position_limit
+    if hasattr(model, "position_limit"):  # a language model, or a wrapper that passes its attributes on
+        return getattr(model, "position_limit", None)
     value = getattr(getattr(model, "config", None), "context_length", None)
     return value if isinstance(value, int) else None
 
