@@ -79,8 +79,8 @@ class LanguageModel(nn.Module):
         self.apply(init_weights)
         std = STD / math.sqrt(2 * self.config.num_layers)
         for block in self.blocks:
-            for proj in (block_attention(block).out_proj, getattr(block.ff, residual_projections)):
-                nn.init.normal_(proj.weight, mean=0.0, std=std)
+            for proj in ("attn.out_proj", f"ff.{residual_projections}"):  # any attention's output map, by name
+                nn.init.normal_(block.get_parameter(f"{proj}.weight"), mean=0.0, std=std)
 
     def num_parameters(self) -> int:
         """Trainable parameters (a tied head counted once)."""
