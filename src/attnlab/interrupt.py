@@ -11,11 +11,12 @@ where Ctrl-C would end in a traceback), and ``posix`` is the core of ``os``.
 """
 
 import _signal
+import sys
 
-try:  # os's C core: the handler may run while os itself is being imported
-    import posix as _os
-except ImportError:  # Windows
+if sys.platform == "win32":  # os's C core: the handler may run while os itself is being imported
     import nt as _os
+else:
+    import posix as _os
 
 
 def exit_interrupted(signum: int, frame: object) -> None:

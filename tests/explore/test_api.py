@@ -233,3 +233,18 @@ def test_the_fonts_cut_what_the_page_lacks_under_a_family_of_its_own(api):
     assert face["family"].startswith("attnlab Noto Sans CJK ") and covered("爱学", face["css"])
     assert f'font-family: "{face["family"]}"' in face["css"]
     assert api.call("font", {"chars": "学爱"}) is face  # the same characters: the same face, not cut again
+
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ({"temperature": None}, ["temperature: expected a finite number", "None"]),
+    ({"top": None}, ["top: expected an integer from 1 to", "None"]),
+    ({"detail": {"layer": None, "head": 0}}, ["layer: expected an integer from 0 to 1", "None"]),
+])
+def test_a_null_field_that_has_a_default_is_refused_by_name(api, body, words):
+    # only a field whose default is None may be null: the others are promised a number
+    with pytest.raises(ApiError) as err:
+        api.call("forward", {"model": "gpt", "text": "abc", **body})
+    assert err.value.status == 400
+    for word in words:
+        assert word in err.value.message, (word, err.value.message)

@@ -68,3 +68,15 @@ def test_one_line_naming_the_argument_in_both_languages(case_id, call, words):
 def test_the_docs_list_every_case():
     documented = set(re.findall(r"`([a-z0-9-]+)`", DOCS.read_text(encoding="utf-8")))
     assert not [c[0] for c in CASES if c[0] not in documented]
+
+
+def test_layers_given_as_an_iterator_are_the_layers_given():
+    # the check reads the layers once: an iterator is not used up before they are patched
+    as_list = patch_heads(GPT, CLEAN, CORRUPT, logit_difference, layers=[1])
+    torch.testing.assert_close(patch_heads(GPT, CLEAN, CORRUPT, logit_difference, layers=iter([1])), as_list,
+                               equal_nan=True)
+
+
+def test_layers_that_are_not_a_sequence_are_named():
+    with pytest.raises(ValueError, match=r"^layers must be None or a sequence of layer indices, got 1\.5$"):
+        patch_heads(GPT, CLEAN, CORRUPT, logit_difference, layers=1.5)

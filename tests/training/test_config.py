@@ -1,6 +1,6 @@
 import pytest
 
-from attnlab.training import TrainConfig, build_model_config, load_toml
+from attnlab.training import Seq2SeqTrainConfig, TrainConfig, build_model_config, load_toml
 
 
 def test_toml_round_trip(tmp_path):
@@ -64,3 +64,9 @@ def test_the_docstrings_toml_example_is_a_valid_config():
     values = tomllib.loads("\n".join(line.strip() for line in example.splitlines()))
     config = TrainConfig.from_dict(values)
     assert build_model_config(config, vocab_size=65).d_model == 192
+
+
+def test_a_gpt_run_without_a_corpus_is_refused_by_name():
+    with pytest.raises(ValueError, match="data: a GPT trains on a text corpus.*got None"):
+        TrainConfig(data=None)
+    assert Seq2SeqTrainConfig(task=None, data="pairs.tsv").data == "pairs.tsv"  # a translation run's data

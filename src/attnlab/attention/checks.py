@@ -7,6 +7,8 @@ converted ``attn_mask`` instead, which is trusted as it is.
 
 from __future__ import annotations
 
+from typing import overload
+
 import torch
 from torch import Tensor
 
@@ -33,6 +35,12 @@ def check_length(t: int, context_length: int | None, owner: str) -> None:
         raise ValueError(f"{owner}: sequence length {t} is longer than context_length={context_length}")
 
 
+@overload
+def key_padding(attention_mask: Tensor, x: Tensor, owner: str) -> Tensor: ...
+@overload
+def key_padding(attention_mask: None, x: Tensor, owner: str) -> None: ...
+@overload
+def key_padding(attention_mask: Tensor | None, x: Tensor, owner: str) -> Tensor | None: ...
 def key_padding(attention_mask: Tensor | None, x: Tensor, owner: str) -> Tensor | None:
     """``(B, T)`` padding mask of the keys' sequence ``x (B, T, D)`` (1 = real token) -> bool ``(B, 1, 1, T)``."""
     if attention_mask is None:

@@ -19,7 +19,7 @@ soft-capping, sinks), all written down in an :class:`~attnlab.attention.spec.Att
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, overload
 
 import torch
 from torch import Tensor, nn
@@ -149,6 +149,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"{spec.owner}: rotary must rotate heads of width head_dim={spec.head_dim}, got one for "
                              f"head_dim={getattr(rotary, 'head_dim', None)!r}")
         self.spec, self.rotary = spec, rotary
+        assert spec.num_kv_heads is not None and spec.head_dim is not None  # AttentionSpec.__post_init__ fills them
         # the spec's fields every call reads, as plain attributes (nn.Module.__getattr__ is slow for the rest)
         self.d_in, self.d_out, self.num_heads, self.num_kv_heads = spec.d_in, spec.d_out, spec.num_heads, \
             spec.num_kv_heads
@@ -164,6 +165,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(spec.dropout)
         if spec.qk_norm is not None:
             per_head = spec.qk_norm == "head"
+            assert spec.make_norm is not None  # AttentionSpec refuses qk_norm without make_norm
             self.q_norm = spec.make_norm(spec.head_dim if per_head else q_width)
             self.k_norm = spec.make_norm(spec.head_dim if per_head else kv_width)
         self.sinks = nn.Parameter(torch.zeros(spec.num_heads)) if spec.sinks else None
@@ -225,6 +227,12 @@ class MultiHeadAttention(nn.Module):
             queries, keys = self.rotary.apply(queries, keys, positions)
         return queries, keys, values
 
+    @overload
+    def split_heads(self, queries: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]: ...
+    @overload
+    def split_heads(self, queries: Tensor, keys: None, values: None) -> tuple[Tensor, None, None]: ...
+    @overload
+    def split_heads(self, queries: None, keys: Tensor, values: Tensor) -> tuple[None, Tensor, Tensor]: ...
     def split_heads(self, queries: Tensor | None, keys: Tensor | None,
                     values: Tensor | None) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         """Step 2: ``(B, T, heads · hd)`` -> ``(B, heads, T, hd)`` for each one given, the queries and keys normalised
@@ -238,6 +246,7 @@ class MultiHeadAttention(nn.Module):
         if queries is not None:
             queries = queries.view(*queries.shape[:2], -1, hd).transpose(1, 2)
         if keys is not None:
+            assert values is not None  # keys and values come together
             keys, values = keys.view(*keys.shape[:2], -1, hd).transpose(1, 2), \
                 values.view(*values.shape[:2], -1, hd).transpose(1, 2)
         if self.qk_norm == "head":  # (B, H, T, hd): each head's vector

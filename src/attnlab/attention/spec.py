@@ -18,6 +18,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from torch import nn
 
@@ -85,6 +86,7 @@ class AttentionSpec:
         if self.num_kv_heads is None:
             object.__setattr__(self, "num_kv_heads", self.num_heads)
         check_positive_int(owner, "num_kv_heads", self.num_kv_heads)
+        assert self.num_kv_heads is not None  # set just above when not given
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"{owner}: num_heads must be divisible by num_kv_heads (each key/value head serves a "
                              f"whole group of query heads), got num_heads={self.num_heads}, "
@@ -126,8 +128,9 @@ class AttentionSpec:
     @property
     def group_size(self) -> int:
         """Query heads per key/value head."""
+        assert self.num_kv_heads is not None  # __post_init__ fills it
         return self.num_heads // self.num_kv_heads
 
-    def replace(self, **changes: object) -> AttentionSpec:
+    def replace(self, **changes: Any) -> AttentionSpec:  # Any: each field its own type, checked again
         """This spec with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)

@@ -101,8 +101,10 @@ class Worker:
         args = [sys.executable, "-m", "attnlab.bench.worker"] + (["--torch"] if with_torch else [])
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      process_group=0)
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         try:
-            ready = self.proc.stdout.readline()
+            ready = self.stdout.readline()
         except BaseException:
             self.kill()
             raise
@@ -110,15 +112,15 @@ class Worker:
             raise RuntimeError(tr("the benchmark worker did not start (exit code {code})", code=self.proc.poll()))
 
     def run(self, request: dict) -> dict:
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
+        self.stdin.write(json.dumps(request) + "\n")
+        self.stdin.flush()
+        line = self.stdout.readline()
         if not line:
             raise RuntimeError(tr("the benchmark worker stopped (exit code {code})", code=self.proc.poll()))
         return json.loads(line)
 
     def close(self) -> None:
-        self.proc.stdin.close()
+        self.stdin.close()
         self.proc.wait(timeout=30)
 
     def kill(self) -> None:
@@ -148,6 +150,7 @@ def run_cases(config: BenchConfig, memory_limit: int, progress: Callable[[Case, 
             result = CaseResult(case, plan, out["status"], out.get("reason", ""), out.get("times", []),
                                 out.get("first_call_s"), out.get("peak_extra_bytes"))
             if result.status == "ok":
+                assert result.median_s is not None  # a case that ran has its timed calls
                 planner.learn(case, result.median_s)
             results.append(result)
             progress(case, result.status)

@@ -4,6 +4,7 @@ machine's facts, the counting convention and the targets."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
@@ -128,7 +129,21 @@ def _ok(result: BenchResult, name: str, is_causal: bool, group: str = "sweep") -
             and r.case.group == group}
 
 
-def _slope(points: dict[int, float]) -> float | None:
+def _median_s(result: CaseResult) -> float:
+    """An "ok" case's median time: it ran, so it has its timed calls."""
+    median = result.median_s
+    assert median is not None
+    return median
+
+
+def _gflops(result: CaseResult) -> float:
+    """An "ok" case's rate (see :func:`_median_s`)."""
+    rate = result.gflops()
+    assert rate is not None
+    return rate
+
+
+def _slope(points: Mapping[int, float]) -> float | None:
     """Least-squares slope of log(value) against log(T): 2 means ∝ T², 1 means ∝ T."""
     pts = [(math.log(t), math.log(v)) for t, v in points.items() if v and v > 0]
     if len(pts) < 2:
@@ -143,7 +158,7 @@ def targets(result: BenchResult) -> list[str]:
     lines = []
     for causal in result.config.is_causal:
         np_math, pt_math = _ok(result, "numpy-math", causal), _ok(result, "math", causal)
-        ratios = [f"T={t}: {np_math[t].median_s / pt_math[t].median_s:.2f}×"
+        ratios = [f"T={t}: {_median_s(np_math[t]) / _median_s(pt_math[t]):.2f}×"
                   for t in sorted(np_math) if t >= 1024 and t in pt_math]
         if ratios:
             lines.append(f"NumPy math / torch math time ({'causal' if causal else 'non-causal'}; goal ≤ 1.5× at "
@@ -151,8 +166,8 @@ def targets(result: BenchResult) -> list[str]:
     at_4096 = [r for r in result.cases if r.status == "ok" and r.case.group == "sweep" and not r.case.is_causal
                and r.case.seq_len == 4096]
     if at_4096:
-        best = max(at_4096, key=lambda r: r.gflops())
-        pct = 100 * best.gflops() / result.matmul["value"]
+        best = max(at_4096, key=_gflops)
+        pct = 100 * _gflops(best) / result.matmul["value"]
         lines.append(f"Fastest backend at non-causal T=4096 (goal ≥ 70% of matmul): {best.case.backend}, "
                      f"{best.gflops():.0f} GFLOP/s = {pct:.0f}% of {result.matmul['value']:.0f}")
     for backend in result.config.backends:

@@ -22,6 +22,7 @@ import sys
 import time
 import timeit
 import traceback
+from typing import Any, get_args
 
 import numpy as np
 
@@ -44,6 +45,13 @@ def _status_kib(field: str) -> int | None:
     except OSError:
         return None
     return None
+
+
+def _status_bytes(field: str) -> int:
+    """``_status_kib(field)`` in bytes, where the peak could be reset (Linux: the file and its fields are there)."""
+    kib = _status_kib(field)
+    assert kib is not None
+    return kib * 1024
 
 
 def _reset_peak() -> bool:
@@ -69,21 +77,31 @@ def weights(d_model: int, seed: int) -> dict[str, np.ndarray]:
     return params
 
 
+def _backend(name: str, kinds: object) -> Any:
+    """``name`` as the backend literal of ``kinds`` (a ``Literal`` type) it is: the request came as JSON text."""
+    for kind in get_args(kinds):
+        if kind == name:
+            return kind
+    raise ValueError(f"unknown backend {name!r}; expected one of {get_args(kinds)}")
+
+
 def build(case: Case, seed: int):
     """A no-argument callable that runs the case's forward pass once."""
     x = np.random.default_rng(seed + 1).standard_normal((case.batch, case.seq_len, case.d_model), dtype=np.float32)
     params = weights(case.d_model, seed)
     if case.backend in NUMPY_BACKENDS:
         from attnlab.numpy import multi_head_attention
+        from attnlab.numpy.checks import Backend as NumpyBackend
 
-        backend = case.backend.removeprefix("numpy-")
+        backend: NumpyBackend = _backend(case.backend.removeprefix("numpy-"), NumpyBackend)
         return lambda: multi_head_attention(x, params, case.num_heads, is_causal=case.is_causal, backend=backend)
     import torch
 
     from attnlab.attention import MultiHeadAttention
+    from attnlab.functional import Backend
 
     mha = MultiHeadAttention(case.d_model, case.d_model, num_heads=case.num_heads, is_causal=case.is_causal,
-                             backend=case.backend)
+                             backend=_backend(case.backend, Backend))
     mha.load_state_dict({k: torch.from_numpy(v) for k, v in params.items()})
     mha.eval()
     tx = torch.from_numpy(x)
@@ -101,11 +119,11 @@ def run_case(case: Case, repeats: int, single_call: bool, seed: int, warmup: int
     forward = build(case, seed)
     gc.collect()
     exact = _reset_peak()
-    before = _status_kib("VmRSS") * 1024 if exact else _maxrss_bytes()
+    before = _status_bytes("VmRSS") if exact else _maxrss_bytes()
     start = time.perf_counter()
     forward()
     first = time.perf_counter() - start
-    peak = (_status_kib("VmHWM") * 1024 if exact else _maxrss_bytes()) - before
+    peak = (_status_bytes("VmHWM") if exact else _maxrss_bytes()) - before
     if single_call:
         times = [first]
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -77,7 +78,7 @@ def command(quick: bool, seq_lens, backends, causal, as_json: bool, out_dir: Pat
                                     d_model=d_model), param_hint="--heads")
     if out_dir is not None:
         check_writable_dir(out_dir, "--out")  # before minutes of measuring, not after
-    overrides = {"batch": batch, "d_model": d_model, "num_heads": heads, "texts_shape": texts_shape}
+    overrides: dict[str, Any] = {"batch": batch, "d_model": d_model, "num_heads": heads, "texts_shape": texts_shape}
     for key, value in (("seq_lens", seq_lens), ("backends", backends), ("max_case_seconds", max_case_seconds)):
         if value is not None:
             overrides[key] = value

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from click.types import OptionHelpExtra
 
 from attnlab.i18n import N_, _
 
@@ -38,16 +39,16 @@ class FieldOption(click.Option):
         self.config, self.values = config, values
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        if self.values is None:
-            return super().get_help_record(ctx)
         text = self.help
+        if self.values is None or text is None:
+            return super().get_help_record(ctx)
         try:  # the help is the reader's language by now (lang.Translated): fill it in
             self.help = text.format(**self.values())
             return super().get_help_record(ctx)
         finally:
             self.help = text
 
-    def get_help_extra(self, ctx: click.Context) -> dict[str, Any]:
+    def get_help_extra(self, ctx: click.Context) -> OptionHelpExtra:
         extra = super().get_help_extra(ctx)
         shown = None if self.config is None else field_default(self.config, self.name)
         if shown is not None:

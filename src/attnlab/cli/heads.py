@@ -101,7 +101,7 @@ def rollout_command(text: str, output: str, model_name: str, mechanism: str, see
 def induction_command(out_dir: str, steps: int | None, seed: int, layer: int | None, head: int | None) -> None:
     from attnlab.heads.induction import InductionConfig, results, shown_model, train_induction
 
-    config = InductionConfig(seed=seed, **({} if steps is None else {"steps": steps}))
+    config = InductionConfig(seed=seed) if steps is None else InductionConfig(seed=seed, steps=steps)
     deepest = max(config.layers)
     if (layer is None) != (head is None):
         raise click.UsageError(tr("--layer and --head go together: give both, or neither (the best head is drawn)"))
@@ -153,6 +153,7 @@ def _induction_figures(out: Path, config, runs: dict, result: dict, layer: int |
     run = runs[name]
     if layer is None:
         layer, head = run.induction_head()
+    assert head is not None  # --layer and --head go together (checked above)
     ids = repeated_halves(1, config.half, config.vocab_size, stream_generator(config.seed, "induction", "figure"))[0]
     cap = capture(run.model, ids, tokens=[str(i) for i in ids.tolist()], name=name)
     score = result["models"][name]["prefix_matching"][layer][head]

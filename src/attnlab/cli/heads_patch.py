@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -23,6 +24,9 @@ from rich.table import Table
 from attnlab.cli.lang import Command, Translated
 from attnlab.cli.params import SEED
 from attnlab.i18n import N_, _, tr
+
+if TYPE_CHECKING:  # the heads package (torch) loads when a command runs
+    from attnlab.heads.patching import Listed
 
 
 class TranslatedGroup(Translated, click.Group):
@@ -71,10 +75,12 @@ def _write(out: Path, name: str, data: dict, figures: dict) -> None:
         write_figure(fig, str(out / file))
 
 
-def _top(values: list[list[float | None]], count: int = 3) -> str:
-    """The ``count`` largest cells of a layer × head grid, as ``L1 H2 0.46``."""
-    cells = sorted(((v, i, j) for i, row in enumerate(values) for j, v in enumerate(row) if v is not None),
-                   reverse=True)[:count]
+def _top(values: Listed, count: int = 3) -> str:
+    """The ``count`` largest cells of a layer × head grid (nested lists, None where not measured), as
+    ``L1 H2 0.46``."""
+    assert isinstance(values, list)  # a grid, not one number
+    cells = sorted(((v, i, j) for i, row in enumerate(values) if isinstance(row, list)
+                    for j, v in enumerate(row) if isinstance(v, float)), reverse=True)[:count]
     return ", ".join(tr("L{layer} H{head} {value:.2f}", layer=i, head=j, value=v) for v, i, j in cells)
 
 
@@ -90,7 +96,7 @@ def induction_command(out_dir: str, steps: int | None, seed: int) -> None:
     from attnlab.heads.induction_circuit import induction_circuit
     from attnlab.viz import patching_figures as pf
 
-    config = InductionConfig(seed=seed, **({} if steps is None else {"steps": steps}))
+    config = InductionConfig(seed=seed) if steps is None else InductionConfig(seed=seed, steps=steps)
     out = prepare_out(out_dir)
 
     def show(name: str, e) -> None:
@@ -275,9 +281,10 @@ def prompt_command(model_name: str, clean: str, corrupt: str, right: str, wrong:
     estimate = recovered(attribute_heads(model, x, y, difference, site=site, positions=positions) + corrupt_value,
                          clean_value, corrupt_value)
     out = prepare_out(out_dir)
-    result = {"model": model_name, "clean": clean, "corrupt": corrupt, "right": right, "wrong": wrong, "site": site,
-              "positions": positions, "clean_metric": clean_value, "corrupt_metric": corrupt_value,
-              "patching": listed(patched), "attribution": listed(estimate)}
+    result: dict[str, Any] = {
+        "model": model_name, "clean": clean, "corrupt": corrupt, "right": right, "wrong": wrong, "site": site,
+        "positions": positions, "clean_metric": clean_value, "corrupt_metric": corrupt_value,
+        "patching": listed(patched), "attribution": listed(estimate)}
     click.echo(tr("logit difference: clean {clean:.3f}, corrupted {corrupt:.3f}", clean=clean_value,
                   corrupt=corrupt_value))
     grid = (lambda t: t) if positions == "all" else (lambda t: t.abs().amax(dim=-1))  # each: the largest position

@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -25,6 +27,8 @@ from attnlab.interrupt import restore_default
 
 LANG_HELP = N_("Language of the output: en or zh [default: $ATTNLAB_LANG, else the locale, else en].")
 HELP_OPTION = N_("Show this message and exit.")
+#: the help options whose help is already the English key (click words a new one in the current language)
+_ENGLISH_HELP: weakref.WeakSet[click.Option] = weakref.WeakSet()
 
 # click's messages that attnlab's commands can show, marked here so that they are extracted into the catalog
 CLICK_MESSAGES = (
@@ -58,7 +62,7 @@ def _click_ngettext(singular: str, plural: str, n: int) -> str:
     return _(singular if n == 1 else plural)
 
 
-def _names_translated(cls: type) -> None:
+def _names_translated(cls: type[click.ParamType]) -> None:
     """``cls.convert`` with the type's name (``file``, ``integer``: words click puts into its messages, named once
     when the type is made, before ``--lang`` is read) in the reader's language while it converts; help keeps
     click's metavars (``FILE``, ``INTEGER``) as they are."""
@@ -66,7 +70,8 @@ def _names_translated(cls: type) -> None:
     if getattr(convert, "translates_name", False):
         return
 
-    def translated(self, value, param, ctx):
+    def translated(self: click.ParamType, value: Any, param: click.Parameter | None,
+                   ctx: click.Context | None) -> Any:
         english = self.name
         self.name = _(english)
         try:
@@ -74,18 +79,19 @@ def _names_translated(cls: type) -> None:
         finally:
             self.name = english
 
-    translated.translates_name = True
-    cls.convert = translated
+    translated.translates_name = True  # type: ignore[attr-defined]  # a mark on the function, read above
+    cls.convert = translated  # type: ignore[method-assign]  # for every instance, made before --lang is read
 
 
 def install_click_translations() -> None:
     """Let click's own messages follow attnlab's language (English stays click's text, word for word)."""
     for name in CLICK_MODULES:
         module = importlib.import_module(f"click.{name}")
-        if hasattr(module, "_"):
-            module._ = _click_gettext
-        if hasattr(module, "ngettext"):
-            module.ngettext = _click_ngettext
+        names = vars(module)  # each module's own imported names, replaced where it has them
+        if "_" in names:
+            names["_"] = _click_gettext
+        if "ngettext" in names:
+            names["ngettext"] = _click_ngettext
     for cls in (click.types.Path, click.types.IntParamType, click.types.FloatParamType):
         _names_translated(cls)
 
@@ -134,14 +140,16 @@ class Translated(click.Command):
 
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         option = super().get_help_option(ctx)
-        if option is not None and not getattr(option, "keeps_english_help", False):
+        if option is not None and option not in _ENGLISH_HELP:
             # click words it in the current language when it makes it; keep the English key, translate when shown
-            option.help, option.keeps_english_help = HELP_OPTION, True
+            option.help = HELP_OPTION
+            _ENGLISH_HELP.add(option)
         return option
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Format with every help text translated, then put the English ones back."""
-        english = [(obj, obj.help) for obj in (self, *self.get_params(ctx)) if getattr(obj, "help", None)]
+        english = [(obj, obj.help) for obj in (self, *self.get_params(ctx))
+                   if isinstance(obj, click.Command | click.Option) and obj.help]
         epilog = self.epilog
         try:
             for obj, text in english:

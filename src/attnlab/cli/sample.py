@@ -63,7 +63,9 @@ def command(checkpoint: str | None, model_dir: str | None, prompts: tuple[str, .
         raise click.UsageError(tr("give the model as --checkpoint OUT (attnlab train) or --model DIR (a Hugging Face "
                                   "model directory), exactly one of them"))
     try:
-        model, tokenizer = load_directory(Path(checkpoint or model_dir), device)
+        given = checkpoint or model_dir
+        assert given is not None  # exactly one of them (checked above)
+        model, tokenizer = load_directory(Path(given), device)
         if dtype == "fp16" and next(model.parameters()).device.type == "cpu":
             raise ValueError(tr("--dtype fp16 needs a CUDA device (torch's CPU float16 kernels are emulated on most "
                                 "CPUs, many times slower), got --device {device}; on the CPU use bf16 or fp32",

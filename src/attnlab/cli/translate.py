@@ -75,6 +75,7 @@ def command(checkpoint: str, texts: tuple[str, ...], beam: int, alpha: float, tr
     if figure is not None:  # written before anything is printed: a file that cannot be written prints nothing
         from attnlab.viz.figures import save_figure
 
+        assert heatmap is not None  # the figure is drawn for --heatmap only
         written = save_figure(figure, heatmap)
     for result in results:
         click.echo(result.target)

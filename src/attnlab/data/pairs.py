@@ -55,10 +55,10 @@ def read_pairs(path: str | Path) -> list[Pair]:
         text = data[skip:].decode("utf-8")
     except UnicodeDecodeError as err:
         offset = skip + err.start
-        line = data[:offset].count(b"\n") + 1
+        line_number = data[:offset].count(b"\n") + 1
         raise ValueError(tr("data: {path!r} is not UTF-8 text (byte 0x{byte:02x} at offset {offset}, line {line}); "
                             "give a UTF-8 text file", path=str(path), byte=data[offset], offset=offset,
-                            line=line)) from None
+                            line=line_number)) from None
     pairs = []
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")

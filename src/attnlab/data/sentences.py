@@ -21,7 +21,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 def speeches(markdown: str) -> list[str]:
     """A play's speeches, each as one line of text (headings and stage directions left out)."""
-    found, current = [], []
+    found: list[str] = []
+    current: list[str] = []
     for raw in [*markdown.splitlines(), ""]:
         line = raw.strip()
         if not line or line.startswith("#") or _SPEAKER.match(line) or line.startswith(("_", "*[")):

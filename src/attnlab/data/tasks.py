@@ -179,10 +179,11 @@ class Task:
         digest = hashlib.sha256(f"{self.name}/{self.split_key(item)}".encode()).digest()
         return self.can_hold_out(item) and int.from_bytes(digest[:8], "little") % 1000 < HELD_OUT_PER_MILLE
 
-    def train_items(self, n: int, seed: int) -> list:
+    def train_items(self, n: int, seed: int) -> list[Any]:
         """``n`` items of the training stream (repeats allowed, as in any stream of examples)."""
         _check_count(n, seed, f"{self.name}")
-        rng, items = random.Random(f"attnlab/{self.name}/train/{seed}"), []
+        rng = random.Random(f"attnlab/{self.name}/train/{seed}")
+        items: list[Any] = []
         while len(items) < n:
             item = self.draw(rng)
             if not self.is_held_out(item):

@@ -69,6 +69,6 @@ def get_batch(tokens: np.ndarray, context_length: int, batch_size: int,
               generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """``batch_size`` random windows: inputs ``x (B, T)`` and next-token targets ``y (B, T)``, int64."""
     starts = torch.randint(len(tokens) - context_length, (batch_size,), generator=generator).numpy()
-    windows = np.stack([np.asarray(tokens[s: s + context_length + 1], dtype=np.int64) for s in starts])
-    windows = torch.from_numpy(windows)
+    rows = np.stack([np.asarray(tokens[s: s + context_length + 1], dtype=np.int64) for s in starts])
+    windows = torch.from_numpy(rows)
     return windows[:, :-1], windows[:, 1:]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from rich.table import Table
 
@@ -23,8 +26,9 @@ def sizes_table() -> Table:
     table = titled_table(tr("Presets: parameters counted on the meta device"))
     for col in (N_("model"), N_("layers × width"), N_("heads"), N_("parameters")):
         table.add_column(_(col), justify="right" if col == "parameters" else "left")
-    presets = [(TransformerEncoder, EncoderConfig, "bert-base"), (TransformerEncoder, EncoderConfig, "minilm-l6"),
-               (GPT, GPTConfig, "gpt2-small"), (GPT, GPTConfig, "gpt2-xl")]
+    presets: list[tuple[Callable[[Any], TransformerEncoder | GPT], type[EncoderConfig] | type[GPTConfig], str]] = [
+        (TransformerEncoder, EncoderConfig, "bert-base"), (TransformerEncoder, EncoderConfig, "minilm-l6"),
+        (GPT, GPTConfig, "gpt2-small"), (GPT, GPTConfig, "gpt2-xl")]
     for model_cls, cfg_cls, name in presets:
         cfg = cfg_cls.from_preset(name)
         with torch.device("meta"):

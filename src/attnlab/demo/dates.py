@@ -12,6 +12,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from attnlab.data.pairs import Pair
 from attnlab.data.tasks import DateItem, get_task
+from attnlab.data.tokenizer import CharTokenizer
 from attnlab.demo.context import Demo
 from attnlab.generation.translation import Translation, translate
 from attnlab.i18n import N_, _, language, tr
@@ -32,10 +34,11 @@ from attnlab.viz.figures import save_figure
 
 #: a 0.24 M-parameter encoder-decoder (2 + 2 layers, 64 wide), 450 steps, the cosine ending at min_lr with the run.
 #: Every checkpoint is kept: the demo shows the early ones' translations too.
-DATES_DEMO = dict(task="dates", preset="transformer-tiny", model=dict(d_model=64, num_heads=4, num_encoder_layers=2,
-                  num_decoder_layers=2, d_ff=256, dropout=0.0, context_length=40), batch_size=64,
-                  learning_rate=2e-3, min_lr=1e-4, warmup_iters=50, max_iters=450, eval_interval=100, eval_iters=5,
-                  keep_checkpoints=6, train_pairs=30_000, val_pairs=200, seed=1337)
+DATES_DEMO: dict[str, Any] = dict(
+    task="dates", preset="transformer-tiny", model=dict(d_model=64, num_heads=4, num_encoder_layers=2,
+                                                        num_decoder_layers=2, d_ff=256, dropout=0.0, context_length=40),
+    batch_size=64, learning_rate=2e-3, min_lr=1e-4, warmup_iters=50, max_iters=450, eval_interval=100, eval_iters=5,
+    keep_checkpoints=6, train_pairs=30_000, val_pairs=200, seed=1337)
 #: the checkpoints shown beside the last one: what the model gets wrong early on
 EARLY_STEPS = (100, 200)
 #: one day the model never saw, in one format of each language (held out: no locale of it is in training)
@@ -122,6 +125,7 @@ def snapshots(run: Path, steps: tuple[int, ...] | None = None) -> list[Snapshot]
     shots = []
     for step in [s for s in steps if s in kept and s < last] + [last]:
         model, vocab = load_trained(kept[step], kind="seq2seq")
+        assert isinstance(vocab, CharTokenizer)  # a translation model's vocabulary
         greedy = translate(model, vocab, [p.source for p in held])
         right = sum(t.target == p.target for t, p in zip(greedy, held, strict=True)) / len(held)
         shots.append(Snapshot(step, translate(model, vocab, sources, beam=4), right))

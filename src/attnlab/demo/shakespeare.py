@@ -20,8 +20,9 @@ from attnlab.viz.loss_curve import loss_figure
 
 #: the baby model (0.8 M parameters), 1,500 steps, the cosine ending at min_lr with the run (measured: lr 3e-3 reaches
 #: val loss 1.82 in 1,500 steps where 2e-3 reaches 1.85, and needs 2,000 for 1.79)
-SHAKESPEARE_DEMO = dict(data="shakespeare", preset="baby", max_iters=1500, batch_size=12, learning_rate=3e-3,
-                        min_lr=2e-4, warmup_iters=100, eval_interval=500, eval_iters=20, seed=1337)
+SHAKESPEARE_DEMO: dict[str, Any] = dict(
+    data="shakespeare", preset="baby", max_iters=1500, batch_size=12, learning_rate=3e-3, min_lr=2e-4,
+    warmup_iters=100, eval_interval=500, eval_iters=20, seed=1337)
 SAMPLE_TOKENS = 300
 LOSS_DPI = 110
 

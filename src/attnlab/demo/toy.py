@@ -133,6 +133,7 @@ def save_gloss_grid(results: Sequence[ToyResult], path: str | Path) -> Path:
             image = draw_weights(ax, result.weights[s], [GLOSS[t] for t in words], families, annotate=True)
             ax.set_title(tr("toy, sentence {n}: <PAD> masked", n=s + 1) if result.mask_padding
                          else tr("toy, sentence {n}: <PAD> attended", n=s + 1), fontsize=10)
+    assert image is not None  # one panel at least
     fig.colorbar(image, ax=axes, shrink=0.6, label=tr("attention weight"))
     return save_figure(fig, path, dpi=DPI)
 
@@ -145,10 +146,10 @@ def toy_step(demo: Demo) -> None:
         console.print(tr("  sentence: {words}", words=" ".join(words)))
     console.print(tr("Embed 16, W_q W_k W_v + out, MSE to its own embeddings, Adam 1e-3, 200 epochs."))
     results = []
-    for masked in (False, True):
-        label = tr("<PAD> masked as a key") if masked else tr("as the tutorial: <PAD> attended like a word")
+    for mask_padding in (False, True):
+        label = tr("<PAD> masked as a key") if mask_padding else tr("as the tutorial: <PAD> attended like a word")
         console.print(f"[bold]{label}")
-        results.append(train_toy(masked, seed=demo.seed,
+        results.append(train_toy(mask_padding, seed=demo.seed,
                                  log=lambda e, v: console.print(tr("  epoch {e:>3}  loss {v:.6f}", e=e, v=v))))
     pad = SENTENCES[1].index("<PAD>")
     plain, masked = (r.weights[1, :, pad].tolist() for r in results)

@@ -33,6 +33,7 @@ from attnlab.explore.patch_view import answer_tokens, check_lengths, patch_view,
 from attnlab.explore.reading import SEQ2SEQ_MODES, Reading, read, read_tokens, target_tokens, token_text
 from attnlab.explore.steps import Study, cross_steps, head_steps, study
 from attnlab.i18n import LANGUAGES, language, set_language, tr
+from attnlab.models import Transformer
 
 FORWARD = ("model", "text", "target", "temperature", "top_k", "top_p", "top", "head_mask", "encoding", "mode",
            "detail", "overview", "lang")
@@ -268,6 +269,7 @@ class Api:
             raise c.ApiError(400, tr("translate: {name} is not a translation model", name=entry.name))
         source = read_tokens(entry, c.text_field(data, "text"), "source")
         text = entry.tokenizer.decode(list(source.ids))
+        assert isinstance(entry.model, Transformer)  # a seq2seq entry is a translation model
         return {"model": entry.name, "target": translate(entry.model, entry.tokenizer, [text])[0].target}
 
     def font(self, data: dict[str, Any]) -> dict[str, Any]:

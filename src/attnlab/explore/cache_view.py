@@ -22,7 +22,7 @@ from attnlab.explore.next_token import Sampling, continue_ids
 from attnlab.explore.reading import token_text
 from attnlab.generation.loop import Steps
 from attnlab.i18n import tr
-from attnlab.models import SinkKVCache
+from attnlab.models import LanguageModel, SinkKVCache
 
 CACHES = ("full", "sink")
 
@@ -50,6 +50,7 @@ class CacheChoice:
 
     def new(self, model: Any) -> Any:
         if self.kind == "sink":
+            assert self.sink_tokens is not None  # __post_init__ checked it is given
             return SinkKVCache.for_model(model, 1, sink_tokens=self.sink_tokens, sliding_window=self.sliding_window)
         return model.new_cache(1)
 
@@ -94,7 +95,9 @@ def appended_text(tokenizer: Any, prompt: list[int], new: list[int]) -> str:
 def replay(entry: Entry, prompt: list[int], new: list[int], choice: CacheChoice) -> list[dict[str, Any]]:
     """Each new token fed after the prompt into a fresh cache of ``choice``'s kind, as ``generate`` fed it:
     ``{"id", "token", "position", "layers": [{"kept": positions, "weights": (H, kept)}]}``."""
-    model, limit = entry.model, entry.model.position_limit
+    model = entry.model
+    assert isinstance(model, LanguageModel)  # generate_view serves decoders only
+    limit = model.position_limit
     cache = choice.new(model)
     Steps(model, cache, None).prefill(torch.tensor([prompt]))  # generate's prefill (a sink cache's past its places)
     seq, steps = list(prompt), []
@@ -104,6 +107,7 @@ def replay(entry: Entry, prompt: list[int], new: list[int], choice: CacheChoice)
             out = model(torch.tensor([[token]]), kv_cache=cache, return_weights=True)
             kept = [kept_positions(layer) for layer in cache.layers]
         else:  # the position table is full: generate crops to its last `limit` tokens and recomputes
+            assert limit is not None  # only a position table runs out
             cache, window = None, seq[-limit:]
             out = model(torch.tensor([window]), return_weights=True)
             kept = [list(range(len(seq) - len(window), len(seq)))] * entry.num_layers

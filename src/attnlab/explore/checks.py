@@ -77,7 +77,7 @@ def int_field(data: dict[str, Any], name: str, low: int, high: int, default: Non
 def int_field(data: dict[str, Any], name: str, low: int, high: int, default: int | None) -> int | None:
     """An integer in ``[low, high]``, or ``default`` (None: the field may be null)."""
     value = data.get(name, default)
-    if value is None:
+    if value is None and default is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ApiError(400, tr("{name}: expected an integer from {low} to {high}, got {value!r}", name=name, low=low,
@@ -92,7 +92,7 @@ def number_field(data: dict[str, Any], name: str, default: None) -> float | None
 def number_field(data: dict[str, Any], name: str, default: float | None) -> float | None:
     """A finite number, or ``default`` (None: the field may be null)."""
     value = data.get(name, default)
-    if value is None:
+    if value is None and default is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ApiError(400, tr("{name}: expected a finite number, got {value!r}", name=name, value=shortened(value)))

@@ -21,6 +21,7 @@ from typing import Any
 
 from torch import nn
 
+from attnlab.attention import MultiHeadAttention
 from attnlab.i18n import tr
 from attnlab.models.language_model import LanguageModel
 from attnlab.models.registry import ARCHITECTURES
@@ -101,7 +102,7 @@ class Entry:
         limit = getattr(self.model, "position_limit", None) if self.kind == "decoder" else None
         return min(MAX_TOKENS, limit or self.config.context_length)
 
-    def attention_modules(self, mode: str = "self") -> list[nn.Module]:
+    def attention_modules(self, mode: str = "self") -> list[MultiHeadAttention]:
         """Each layer's attention module, in forward order (``mode="cross"``: a translation model's
         cross-attention; ``"encoder"``/``"decoder"``: its two self-attentions)."""
         m: Any = self.model  # one of three model classes, told apart by kind

@@ -16,6 +16,7 @@ from attnlab.explore.api import Api
 from attnlab.explore.entry import Entry
 from attnlab.files import atomic_write_text, check_writable_dir
 from attnlab.i18n import tr
+from attnlab.models import Transformer
 
 #: the most weights (layers × heads × T × T, over every attention) one model may put in a snapshot: 64 MB as float32
 MAX_WEIGHTS = 16 * 1024 * 1024
@@ -33,6 +34,7 @@ def held(api: Api, entry: Entry, overview: int) -> dict[str, Any]:
     if entry.kind == "seq2seq":
         from attnlab.generation.translation import translate
 
+        assert isinstance(entry.model, Transformer)  # a seq2seq entry is a translation model
         ask["target"] = translate(entry.model, entry.tokenizer, [entry.text], truncate=True)[0].target
     base = api.call("forward", {**ask, "encoding": "base64", "detail": None})
     full = api.call("forward", {**ask, "encoding": "base64"})

@@ -21,6 +21,7 @@ from torch import Tensor
 from attnlab.explore.entry import Entry, Tokens
 from attnlab.inspect import Capture, Explanation, capture, explain, explain_cross
 from attnlab.layers.rotary import apply_rotary
+from attnlab.models import Transformer
 
 
 @dataclass
@@ -70,6 +71,7 @@ def head_steps(entry: Entry, found: Study, layer: int, head: int, query: int) ->
     """The steps of ``head`` of ``layer`` for query token ``query`` (a decoder or the encoder)."""
     e = explain(found.cap, query, layer, head)
     module = entry.attention_modules()[layer]
+    assert found.cap.inputs is not None and found.cap.contexts is not None  # study captures with qkv=True
     return _steps(entry, e, module, found.cap.inputs[layer][query].double(), found.projected[layer][query],
                   found.cap.contexts[layer][:, query], found.out[layer][query])
 
@@ -82,6 +84,7 @@ def cross_steps(entry: Entry, source: Tokens, target: Tokens, layer: int, head: 
     hooks = _Hooks([module])
     try:
         text = entry.tokenizer.decode(list(source.ids))
+        assert isinstance(entry.model, Transformer)  # cross-attention: a translation model
         e = explain_cross(entry.model, entry.tokenizer, text, list(target.ids[1:]), query, layer, head,
                           name=entry.name)
     finally:

@@ -108,7 +108,7 @@ def _swap_children(parent: nn.Module, encoder: bool) -> None:
         twin = _twin(child, encoder, skip_linear=name in fused and not encoder, activation=activation)
         if twin is not None:
             setattr(parent, name, twin)
-        _swap_children(parent._modules[name], encoder)
+        _swap_children(child if twin is None else twin, encoder)  # what parent holds there now
 
 
 def _twin(module: nn.Module, encoder: bool, skip_linear: bool, activation: str) -> nn.Module | None:

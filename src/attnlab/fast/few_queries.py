@@ -85,6 +85,7 @@ def few_queries_kernel(query: Tensor, key: Tensor, value: Tensor, *, attn_mask: 
         query, attn_mask = fold_groups(query, attn_mask, groups)
     has_keys = None if attn_mask is None else rows_with_keys(attn_mask)
     if has_keys is not None:  # a row that sees no key gets zeros, as in every backend (never NaN)
+        assert attn_mask is not None  # has_keys is only computed from a mask
         attn_mask = open_empty_rows(attn_mask, has_keys)
     output = weighted_values(softmax_last(attention_scores(query, key, scale, attn_mask)), value)
     if has_keys is not None:

@@ -51,13 +51,15 @@ def fixed_weights() -> Iterator[None]:
 def stack_linears(*linears: nn.Linear, scale_first: float = 1.0) -> tuple[Tensor, Tensor | None]:
     """The linears' weights and biases stacked as one map, the first one's times ``scale_first``:
     ``F.linear(x, *stack_linears(a, b))`` is ``cat([a(x), b(x)], -1)`` (no bias if any of them lacks one)."""
-    weights, biases = [m.weight for m in linears], [m.bias for m in linears]
+    weights: list[Tensor] = [m.weight for m in linears]
+    biases: list[Tensor | None] = [m.bias for m in linears]
     if scale_first != 1.0:  # a copy only when there is something to scale
         weights[0] = weights[0] * scale_first
         biases[0] = None if biases[0] is None else biases[0] * scale_first
-    if any(b is None for b in biases):
+    present = [b for b in biases if b is not None]
+    if len(present) < len(biases):
         return torch.cat(weights), None
-    return torch.cat(weights), torch.cat(biases)
+    return torch.cat(weights), torch.cat(present)
 
 
 def stacking(linears: tuple[nn.Module, ...]) -> Callable[..., Callable[[Tensor], Tensor]] | None:
@@ -83,7 +85,8 @@ def _side_by_side(linears: tuple[nn.Module, ...]) -> Callable[[Tensor], Tensor] 
     speed of attnlab's CPU kernel (gpt2-small's q, k and v: 85 MB a token). None for other maps: called as they are."""
     if stacking(linears) is not _stack_plain:
         return None
-    return lambda x: torch.cat([linear(x, m.weight, m.bias) for m in linears], dim=-1)
+    plain = [m for m in linears if isinstance(m, nn.Linear)]  # all of them: stacking found plain nn.Linear maps
+    return lambda x: torch.cat([linear(x, m.weight, m.bias) for m in plain], dim=-1)
 
 
 def calls_only_forward(module: nn.Module, cls: type[nn.Module]) -> bool:
@@ -106,6 +109,7 @@ def _hooked(module: nn.Module) -> bool:
 
 _VERSION, _DATA_PTR = operator.attrgetter("_version"), operator.methodcaller("data_ptr")
 _DTYPE, _DEVICE = operator.attrgetter("dtype"), operator.attrgetter("device")
+_VALUES = operator.methodcaller("values")
 
 
 class Held:
@@ -131,7 +135,8 @@ class Held:
                 or any(map(operator.contains, self.own_dicts, itertools.repeat("forward"))):
             return False
         tensors = list(map(operator.call, self.refs))
-        current = list(filter(_NOT_NONE, itertools.chain.from_iterable(map(dict.values, self.tensor_dicts))))
+        current: list[Tensor] = list(filter(_NOT_NONE, itertools.chain.from_iterable(map(_VALUES,
+                                                                                          self.tensor_dicts))))
         if len(tensors) != len(current) or not all(map(operator.is_, tensors, current)):
             return False
         return (tuple(map(_VERSION, tensors)), tuple(map(_DATA_PTR, tensors)), tuple(map(_DTYPE, tensors)),

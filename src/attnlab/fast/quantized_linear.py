@@ -42,6 +42,8 @@ TRAINING_MESSAGE = ("{owner}: a weight-only quantized model is for inference; it
 class QuantizedLinear(nn.Module):
     """What the int8 and int4 maps share: the bias, the shapes, the refusal to train. ``(..., K)`` -> ``(..., N)``."""
 
+    bias: Tensor | None  # a buffer, registered in __init__ (None: no bias)
+
     def __init__(self, in_features: int, out_features: int, bias: Tensor | None) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
@@ -94,6 +96,9 @@ class Int8Linear(QuantizedLinear):
     ``weight`` holds the int8 codes: ``(N, K)`` row by row, or, where attnlab's CPU kernel runs them, in the
     kernel's layout (:func:`pack_int8`; ``packed`` says which). :meth:`codes` gives them row by row either way.
     """
+
+    weight: Tensor  # buffers, registered in __init__
+    scales: Tensor
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None) -> None:
         super().__init__(weight.shape[1], weight.shape[0], bias)
@@ -185,6 +190,9 @@ class Int4Linear(QuantizedLinear):
     (K / group_size, N', 2)`` each group's scale and offset (the kernel's layout; ``N'``: N rounded up to 16).
     CPU only: the packing is the CPU kernel's.
     """
+
+    weight: Tensor  # buffers, registered in __init__
+    scales_and_zeros: Tensor
 
     def __init__(self, weight: Tensor, bias: Tensor | None = None, group_size: int = 128) -> None:
         n, k = weight.shape

@@ -140,7 +140,7 @@ class ChunkedAttention(torch.autograd.Function):
     """``autograd.Function`` wrapper: saves only q, k, v, out and the per-row log-sum-exp."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, softcap, sinks):  # type: ignore[override]
+    def forward(ctx, q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, softcap, sinks):
         out, lse = _forward(q, k, v, mask, is_causal, scale, dropout_p, seed, bq, bk, softcap, sinks)
         ctx.save_for_backward(q, k, v, mask, out, lse, sinks)
         ctx.args = (is_causal, scale, dropout_p, seed, bq, bk)
@@ -148,7 +148,7 @@ class ChunkedAttention(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, d_out):  # type: ignore[override]
+    def backward(ctx, d_out):
         q, k, v, mask, out, lse, sinks = ctx.saved_tensors
         dq, dk, dv, d_sinks = _backward(q, k, v, mask, *ctx.args, out, lse, d_out.contiguous(), ctx.softcap, sinks)
         return dq, dk, dv, None, None, None, None, None, None, None, None, d_sinks

@@ -24,6 +24,7 @@ is imported), slowly: that is how the tests run without a GPU.
 from __future__ import annotations
 
 import contextlib
+from types import ModuleType
 
 import torch
 from torch import Tensor
@@ -33,6 +34,7 @@ from attnlab.functional.checks import check_mask
 from attnlab.functional.logit_options import check_sinks, check_softcap
 
 _IMPORT_ERROR = ""
+_kernels: ModuleType | None
 try:  # triton is optional: without it, flash_status says why and the other backends still work
     import attnlab.functional.flash_kernels as _kernels
 except ImportError as error:
@@ -121,6 +123,7 @@ def _bucket(n: int) -> int:
 
 def _mask_args(attn_mask: Tensor | None, like: Tensor, shape: tuple[int, int, int, int]) -> tuple[Tensor, int, tuple]:
     """(tensor, kind, 4 strides) for the kernels: the mask seen as ``(B, H, Tq, Tk)`` by stride-0 broadcasting."""
+    assert _kernels is not None  # the kernels run only where flash_status found them
     if attn_mask is None:
         return like, _kernels.MASK_NONE, (0, 0, 0, 0)
     mask = attn_mask.expand(shape)  # a view: broadcast dims get stride 0, nothing is materialised
@@ -132,6 +135,7 @@ def _mask_args(attn_mask: Tensor | None, like: Tensor, shape: tuple[int, int, in
 def _kernel_args(q: Tensor, k: Tensor, mask: Tensor | None, is_causal: bool, softcap: float | None = None,
                  sinks: Tensor | None = None) -> tuple[Tensor, tuple, dict]:
     """What the forward and both backward passes share: the mask, its strides, and the keyword arguments."""
+    assert _kernels is not None  # the kernels run only where flash_status found them
     b, h, t_q, d = q.shape
     t_k = k.shape[2]
     mask, mask_kind, mask_strides = _mask_args(mask, q, (b, h, t_q, t_k))
@@ -154,6 +158,7 @@ def _on(device: torch.device):
 def _cap_args(scale: float, softcap: float | None) -> tuple[float, float]:
     """``(scale / cap, cap · log2 e)``: the kernels' ``s = cap · tanh(q·k · scale / cap)`` in log2 units (unused
     without a cap)."""
+    assert _kernels is not None  # the kernels run only where flash_status found them
     return (0.0, 0.0) if softcap is None else (scale / softcap, softcap * _kernels.LOG2E.value)
 
 
@@ -161,6 +166,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bo
              softcap: float | None = None, sinks: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """``out (B, H, Tq, D)`` in q's dtype and ``lse (B, H, Tq)`` in float32 (+inf where nothing is allowed)."""
     b, h, t_q, d = q.shape
+    assert _kernels is not None  # the kernels run only where flash_status found them
     h_kv, t_k = k.shape[1], k.shape[2]
     mask, mask_strides, meta = _kernel_args(q, k, mask, is_causal, softcap, sinks)
     out = q.new_empty(b, h, t_q, d)
@@ -181,6 +187,7 @@ def _backward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: b
     """dq, dk, dv (None where not needed) and the sinks' gradient (None without sinks): delta, then dK/dV over key
     blocks and dQ over query blocks."""
     b, h, t_q, d = q.shape
+    assert _kernels is not None  # the kernels run only where flash_status found them
     h_kv, t_k = k.shape[1], k.shape[2]
     mask, mask_strides, meta = _kernel_args(q, k, mask, is_causal, softcap, sinks)
     delta = torch.empty_like(lse)
@@ -216,14 +223,14 @@ class FlashAttention(torch.autograd.Function):
     """``autograd.Function`` wrapper: saves q, k, v, the mask, out and the per-row log-sum-exp, nothing ``(Tq, Tk)``."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, is_causal, scale, softcap=None, sinks=None):  # type: ignore[override]
+    def forward(ctx, q, k, v, mask, is_causal, scale, softcap=None, sinks=None):
         out, lse = _forward(q, k, v, mask, is_causal, scale, softcap, sinks)
         ctx.save_for_backward(q, k, v, mask, out, lse, sinks)
         ctx.is_causal, ctx.scale, ctx.softcap = is_causal, scale, softcap
         return out
 
     @staticmethod
-    def backward(ctx, d_out):  # type: ignore[override]
+    def backward(ctx, d_out):
         q, k, v, mask, out, lse, sinks = ctx.saved_tensors
         needs_q, needs_k, needs_v = ctx.needs_input_grad[:3]
         dq, dk, dv, d_sinks = _backward(q, k, v, mask, ctx.is_causal, ctx.scale, out, lse, d_out, needs_q,

@@ -71,6 +71,7 @@ def math_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | Non
     """
     has_keys = rows_with_keys(mask) if mask is not None and may_be_empty and sinks is None else None
     if has_keys is not None:
+        assert mask is not None  # has_keys is only computed from a mask
         mask = open_empty_rows(mask, has_keys)
     scores = attention_scores(query, key, scale, mask, softcap)
     weights = torch.softmax(scores, dim=-1) if sinks is None else softmax_with_sinks(scores, sinks)

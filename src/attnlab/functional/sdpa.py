@@ -135,4 +135,7 @@ def scaled_dot_product_attention(
         check_sinks(sinks, query)
     output, weights = attend(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa, backend,
                              return_weights, softcap, sinks)
-    return (output, weights) if return_weights else output
+    if return_weights:
+        assert weights is not None  # attend returns the weights whenever they are asked for
+        return output, weights
+    return output

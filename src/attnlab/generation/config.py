@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -95,17 +96,20 @@ class GenerationConfig:
             return self.generator
         return torch.Generator(device=device).manual_seed(self.seed)
 
-    def replace(self, **changes: object) -> GenerationConfig:
+    def replace(self, **changes: Any) -> GenerationConfig:  # Any: each field its own type, checked again
         """This config with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)
 
 
 def _stop_tokens(owner: str, value: object) -> tuple[int, ...]:
     """``stop_tokens`` as a tuple of ids >= 0 (an int is one)."""
-    one = isinstance(value, int) and not isinstance(value, bool)
-    ok = one or (isinstance(value, Iterable) and not isinstance(value, str | bytes))
-    tokens = (value,) if one else tuple(value) if ok else ()
-    if not ok or any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in tokens):  # the value as given
+    given: tuple[object, ...] | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        given = (value,)
+    elif isinstance(value, Iterable) and not isinstance(value, str | bytes):
+        given = tuple(value)
+    tokens = tuple(t for t in given or () if isinstance(t, int) and not isinstance(t, bool) and t >= 0)
+    if given is None or len(tokens) != len(given):  # the value as given
         raise ValueError(tr("{owner}: stop_tokens must be token ids >= 0 (an int, or a tuple of them), got {value!r}",
                             owner=owner, value=value))
     return tokens

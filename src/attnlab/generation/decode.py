@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, overload
 
 import torch
 from torch import Tensor
@@ -37,6 +37,12 @@ from attnlab.i18n import tr
 from attnlab.models.caches import SinkKVCache, StaticKVCache
 
 
+@overload
+def generate(model: Any, idx: Tensor, max_new_tokens: int, config: GenerationConfig | None = None,
+             cache: Any = None, attention_mask: Tensor | None = None) -> Tensor: ...
+@overload
+def generate(model: Any, idx: Sequence[Any], max_new_tokens: int, config: GenerationConfig | None = None,
+             cache: Any = None, attention_mask: Tensor | None = None) -> list[list[int]]: ...
 def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, config: GenerationConfig | None = None,
              cache: Any = None, attention_mask: Tensor | None = None) -> Tensor | list[list[int]]:
     """``idx (B, T)`` followed by up to ``max_new_tokens`` new tokens: ``(B, T + n)``; or, for a list of prompts
@@ -74,8 +80,8 @@ def generate(model: Any, idx: Tensor | Sequence[Any], max_new_tokens: int, confi
         if attention_mask is not None:
             raise ValueError(tr("attention_mask: a list of prompts is padded here; give no attention_mask with it"))
         rows = encode_prompts(idx, None)
-        padded, mask = left_pad(rows, next(model.parameters()).device)
-        mask = None if bool(mask.all()) else mask  # prompts of one length: nothing to mask
+        padded, pad_mask = left_pad(rows, next(model.parameters()).device)
+        mask = None if bool(pad_mask.all()) else pad_mask  # prompts of one length: nothing to mask
         out = generate(model, padded, max_new_tokens, config, cache, mask)
         return unpad(out, rows, config.stop_tokens)
     new = list(generate_stream(model, idx, max_new_tokens, config, cache, attention_mask))

@@ -109,6 +109,7 @@ class Steps:
             return last_logits(self.model, token, self.cache, **masked(mask, self.cache.length + 1))
         if self.keys is None:
             return self.model.decode_step(token, self.cache)
+        assert self.next_position is not None  # made with the keys
         self.keys = torch.cat([self.keys, self.keys.new_ones(len(token), 1, 1, 1)], dim=-1)
         logits = self.model.decode_step(token, self.cache, self.keys, self.next_position)
         self.next_position = self.next_position + 1

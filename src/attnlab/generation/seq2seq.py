@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 
 import torch
 from torch import Tensor
@@ -32,6 +32,10 @@ from attnlab.fast.projections import fixed_weights
 from attnlab.i18n import tr
 
 
+@overload
+def length_penalty(length: Tensor, alpha: float) -> Tensor: ...
+@overload
+def length_penalty(length: int, alpha: float) -> float: ...
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     """GNMT's length penalty ``((5 + length) / 6) ** alpha``: 1 for one token, growing with length when α > 0."""
     return ((5 + length) / 6) ** alpha

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnlab.data.pairs import PAD
 from attnlab.data.tokenizer import CharTokenizer
 from attnlab.generation.seq2seq import beam_search, greedy_decode
 from attnlab.i18n import tr
+
+if TYPE_CHECKING:  # attnlab.models imports this package
+    from attnlab.models import Transformer
 
 
 @dataclass
@@ -67,7 +71,7 @@ def _strip(ids: list[int], bos: int, eos: int) -> list[int]:
 
 
 @torch.no_grad()
-def translate(model: nn.Module, vocab: CharTokenizer, texts: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
+def translate(model: Transformer, vocab: CharTokenizer, texts: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
               truncate: bool = False, max_new_tokens: int | None = None,
               accelerate: bool = True) -> list[Translation]:
     """Translate ``texts`` with ``model`` (a :class:`~attnlab.models.Transformer`); one :class:`Translation` each.

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
 
 from attnlab.heads.sites import RESIDUAL, Inputs, Patchable
 from attnlab.i18n import tr
@@ -40,7 +41,8 @@ class _Place:
     (a module run twice in one forward would make "its" activation ambiguous)."""
 
     def __init__(self, place: Place, edit: Edit | None, keep: bool) -> None:
-        self.place, self.edit, self.keep, self.value = place, edit, keep, None
+        self.place, self.edit, self.keep = place, edit, keep
+        self.value: Tensor | None = None
         self.calls = 0
 
     def __call__(self, t: Tensor) -> Tensor:
@@ -55,8 +57,13 @@ class _Place:
             self.value = t
         return t
 
+    def kept(self) -> Tensor:
+        """The tensor kept in the pass (``forward`` checked first that the pass reached this place)."""
+        assert self.value is not None
+        return self.value
 
-def _register(pm: Patchable, place: Place, hook: _Place) -> object:
+
+def _register(pm: Patchable, place: Place, hook: _Place) -> RemovableHandle:
     layer, site = place
     if site == RESIDUAL:
         def residual(module, args, kwargs):
@@ -88,7 +95,7 @@ def forward(pm: Patchable, inputs: Inputs, edits: Mapping[Place, Edit] | None = 
     if missing:
         raise RuntimeError(tr("the forward pass never reached {places}; patching cannot see those activations",
                               places=missing))
-    return logits, {place: hooks[place].value for place in keep}
+    return logits, {place: hooks[place].kept() for place in keep}
 
 
 def record(pm: Patchable, inputs: Inputs, places: Iterable[Place]) -> dict[Place, Tensor]:

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.data.tokens import stream_generator
+from attnlab.heads.attention_only import AttentionOnlyTransformer
 from attnlab.heads.attribution import attribute_heads
 from attnlab.heads.induction import InductionConfig, InductionRun
 from attnlab.heads.logit_attribution import logit_attribution
@@ -74,7 +75,7 @@ def previous_token_scores(model: nn.Module, ids: Tensor) -> Tensor:
     return torch.stack([a[:, :, rows, rows - 1].mean(dim=(0, 2)) for a in weights])
 
 
-def analyse(model: nn.Module, clean: Tensor, corrupt: Tensor, half: int) -> dict[str, Any]:
+def analyse(model: AttentionOnlyTransformer, clean: Tensor, corrupt: Tensor, half: int) -> dict[str, Any]:
     """Every analysis of one model on ``(clean, corrupt)``; fractions are of the way from the corrupted metric to the
     clean one (1: all of it restored), or, for path patching, of the repeat's advantage lost."""
     metric = repeat_metric(clean, half)
@@ -83,12 +84,12 @@ def analyse(model: nn.Module, clean: Tensor, corrupt: Tensor, half: int) -> dict
     each = patch_heads(model, clean, corrupt, metric, positions="each")
     estimate = attribute_heads(model, clean, corrupt, metric) + corrupt_value
     residual = patch_residual(model, clean, corrupt, metric)
-    result = {"clean_metric": clean_value, "corrupt_metric": corrupt_value,
-              "patching": listed(recovered(heads, clean_value, corrupt_value)),
-              "attribution": listed(recovered(estimate, clean_value, corrupt_value)),
-              "patching_by_position": listed(recovered(each, clean_value, corrupt_value)),
-              "residual_by_position": listed(recovered(residual, clean_value, corrupt_value)),
-              "previous_token": listed(previous_token_scores(model, clean))}
+    result: dict[str, Any] = {"clean_metric": clean_value, "corrupt_metric": corrupt_value,
+                               "patching": listed(recovered(heads, clean_value, corrupt_value)),
+                               "attribution": listed(recovered(estimate, clean_value, corrupt_value)),
+                               "patching_by_position": listed(recovered(each, clean_value, corrupt_value)),
+                               "residual_by_position": listed(recovered(residual, clean_value, corrupt_value)),
+                               "previous_token": listed(previous_token_scores(model, clean))}
     layers, num_heads = heads.shape
     paths = {}
     for sender in range(num_heads) if layers > 1 else ():

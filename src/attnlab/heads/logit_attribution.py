@@ -83,8 +83,9 @@ def _readout_problem(pm: Patchable) -> str | None:
         return tr("its blocks are post-norm (a LayerNorm after each residual addition)")
     if getattr(c, "sandwich_norm", False):
         return tr("its blocks normalise each sublayer's output before adding it (sandwich norms)")
-    if getattr(c, "final_softcap", None):
-        return tr("its logits are soft-capped (final_softcap={cap})", cap=c.final_softcap)
+    cap = getattr(c, "final_softcap", None)
+    if cap:
+        return tr("its logits are soft-capped (final_softcap={cap})", cap=cap)
     if pm.final_norm is not None and not isinstance(pm.final_norm, LayerNorm | RMSNorm | nn.LayerNorm):
         return tr("its final norm is a {norm}, whose scale this does not know", norm=type(pm.final_norm).__name__)
     return None
@@ -96,10 +97,13 @@ def _frozen_norm(norm: nn.Module | None, x: Tensor, y: Tensor):
     if norm is None:
         return (lambda c: c), None
     centred = isinstance(norm, LayerNorm | nn.LayerNorm)
-    if centred:
+    gain: Tensor
+    bias: Tensor | None
+    if isinstance(norm, LayerNorm | nn.LayerNorm):
         scale = torch.sqrt(x.var(dim=-1, unbiased=False, keepdim=True) + norm.eps)
         gain, bias = norm.weight, norm.bias
     else:
+        assert isinstance(norm, RMSNorm)  # _readout_problem refused every other norm
         scale = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + norm.eps)
         gain, bias = (1.0 + norm.weight if norm.unit_offset else norm.weight), None
 

@@ -30,6 +30,8 @@ from attnlab.heads.sites import POSITIONS, RESIDUAL, Inputs, Patchable, patchabl
 from attnlab.i18n import tr
 
 Metric = Callable[[Tensor], Tensor]
+#: a tensor as JSON: nested lists of floats, None where NaN
+Listed = float | None | list["Listed"]
 #: the most bytes one batched pass of patches may hold in logits and activations (a gpt2-small-sized model at
 #: T = 64 runs 16 patches a pass)
 PASS_BYTES = 2**28
@@ -79,7 +81,7 @@ def recovered(values: Tensor, clean_value: float, corrupt_value: float) -> Tenso
     return (values - corrupt_value) / (clean_value - corrupt_value)
 
 
-def listed(values: Tensor, digits: int = 5) -> list:
+def listed(values: Tensor, digits: int = 5) -> Listed:
     """A tensor as nested lists of rounded floats for JSON, ``None`` where it is NaN (a layer not measured)."""
     if values.dim() == 0:
         return None if math.isnan(float(values)) else round(float(values), digits)
@@ -117,7 +119,7 @@ def sweep(pm: Patchable, sources: dict[Place, Tensor], corrupt: Inputs, metric: 
     width = pm.unembed.weight.shape[1]
     per_copy = 4 * tokens * (pm.vocab_size + 16 * width)  # float32 logits and activations of one copy
     chunk = max(1, min(len(groups), PASS_BYTES // per_copy))
-    out = []
+    out: list[Tensor] = []
     with torch.no_grad():
         for start in range(0, len(groups), chunk):
             part = groups[start:start + chunk]

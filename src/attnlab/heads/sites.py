@@ -22,12 +22,14 @@ cross-attention's key and value read the source's positions, its output and quer
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import torch
 from torch import Tensor, nn
 
+from attnlab.attention import MultiHeadAttention
 from attnlab.heads.attention_only import AttentionOnlyTransformer
 from attnlab.i18n import tr
 from attnlab.models import LanguageModel, Transformer
@@ -48,7 +50,7 @@ Inputs = Tensor | tuple[Tensor, Tensor]
 class HeadLayer:
     """One layer's attention whose heads are patched: the module, its query heads, key/value heads and head width."""
 
-    attention: nn.Module
+    attention: MultiHeadAttention
     num_heads: int
     num_kv_heads: int
     head_dim: int
@@ -61,14 +63,16 @@ class HeadLayer:
         return self.num_kv_heads if site in ("key", "value") else self.num_heads
 
 
-def attention_modules(module: nn.Module) -> list[nn.Module]:
+def attention_modules(module: nn.Module) -> list[MultiHeadAttention]:
     """The attention modules inside ``module`` (those with ``W_query``, ``W_key``, ``W_value`` and ``out_proj``)."""
-    return [m for m in module.modules() if all(hasattr(m, n) for n in SITE_MODULES.values())]
+    return [m for m in module.modules()
+            if isinstance(m, MultiHeadAttention) and all(hasattr(m, n) for n in SITE_MODULES.values())]
 
 
-def head_layer(attention: nn.Module) -> HeadLayer:
-    heads = int(attention.num_heads)
-    return HeadLayer(attention, heads, int(getattr(attention, "num_kv_heads", heads)), int(attention.head_dim))
+def head_layer(attention: object) -> HeadLayer:
+    if not isinstance(attention, MultiHeadAttention):
+        raise TypeError(f"head_layer: expected a MultiHeadAttention, got {type(attention).__name__}")
+    return HeadLayer(attention, attention.num_heads, attention.num_kv_heads, attention.head_dim)
 
 
 class Patchable:
@@ -86,8 +90,10 @@ class Patchable:
         vocab_size: ids must lie in ``[0, vocab_size)``.
     """
 
+    blocks: list[nn.Module]
+    final_norm: nn.Module | None
+
     def __init__(self, model: nn.Module) -> None:
-        self.model = model
         if isinstance(model, Transformer):
             self.kind = "seq2seq"
             self.blocks = list(model.decoder_blocks)
@@ -108,6 +114,7 @@ class Patchable:
                                 "ModernDecoder, AttentionOnlyTransformer, a causal language model that "
                                 "load_causal_lm loaded) or a translation model (Transformer); an encoder such as "
                                 "BERT or MiniLM returns no logits to take a metric of", model=type(model).__name__))
+        self.model = model
         self.unembed = model.head
         self.vocab_size = int(model.config.vocab_size)
         shapes = {(layer.num_heads, layer.num_kv_heads) for layer in self.layers}
@@ -134,17 +141,17 @@ class Patchable:
 
     def target(self, inputs: Inputs) -> Tensor:
         """The ids the logits are of: a decoder's, or a translation model's target."""
-        return inputs[1] if self.kind == "seq2seq" else inputs
+        return inputs[1] if isinstance(inputs, tuple) else inputs  # a pair: seq2seq's (source, target)
 
     def length(self, inputs: Inputs, site: str) -> int:
         """The positions ``site`` has: the source's for a cross-attention's key and value, else the target's."""
-        if self.kind == "seq2seq" and site in ("key", "value"):
+        if isinstance(inputs, tuple) and site in ("key", "value"):  # a pair: seq2seq's (source, target)
             return inputs[0].shape[1]
         return self.target(inputs).shape[1]
 
     def tiled(self, inputs: Inputs, copies: int) -> Inputs:
         """``copies`` copies of the batch, one after the other: row ``g · B + b`` is row ``b`` of copy ``g``."""
-        if self.kind == "seq2seq":
+        if isinstance(inputs, tuple):  # a pair: seq2seq's (source, target)
             return inputs[0].repeat(copies, 1), inputs[1].repeat(copies, 1)
         return inputs.repeat(copies, 1)
 
@@ -206,12 +213,12 @@ class Patchable:
         """``layers`` (None: all) as a list of valid layer indices."""
         if layers is None:
             return list(range(self.num_layers))
-        if isinstance(layers, int | Tensor) or not all(isinstance(x, int) and not isinstance(x, bool)
-                                                       for x in layers):
+        chosen = list(layers) if isinstance(layers, Iterable) and not isinstance(layers, Tensor) else None
+        if chosen is None or not all(isinstance(x, int) and not isinstance(x, bool) for x in chosen):
             raise ValueError(tr("layers must be None or a sequence of layer indices, got {layers!r}", layers=layers))
-        for layer in layers:
+        for layer in chosen:
             self.check_layer(layer)
-        return sorted(set(layers))
+        return sorted(set(chosen))
 
     def check_layer(self, layer: int, name: str = "layer") -> int:
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.num_layers:

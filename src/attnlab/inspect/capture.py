@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import Tensor, nn
@@ -20,6 +20,15 @@ from torch import Tensor, nn
 from attnlab.attention import GroupedQueryAttention, SimpleSelfAttention
 from attnlab.i18n import _, tr
 from attnlab.inspect.random_model import RandomModel
+
+
+class LayerFacts(TypedDict):
+    """One layer's numbers the arithmetic needs: its scale, window (keys seen), soft-cap and sinks (one per head)."""
+
+    scale: float | None
+    window: int | None
+    softcap: float | None
+    sinks: list[float] | None
 
 
 @dataclass
@@ -54,7 +63,7 @@ class Capture:
     scale: float | None = None
     is_causal: bool = False
     window: int | None = None
-    layer_facts: list[dict[str, Any]] | None = None
+    layer_facts: list[LayerFacts] | None = None
     model_name: str = "model"
     token_embeddings: Tensor | None = None
     positions: Tensor | None = None
@@ -116,7 +125,8 @@ class _Recorder:
     """Forward hooks that record one attention module's input, q/k/v and context."""
 
     def __init__(self, module: nn.Module, qkv: bool) -> None:
-        self.module, self.record = module, {}
+        self.module = module
+        self.record: dict[str, Tensor] = {}
         self.handles = [module.register_forward_hook(self._on_attention)]
         if qkv:
             for part in ("W_query", "W_key", "W_value"):
@@ -183,8 +193,8 @@ def _token_text(tokenizer: Any, i: int) -> str:
 def max_length(model: nn.Module) -> int | None:
     """The longest sequence ``model`` accepts: a language model's ``position_limit`` (None for rotary positions),
     else its config's ``context_length`` (None if it does not say)."""
-    if hasattr(model, "position_limit"):
-        return model.position_limit
+    if hasattr(model, "position_limit"):  # a language model, or a wrapper that passes its attributes on
+        return getattr(model, "position_limit", None)
     value = getattr(getattr(model, "config", None), "context_length", None)
     return value if isinstance(value, int) else None
 
@@ -287,13 +297,13 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
     return cap
 
 
-def _layer_facts(modules: list[nn.Module], scale: float, window: int | None) -> list[dict[str, Any]] | None:
+def _layer_facts(modules: list[nn.Module], scale: float, window: int | None) -> list[LayerFacts] | None:
     """Each layer's scale, window, soft-cap and sinks, where some layer differs from ``scale`` and ``window``."""
-    facts = []
+    facts: list[LayerFacts] = []
     for m in modules:
         sinks = getattr(m, "sinks", None)
         facts.append({"scale": getattr(m, "scale", None) or scale, "window": getattr(m, "sliding_window", None),
                       "softcap": getattr(m, "softcap", None),
                       "sinks": None if sinks is None else sinks.detach().float().cpu().tolist()})
-    plain = {"scale": scale, "window": window, "softcap": None, "sinks": None}
+    plain: LayerFacts = {"scale": scale, "window": window, "softcap": None, "sinks": None}
     return None if all(f == plain for f in facts) else facts

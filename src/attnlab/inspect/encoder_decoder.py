@@ -20,13 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnlab.data.pairs import BOS
 from attnlab.data.tokenizer import CharTokenizer
 from attnlab.i18n import N_, _, tr
 from attnlab.inspect.capture import Capture
 from attnlab.inspect.explain import Explanation, attention_arithmetic, find_query
+from attnlab.layers import DecoderBlock
+from attnlab.models import Transformer
 
 MODES = ("encoder", "decoder", "cross")
 MODE_TITLES = {"encoder": N_("encoder self-attention"), "decoder": N_("decoder self-attention (masked)"),
@@ -76,7 +78,7 @@ class Seq2SeqCapture:
 
 
 @torch.no_grad()
-def capture_translation(model: nn.Module, vocab: CharTokenizer, source: str, target_ids: list[int],
+def capture_translation(model: Transformer, vocab: CharTokenizer, source: str, target_ids: list[int],
                         name: str = "translation model") -> Seq2SeqCapture:
     """Run ``model`` on ``source`` and the ids it wrote (``target_ids``, without ``<bos>``/``<eos>``); keep the
     weights of every attention (batch of one, float32 on the CPU)."""
@@ -109,7 +111,7 @@ def _split_heads(t: Tensor, heads: int) -> Tensor:
 
 
 @torch.no_grad()
-def explain_cross(model: nn.Module, vocab: CharTokenizer, source: str, target_ids: list[int], query: str | int = 0,
+def explain_cross(model: Transformer, vocab: CharTokenizer, source: str, target_ids: list[int], query: str | int = 0,
                   layer: int = 0, head: int = 0, name: str = "translation model") -> Explanation:
     """Cross-attention of decoder ``layer``, ``head`` for one decoding step, every number shown.
 
@@ -122,7 +124,9 @@ def explain_cross(model: nn.Module, vocab: CharTokenizer, source: str, target_id
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(blocks):
         raise ValueError(tr("layer must be in 0..{last} ({n} decoder layers), got {layer!r}", last=len(blocks) - 1,
                             n=len(blocks), layer=layer))
-    attn = blocks[layer].cross_attn
+    block = blocks[layer]
+    assert isinstance(block, DecoderBlock)  # what a Transformer's decoder is made of
+    attn = block.cross_attn
     if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < attn.num_heads:
         raise ValueError(tr("head must be in 0..{last} ({n} heads), got {head!r}", last=attn.num_heads - 1,
                             n=attn.num_heads, head=head))

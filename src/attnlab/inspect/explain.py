@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from attnlab.i18n import tr
-from attnlab.inspect.capture import Capture
+from attnlab.inspect.capture import Capture, LayerFacts
 
 
 @dataclass
@@ -102,7 +102,7 @@ def explain(cap: Capture, query: str | int, layer: int = 0, head: int = 0) -> Ex
     i = find_query(cap.tokens, query)
     q = cap.queries[layer][head, i].double()
     keys, values = cap.keys[layer][head].double(), cap.values[layer][head].double()
-    facts = cap.layer_facts[layer] if cap.layer_facts is not None else \
+    facts: LayerFacts = cap.layer_facts[layer] if cap.layer_facts is not None else \
         {"scale": cap.scale, "window": cap.window, "softcap": None, "sinks": None}
     scale = float(facts["scale"] if facts["scale"] is not None else keys.shape[-1] ** -0.5)
     window, softcap = facts["window"], facts["softcap"]

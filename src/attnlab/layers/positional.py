@@ -61,6 +61,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         tensor([0., 1., 0., 1., 0., 1., 0., 1.])
     """
 
+    pe: Tensor  # (context_length, d_model), the buffer registered below
+
     def __init__(self, d_model: int, context_length: int = 5000) -> None:
         super().__init__()
         self.d_model, self.context_length = d_model, context_length

@@ -219,7 +219,7 @@ class RotaryEmbedding:
                                      f"(one per frequency), got {len(getattr(self.scaling, name))}")
         #: cos and sin are multiplied by it (YaRN's and LongRoPE's; 1 for the other scalings)
         self.attention_factor = _attention_factor(self.scaling)
-        self._fixed_inv_freq: dict[torch.device, Tensor] = {}  # device -> the frequencies, where they are fixed
+        self._fixed_inv_freq: dict[torch.device | str, Tensor] = {}  # device -> the frequencies, where they are fixed
 
     @property
     def rebuild_length(self) -> int | None:
@@ -231,9 +231,11 @@ class RotaryEmbedding:
 
     def inv_freq(self, seq_len: int | None = None, device: torch.device | str | None = None) -> Tensor:
         """The D/2 angular frequencies θ_i, float32, scaling applied; ``seq_len`` matters for ``dynamic`` only."""
+        base: float | Tensor  # a tensor once dynamic scaling stretches it, as transformers computes it
         base, s, d = self.base, self.scaling, self.head_dim
         if s is not None and s.type == "longrope":
             long = seq_len is not None and seq_len > s.original_context_length
+            assert s.long_factor is not None and s.short_factor is not None  # RopeScaling checked
             return longrope_inv_freq(base, d, s.long_factor if long else s.short_factor, device)
         if s is not None and s.type == "yarn":
             return yarn_inv_freq(base, d, s, device)

@@ -12,6 +12,8 @@ Gated by GELU instead (tanh approximation), the same network is GeGLU, Gemma's (
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -19,7 +21,7 @@ from attnlab.arguments import check_positive_int, expect_one_of
 from attnlab.layers.feedforward import gelu_tanh
 
 #: what may gate: SiLU (SwiGLU: Llama, Qwen, Mistral, Phi-3) or GELU's tanh form (GeGLU: Gemma)
-GATES = {"silu": F.silu, "gelu_tanh": gelu_tanh}
+GATES: dict[str, Callable[[Tensor], Tensor]] = {"silu": F.silu, "gelu_tanh": gelu_tanh}
 
 
 class SwiGLU(nn.Module):

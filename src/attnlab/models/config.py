@@ -55,6 +55,7 @@ def block_spec(cfg: Any, **layout: Any) -> BlockSpec:
                      backend=cfg.backend, **layout)
 
 
+@dataclasses.dataclass  # no fields of its own: what a config's dataclass is, so dataclasses.fields reads any
 class Presets:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 

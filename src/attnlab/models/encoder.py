@@ -205,8 +205,9 @@ class TransformerEncoder(nn.Module):
         for error in errors:
             if error is not None:
                 raise error
-        all_real = attention_mask is None or values[3]  # nothing to mask: the fused kernel runs unmasked
-        return None if all_real else key_mask(attention_mask)
+        if attention_mask is None or values[3]:  # nothing to mask: the fused kernel runs unmasked
+            return None
+        return key_mask(attention_mask)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None,
                 return_weights: bool = False, return_hidden_states: bool = False,

@@ -18,6 +18,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention import MultiHeadAttention
 from attnlab.attention.checks import check_head_mask
 from attnlab.layers.feedforward import dropped
 from attnlab.layers.initialisation import STD, init_weights
@@ -41,6 +42,15 @@ class CausalLMOutput:
     attentions: tuple[Tensor, ...] | None = None
 
 
+def block_attention(block: nn.Module) -> MultiHeadAttention:
+    """``block.attn``: every family's block keeps its attention there, a :class:`MultiHeadAttention` (or a
+    subclass: grouped-query, a fast twin)."""
+    attn = block.attn
+    if not isinstance(attn, MultiHeadAttention):
+        raise TypeError(f"{type(block).__name__}.attn must be a MultiHeadAttention, got {type(attn).__name__}")
+    return attn
+
+
 class LanguageModel(nn.Module):
     """The shared part of a decoder-only model. A family builds ``tok_emb``, ``drop``, ``blocks``, its final norm
     (named by ``FINAL_NORM``) and ``head``, calls :meth:`init_weights`, and defines :meth:`embed`.
@@ -51,6 +61,7 @@ class LanguageModel(nn.Module):
     FINAL_NORM = "ln_f"
     ROTARY = False
     config: Any
+    name: str  # what a loader calls the model it loaded (the CLI and the explorer show it); not set otherwise
     tok_emb: nn.Embedding
     drop: nn.Dropout
     blocks: nn.ModuleList
@@ -68,8 +79,8 @@ class LanguageModel(nn.Module):
         self.apply(init_weights)
         std = STD / math.sqrt(2 * self.config.num_layers)
         for block in self.blocks:
-            for proj in (block.attn.out_proj, getattr(block.ff, residual_projections)):
-                nn.init.normal_(proj.weight, mean=0.0, std=std)
+            for proj in ("attn.out_proj", f"ff.{residual_projections}"):  # any attention's output map, by name
+                nn.init.normal_(block.get_parameter(f"{proj}.weight"), mean=0.0, std=std)
 
     def num_parameters(self) -> int:
         """Trainable parameters (a tied head counted once)."""
@@ -85,7 +96,7 @@ class LanguageModel(nn.Module):
     def cache_layout(self) -> CacheLayout:
         """How this model's decoding cache is laid out (what :class:`~attnlab.models.KVCache` and its kin read)."""
         c, w = self.config, self.tok_emb.weight
-        attns = [block.attn for block in self.blocks]
+        attns = [block_attention(block) for block in self.blocks]
         return CacheLayout(CacheShape(c.num_layers, attns[0].num_kv_heads, attns[0].head_dim),
                            tuple(a.sliding_window for a in attns), compute_dtype(w), w.device, self.position_limit,
                            tuple(a.rotary for a in attns), type(self).__name__)

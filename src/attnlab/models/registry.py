@@ -13,6 +13,7 @@ from typing import Any, Literal
 from torch import nn
 
 from attnlab.i18n import N_, tr
+from attnlab.models.config import Presets
 from attnlab.models.encoder import EncoderConfig, TransformerEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
@@ -32,7 +33,7 @@ class Architecture:
     """One family: its name (as checkpoints and ``--arch`` spell it), its config and model classes, its kind."""
 
     name: str
-    config: type
+    config: type[Presets]
     model: type[nn.Module]
     kind: Kind
     summary: str  # one line for ``--arch`` and the docs (English; ``attnlab.i18n._`` translates it)

@@ -77,8 +77,8 @@ def multi_head_attention(
         mask = padding_mask(attention_mask)
     q = split_heads(linear_from(params, "W_query", x, _OWNER), num_heads)
     k, v = (split_heads(linear_from(params, name, source, _OWNER), num_heads) for name in ("W_key", "W_value"))
-    out = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, backend=backend,
-                                       return_weights=return_weights)
-    out, weights = out if return_weights else (out, None)
+    result = scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, backend=backend,
+                                          return_weights=return_weights)
+    out, weights = result if isinstance(result, tuple) else (result, None)  # a tuple: return_weights
     out = linear_from(params, "out_proj", out.transpose(0, 2, 1, 3).reshape(b, t, d_out), _OWNER)  # concat heads, mix
-    return (out, weights) if return_weights else out
+    return out if weights is None else (out, weights)

@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from torch import nn
 
 import attnlab.pretrained.diffllama as diffllama_loader
 import attnlab.pretrained.smollm3 as smollm3_loader
@@ -82,7 +81,7 @@ def _gpt2_prefix(model_dir: Path) -> str:
     return ""
 
 
-def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expected]:
+def _layout(model_dir: Path, model: GPT | ModernDecoder, family: str) -> dict[str, Expected]:
     c = model.config
     shapes = {name: t.shape for name, t in model.state_dict().items()}
     if family in FAMILIES:
@@ -94,7 +93,7 @@ def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expecte
     return llama_layout(shapes, c.num_layers, c.tie_weights, sandwich=c.sandwich_norm)
 
 
-def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Path) -> None:
+def _load_state(model: GPT | ModernDecoder, state: dict[str, torch.Tensor], model_dir: Path) -> None:
     """Put the tensors in place of the meta ones; a tied head stays tied (and must equal the embedding if stored)."""
     tied = model.config.tie_weights
     head = state.pop("head.weight", None)
@@ -103,6 +102,7 @@ def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Pat
                             "(tie_word_embeddings), but the checkpoint's lm_head.weight differs from it",
                             model_dir=model_dir))
     if not tied:
+        assert head is not None  # an untied head is a required tensor of the layout
         state["head.weight"] = head
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if tied:

@@ -121,7 +121,7 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     if kind == "yarn":  # transformers' defaults: the pre-training length, and the factor that stretches it
         params = {k: v for k, v in params.items() if v is not None}
         params.setdefault("original_max_position_embeddings", original)
-        params.setdefault("factor", raw.get("max_position_embeddings") / original)
+        params.setdefault("factor", _need(raw, "max_position_embeddings", path) / original)
     try:
         scaling = {"type": kind, **params}
         RopeScaling.from_dict(scaling)

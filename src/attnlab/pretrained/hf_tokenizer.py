@@ -17,6 +17,7 @@ def load_tokenizer(model_dir: Path) -> Tokenizer | BertWordPieceTokenizer:
     """The tokenizer of a Hugging Face style directory, with its own truncation and padding turned off
     (attnlab pads per batch and truncates only when asked)."""
     tok_json, vocab = model_dir / "tokenizer.json", model_dir / "vocab.txt"
+    tokenizer: Tokenizer | BertWordPieceTokenizer
     if tok_json.is_file():
         tokenizer = Tokenizer.from_file(str(tok_json))
     elif vocab.is_file():

@@ -29,6 +29,7 @@ def resolve_model_dir(name_or_path: str | Path) -> Path:
         except ImportError:
             raise ImportError(tr("{name_or_path!r} ships in the {module!r} package, which is not installed: {hint}",
                                  name_or_path=name_or_path, module=module, hint=hint)) from None
+        assert package.__file__ is not None  # a bundled model is a regular package, never a namespace one
         return Path(package.__file__).resolve().parent / "model"
     path = Path(name_or_path)
     if not path.is_dir():

@@ -105,7 +105,11 @@ class BudgetPlanner:
 
     def _replan(self, step: int) -> Plan:
         # the steps since the last plan give the speed; right after one (an evaluation on a planned step), its speed
-        window = self.timed_seconds / self.timed_steps if self.timed_steps else self.plan.step_seconds
+        if self.timed_steps:
+            window = self.timed_seconds / self.timed_steps
+        else:
+            assert self.plan is not None  # only evaluated() re-plans before a timed step, and only with a plan
+            window = self.plan.step_seconds
         step_s, eval_s, elapsed = self.reduce([window, self.eval_seconds, self.elapsed()])
         left = self.seconds - elapsed
         more = self.steps_that_fit(step, left, step_s, eval_s)

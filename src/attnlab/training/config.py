@@ -25,7 +25,7 @@ import difflib
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from attnlab.arguments import expect_one_of
 from attnlab.data.tasks import TASKS
@@ -44,7 +44,7 @@ PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")
 class TrainConfig:
     """Everything a training run needs besides the model's size (which comes from ``preset`` + ``model``)."""
 
-    data: str = "shakespeare"            # "shakespeare", a text file or a directory of them
+    data: str | None = "shakespeare"     # "shakespeare", a text file or a directory of them
     out: str = "out/train"               # checkpoints, tokenizer, token cache and loss curve go here
     tokenizer: str = "char"              # one of attnlab.data.TOKENIZERS
     vocab_size: int = 4096               # BPE only; char uses the corpus' characters
@@ -79,7 +79,14 @@ class TrainConfig:
     #: the architectures this config trains: the registry's of its kind (a subclass for another kind names its own)
     ARCHS = names_of("decoder")
 
+    def check_data(self) -> None:
+        """A GPT reads a corpus: ``data`` names one (None is a translation run's, with a task)."""
+        if self.data is None:
+            raise ValueError(tr("data: a GPT trains on a text corpus: give \"shakespeare\", a text file or a "
+                                "directory of them, got None"))
+
     def __post_init__(self) -> None:
+        self.check_data()
         expect_one_of("tokenizer", self.tokenizer, TOKENIZERS, tr)
         expect_one_of("arch", self.arch, self.ARCHS, tr)
         for name in ("max_iters", "batch_size", "grad_accum", "eval_interval", "eval_iters", "keep_checkpoints"):
@@ -136,7 +143,7 @@ class TrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], source: str = "config") -> TrainConfig:
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> Self:
         """Build from a mapping, rejecting unknown keys (with the nearest known one as a hint) and values of the
         wrong type (see :meth:`check_values`)."""
         cls.check_values(values, source)
@@ -195,12 +202,15 @@ class Seq2SeqTrainConfig(TrainConfig):
 
     ARCHS = names_of("seq2seq")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_data(self) -> None:
+        """A translation run reads a generated task or a TSV file: exactly one of ``task`` and ``data``."""
         if (self.task is None) == (self.data is None):
             raise ValueError(tr("task, data: give exactly one: a generated task (dates, numbers) or a TSV file of "
                                 "source<TAB>target lines, got task={task!r}, data={data!r}",
                                 task=self.task, data=self.data))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.task is not None:
             expect_one_of("task", self.task, tuple(TASKS), tr)
         if not 0.0 <= self.label_smoothing < 1.0:

@@ -24,6 +24,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import Tensor, nn
 from torch.distributed.checkpoint.state_dict import (
+    OptimizerStateType,
+    ValueType,
     get_model_state_dict,
     get_state_dict,
     set_model_state_dict,
@@ -119,7 +121,7 @@ def load_sharded(checkpoint: Path, model: nn.Module, optimizer: torch.optim.Opti
     where = check_complete(checkpoint)
     model_state, optimizer_state = get_state_dict(model, optimizer)
     check_shapes(where, model_state, "model", fields)
-    wanted = {"model": model_state, "optimizer": optimizer_state}
+    wanted: dict[str, Any] = {"model": model_state, "optimizer": optimizer_state}  # what dcp.load fills in place
     read_shards(wanted, where)
     set_state_dict(model, optimizer, model_state_dict=wanted["model"], optim_state_dict=wanted["optimizer"])
 
@@ -130,7 +132,7 @@ def load_whole(checkpoint: Checkpoint, model: nn.Module, optimizer: torch.optim.
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
     checkpoint.check_optimizer(optimizer)  # the moments' shapes against the parameters' (global) shapes
-    weights = read_tensors(checkpoint.path, "model.safetensors")
+    weights: dict[str, ValueType] = dict(read_tensors(checkpoint.path, "model.safetensors"))
     tied: dict[int, list[str]] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
         tied.setdefault(id(param), []).append(name)
@@ -139,10 +141,11 @@ def load_whole(checkpoint: Checkpoint, model: nn.Module, optimizer: torch.optim.
         weights |= {n: saved[0] for n in names if saved and n not in weights}
     name_of = {id(p): names[0] for p, names in ((p, tied[id(p)]) for p in model.parameters())}
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    saved = checkpoint.optimizer
-    full = {"state": {name_of[id(params[i])]: slots for i, slots in saved["state"].items()},
-            "param_groups": [{**group, "params": [name_of[id(p)] for p in mine["params"]]}
-                             for group, mine in zip(saved["param_groups"], optimizer.param_groups, strict=True)]}
+    moments = checkpoint.optimizer
+    full: OptimizerStateType = {
+        "state": {name_of[id(params[i])]: slots for i, slots in moments["state"].items()},
+        "param_groups": [{**group, "params": [name_of[id(p)] for p in mine["params"]]}
+                         for group, mine in zip(moments["param_groups"], optimizer.param_groups, strict=True)]}
     set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=full,
                    options=StateDictOptions(full_state_dict=True))
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.i18n import tr
-from attnlab.models import ARCHITECTURES, GPTConfig
+from attnlab.models import ARCHITECTURES
+from attnlab.models.config import Presets
 from attnlab.models.registry import architecture
 from attnlab.training.config import TrainConfig, check_keys
 
@@ -27,7 +28,7 @@ def build_model_config(config: TrainConfig, vocab_size: int, **decided: Any) -> 
     return row.config.from_preset(config.preset, **{**config.model, **decided})
 
 
-def shape_differences(saved: dict, current: GPTConfig) -> str:
+def shape_differences(saved: dict, current: Presets) -> str:
     """The fields of the model config that differ from the saved one (dropout aside), as ``"name: checkpoint a,
     asked b, ..."``; empty when none does."""
     now = dataclasses.asdict(current)
@@ -35,7 +36,7 @@ def shape_differences(saved: dict, current: GPTConfig) -> str:
     return ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in diff.items())
 
 
-def check_same_shape(saved: dict, current: GPTConfig, path: Path) -> None:
+def check_same_shape(saved: dict, current: Presets, path: Path) -> None:
     """Resuming needs the very model that was saved: name every field that differs."""
     shown = shape_differences(saved, current)
     if shown:

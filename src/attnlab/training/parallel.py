@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,9 +148,9 @@ def checkpoint_activations(model: nn.Module) -> None:
 def tensor_parallel_plan(model: nn.Module, tp_size: int) -> dict[str, Any]:
     """``parallelize_module``'s plan for ``model``: in every attention and feed-forward module (:data:`SPLITS`),
     the maps that make heads column-parallel and the mixing one row-parallel; each count split must divide."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
 
-    plan = {}
+    plan: dict[str, ParallelStyle] = {}
     for name, module in model.named_modules():
         split = split_of(module)
         if split is None:
@@ -168,7 +168,9 @@ def check_divides(name: str, module: nn.Module, tp_size: int) -> None:
         counts = [("num_heads", module.num_heads)]
         counts += [("num_kv_heads", module.num_kv_heads)] if module.num_kv_heads != module.num_heads else []
     else:
-        first = getattr(module, split_of(module)[0][0])
+        split = split_of(module)
+        assert split is not None  # the plan checks only the modules it splits
+        first = getattr(module, split[0][0])
         counts = [("d_ff", first.out_features)]
     for what, n in counts:
         if n % tp_size:
@@ -248,7 +250,7 @@ def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, 
     once: a tied matrix, or FSDP2's padded shard, as it lies in memory)."""
     seen: set[int] = set()
 
-    def nbytes(tensors: list[Tensor]) -> int:
+    def nbytes(tensors: Sequence[Tensor]) -> int:
         total = 0
         for t in tensors:
             storage = local(t).untyped_storage()

@@ -40,6 +40,7 @@ def load_pairs(config: Seq2SeqTrainConfig, vocab: CharTokenizer | None):
         task = get_task(config.task)
         train, val = task(config.train_pairs, config.seed), task.held_out(config.val_pairs, config.seed)
         return vocab or CharTokenizer(task.alphabet(), SPECIALS), train, val
+    assert config.data is not None  # Seq2SeqTrainConfig takes a task or a file, exactly one
     pairs = read_pairs(config.data)
     try:
         train, val = split_pairs(pairs, config.val_fraction, config.seed)
@@ -57,6 +58,7 @@ class Seq2SeqTrainer(Trainer):
     def _prepare_data(self, ckpt: Checkpoint | None):
         vocab = None if ckpt is None else ckpt.tokenizer
         if vocab is not None and (not isinstance(vocab, CharTokenizer) or vocab.specials != SPECIALS):
+            assert ckpt is not None  # the vocabulary came from it
             raise ValueError(tr("resume: the checkpoint in {path!r} is not a translation model's (its tokenizer is "
                                 "{kind!r})", path=str(ckpt.path), kind=repr(vocab)))
         vocab, train, val = load_pairs(self.config, vocab)
@@ -104,6 +106,7 @@ class Seq2SeqTrainer(Trainer):
     def compute_loss(self, model: nn.Module, batch: tuple[Tensor, ...]) -> Tensor:
         """Mean cross-entropy over the real target tokens; label smoothing only while training."""
         b = batch
+        assert isinstance(b, Batch)  # what draw_batch makes here
         smoothing = self.config.label_smoothing if model.training else 0.0
         return model(b.src_ids, b.tgt_in, src_mask=b.src_mask, tgt_mask=b.tgt_mask, targets=b.tgt_out,
                      label_smoothing=smoothing).loss

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 from rich.console import Console
@@ -141,13 +142,16 @@ class Trainer:
             swap_modules(self.model)
         parallelize(self.model, layout, c.dtype, c.activation_checkpointing)
         self.optimizer = configure_optimizer(self.model, c.learning_rate, c.weight_decay, (c.beta1, c.beta2))
-        self.step, self.train_losses, self.evals, self.saved_step = 0, [], [], -1
+        self.train_losses: list[tuple[int, float]] = []  # (step, loss)
+        self.evals: list[tuple[int, float, float]] = []  # (step, train loss, val loss)
+        self.step, self.saved_step = 0, -1
         self.schedule = CosineSchedule(c.learning_rate, c.min_lr, c.warmup_iters, c.decay_iters)
         if ckpt is not None:
             self._restore(ckpt)
         else:
             torch.manual_seed(c.seed + layout.dp_rank)  # dropout differs per data-parallel process
-        fwd = torch.compile(self.model) if c.compile else self.model
+        # torch.compile of a module is a module (an OptimizedModule); its stub says only "a callable"
+        fwd = cast(nn.Module, torch.compile(self.model)) if c.compile else self.model
         self.eval_model = fwd
         ddp = d.enabled and not layout.sharded
         self.train_model = DistributedDataParallel(
@@ -157,6 +161,7 @@ class Trainer:
 
     def _prepare_data(self, ckpt: Checkpoint | None):
         c, d = self.config, self.dist
+        assert c.data is not None  # TrainConfig.check_data refuses None
         text = load_text(c.data)
         shared = self.out / "tokenizer.json"
         if ckpt is not None:
@@ -326,9 +331,9 @@ class Trainer:
                 local_loss = self.train_step()
                 dt = self.clock() - t0
                 train_seconds, tokens = train_seconds + dt, tokens + self.tokens_per_step
-                spent = planner is not None and planner.expired()
+                expired = planner is not None and planner.expired()
                 loss, stop, spent = all_reduce_sum(self.dist, [local_loss, float(self._stop_requested),
-                                                               float(spent)])
+                                                               float(expired)])
                 loss /= self.dist.world_size
                 self.train_losses.append((self.step, loss))
                 lr = self.optimizer.param_groups[0]["lr"]

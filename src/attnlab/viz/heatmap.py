@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
 from torch import Tensor
 
 from attnlab.i18n import tr
@@ -35,7 +36,7 @@ def _cell_of(ax, shape: tuple[int, int]) -> float:
 
 
 def draw_weights(ax, weights, tokens: list[str], families: list[str], annotate: bool | None, labels: bool = True,
-                 row_tokens: list[str] | None = None, layout: CellLayout | None = None):
+                 row_tokens: list[str] | None = None, layout: CellLayout | None = None) -> AxesImage:
     """One head's ``(T, T)`` weights on the axes ``ax``; returns the image for a colour bar.
 
     ``row_tokens``: the queries' tokens when they are not the keys' (cross-attention, ``(T, S)`` weights).
@@ -105,6 +106,7 @@ def weights_figure(maps: Sequence[Tensor], col_tokens: list[str], row_tokens: li
     lowest = height - top - (grid_rows - 1) * panel_h - title_room - h
     cax = fig.add_axes(((columns * panel_w + GAP) / width, lowest / height, COLORBAR[0] / width,
                         (height - top - title_room - lowest) / height))
+    assert image is not None  # one panel at least
     fig.colorbar(image, cax=cax).set_label(colorbar_label, fontfamily=families)
     if title:
         fig.suptitle(title, fontfamily=families, y=1 - 0.1 / height, va="top")

@@ -56,5 +56,6 @@ def positional_heads_figure(tokens: list[str], panels: list[tuple[Tensor, str]])
     for ax, (weights, title) in zip(axes, panels, strict=True):
         image = draw_weights(ax, weights, tokens, families, annotate=False, labels=t <= 40)
         ax.set_title(title, fontsize=10)
+    assert image is not None  # one panel at least
     fig.colorbar(image, ax=list(axes), label=tr("attention weight"), shrink=0.8)
     return fig

@@ -36,5 +36,6 @@ def rollout_figure(tokens: list[str], raw: Tensor, rolled: Tensor, flow: Tensor 
             ax.set_ylabel(tr("token at the top layer"))
     if title:
         fig.suptitle(title, fontfamily=families)
+    assert image is not None  # one panel at least
     fig.colorbar(image, ax=axes, label=tr("weight"), shrink=0.8)
     return fig

@@ -74,7 +74,8 @@ def _rule(family: str, characters: frozenset[str], data: bytes) -> str:
 def unicode_range(characters: frozenset[str]) -> str:
     """CSS ``unicode-range`` of ``characters`` outside ASCII, consecutive code points as one range: ``U+4E00-4E01``
     (``U+0`` for none, a range no text uses)."""
-    points, spans = sorted(ord(c) for c in characters if ord(c) > 0x7F), []
+    points = sorted(ord(c) for c in characters if ord(c) > 0x7F)
+    spans: list[list[int]] = []
     for point in points:
         if spans and point == spans[-1][1] + 1:
             spans[-1][1] = point

@@ -19,12 +19,12 @@ positions alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from attnlab.attention.cache import cached_causal_mask
+from attnlab.attention.cache import LayerCache, cached_causal_mask
 from attnlab.functional import sliding_window_mask
 from attnlab.i18n import tr
 from attnlab.models.caches.quantized import SCALE_DTYPE, STORAGES, Int8Storage
@@ -172,6 +172,25 @@ class LayerKVCache:
         return key_mask
 
 
+class DynamicLayer(LayerCache, Protocol):
+    """What :class:`KVCache` reads of each of its layers (a full, rolling or sink layer): the buffers
+    ``(B, H, capacity, hd)``, the positions seen, and how to follow a search's rows."""
+
+    keys: Tensor
+    values: Tensor
+    length: int
+
+    @property
+    def context_length(self) -> int | None: ...
+
+    def follow(self, rows: Tensor) -> None: ...
+
+
+def _int8(layer: DynamicLayer) -> Int8Storage | None:
+    """A full layer's int8 scales; None with float storage and for a rolling or sink layer (they have none)."""
+    return getattr(layer, "int8", None)
+
+
 class KVCache(CacheOf):
     """The dynamic cache: one :class:`LayerKVCache` per layer, or a
     :class:`~attnlab.models.caches.rolling.RollingLayerKVCache` for a layer with a sliding window (``windows[i]``);
@@ -189,6 +208,8 @@ class KVCache(CacheOf):
         >>> cache.shape, cache.rows
         (CacheShape(num_layers=2, num_heads=2, head_dim=16), 2)
     """
+
+    layers: list[DynamicLayer]
 
     def __init__(self, num_layers: int, batch: int, num_heads: int, context_length: int | None, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
@@ -211,7 +232,7 @@ class KVCache(CacheOf):
         return cls(layout.num_layers, batch, layout.num_heads, context_length or layout.position_limit,
                    layout.head_dim, layout.dtype, layout.device, windows=layout.windows, storage=storage)
 
-    def __getitem__(self, i: int) -> LayerKVCache:
+    def __getitem__(self, i: int) -> DynamicLayer:
         return self.layers[i]
 
     def __len__(self) -> int:
@@ -229,8 +250,8 @@ class KVCache(CacheOf):
     @property
     def nbytes(self) -> int:
         """The bytes its key and value buffers take, filled or not (with int8 storage: codes and scales)."""
-        return sum(layer.keys.nbytes + layer.values.nbytes + (0 if getattr(layer, "int8", None) is None
-                                                               else layer.int8.nbytes) for layer in self.layers)
+        return sum(layer.keys.nbytes + layer.values.nbytes + (0 if (int8 := _int8(layer)) is None else int8.nbytes)
+                   for layer in self.layers)
 
     def filled_nbytes(self) -> int:
         """The bytes the filled positions of every layer take (with int8 storage: codes and scales)."""
@@ -238,7 +259,7 @@ class KVCache(CacheOf):
         for layer in self.layers:
             b, h, _, head_dim = layer.keys.shape
             kept = min(layer.length, layer.keys.shape[2])
-            per_position = b * h * (head_dim * layer.keys.element_size() + (0 if getattr(layer, "int8", None) is None
+            per_position = b * h * (head_dim * layer.keys.element_size() + (0 if _int8(layer) is None
                                                                            else SCALE_DTYPE.itemsize))
             total += 2 * kept * per_position
         return total
@@ -266,6 +287,7 @@ class KVCache(CacheOf):
         for layer in self.layers:
             layer.follow(index)
             if memory and layer.memory_kv is not None:
-                layer.memory_kv = tuple(t.index_select(0, index) for t in layer.memory_kv)
+                keys, values = layer.memory_kv
+                layer.memory_kv = keys.index_select(0, index), values.index_select(0, index)
         if memory and self.memory_mask is not None:
             self.memory_mask = self.memory_mask.index_select(0, index)

@@ -136,10 +136,12 @@ class SinkKVCache(KVCache):
     @property
     def capacity(self) -> int:
         """The positions kept: ``sink_tokens + sliding_window``."""
-        return self.layers[0].capacity
+        layer = self.layers[0]
+        assert isinstance(layer, SinkLayerKVCache)  # the constructor makes every layer a sink layer
+        return layer.capacity
 
     @classmethod
-    def for_model(cls, model: Any, batch: int, *, sink_tokens: int = 4,  # type: ignore[override]
+    def for_model(cls, model: Any, batch: int, *, sink_tokens: int = 4,
                   sliding_window: int | None = None, context_length: int | None = None,
                   storage: str = "float") -> SinkKVCache:
         """``model``'s sink cache for ``batch`` sequences, after checking that it can have one: rotary positions (a

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import torch
 from safetensors import SafetensorError
@@ -19,6 +19,10 @@ from attnlab.models.checkpoint.exported import read_exported
 from attnlab.models.checkpoint.layout import FORMAT, POINTER, check_vocabulary
 from attnlab.models.checkpoint.optimizer import optimizer_from_tensors
 from attnlab.models.registry import Kind, architecture, build_model
+
+if TYPE_CHECKING:
+    from attnlab.models.language_model import LanguageModel
+    from attnlab.models.transformer import Transformer
 
 #: format 1 named the sizes n_layers / n_heads; read such checkpoints with today's names
 _RENAMED_IN_FORMAT_2 = {"n_layers": "num_layers", "n_heads": "num_heads"}
@@ -116,6 +120,15 @@ def checkpoint_kind(path: str | Path) -> Kind:
     return architecture(read_state(resolve_checkpoint(path)).get("architecture", "gpt")).kind
 
 
+@overload
+def load_trained(path: str | Path, device: str | torch.device = "cpu", *,
+                 kind: Literal["decoder"]) -> tuple[LanguageModel, Tokenizer]: ...
+@overload
+def load_trained(path: str | Path, device: str | torch.device = "cpu", *,
+                 kind: Literal["seq2seq"]) -> tuple[Transformer, Tokenizer]: ...
+@overload
+def load_trained(path: str | Path, device: str | torch.device = "cpu",
+                 kind: Kind | None = None) -> tuple[nn.Module, Tokenizer]: ...
 def load_trained(path: str | Path, device: str | torch.device = "cpu",
                  kind: Kind | None = None) -> tuple[nn.Module, Tokenizer]:
     """The model (eval mode) and tokenizer saved in ``path`` (an output or a checkpoint directory, or the one

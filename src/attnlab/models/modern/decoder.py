@@ -243,6 +243,7 @@ class ModernDecoder(LanguageModel):
             raise TypeError(tr("ModernDecoder: config must be a ModernDecoderConfig, got {config_type}",
                                config_type=type(config).__name__))
         self.config = c = config
+        assert c.head_dim is not None  # ModernDecoderConfig.__post_init__ fills it
         # one rotary embedding for every block: it holds no weights, only the frequencies' recipe
         self.rotary = c.rotary_embedding()
         # Gemma 3: the sliding layers turn q and k with their own base, unscaled

@@ -9,14 +9,29 @@ the converted model gets them too (``final_norm=True``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.attention import MultiHeadAttention
 from attnlab.i18n import tr
+from attnlab.layers import DecoderBlock, TransformerBlock
 from attnlab.models.transformer.config import TransformerConfig
+
+
+class Stacks(Protocol):
+    """What :func:`copy_torch_body` fills: a :class:`~attnlab.models.Transformer`'s two stacks and final norms."""
+
+    @property
+    def encoder_blocks(self) -> nn.ModuleList: ...
+    @property
+    def decoder_blocks(self) -> nn.ModuleList: ...
+    @property
+    def encoder_norm(self) -> nn.Module | None: ...
+    @property
+    def decoder_norm(self) -> nn.Module | None: ...
 
 
 def _activation(layer: nn.Module) -> str:
@@ -60,7 +75,7 @@ def config_from_torch(module: nn.Transformer, **overrides: Any) -> TransformerCo
 
 
 @torch.no_grad()
-def copy_attention(ours: nn.Module, theirs: nn.MultiheadAttention) -> None:
+def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
     """torch's packed ``in_proj`` -> attnlab's ``W_query``, ``W_key``, ``W_value``; ``out_proj`` as it is."""
     for i, name in enumerate(("W_query", "W_key", "W_value")):
         d = ours.d_out
@@ -71,16 +86,18 @@ def copy_attention(ours: nn.Module, theirs: nn.MultiheadAttention) -> None:
 
 
 @torch.no_grad()
-def copy_torch_body(model: nn.Module, module: nn.Transformer) -> None:
+def copy_torch_body(model: Stacks, module: nn.Transformer) -> None:
     """Copy ``module``'s encoder and decoder stacks (and their final norms) into ``model``, an attnlab
     :class:`~attnlab.models.Transformer` built from :func:`config_from_torch`."""
     for ours, theirs in zip(model.encoder_blocks, module.encoder.layers, strict=True):
+        assert isinstance(ours, TransformerBlock)  # what Transformer builds its encoder of
         copy_attention(ours.attn, theirs.self_attn)
         pairs = [(ours.ln1, theirs.norm1), (ours.ln2, theirs.norm2), (ours.ff.linear1, theirs.linear1),
                  (ours.ff.linear2, theirs.linear2)]
         for a, b in pairs:
             a.load_state_dict(b.state_dict())
     for ours, theirs in zip(model.decoder_blocks, module.decoder.layers, strict=True):
+        assert isinstance(ours, DecoderBlock)  # what Transformer builds its decoder of
         copy_attention(ours.self_attn, theirs.self_attn)
         copy_attention(ours.cross_attn, theirs.multihead_attn)
         pairs = [(ours.ln1, theirs.norm1), (ours.ln2, theirs.norm2), (ours.ln3, theirs.norm3),
@@ -88,5 +105,6 @@ def copy_torch_body(model: nn.Module, module: nn.Transformer) -> None:
         for a, b in pairs:
             a.load_state_dict(b.state_dict())
     if module.encoder.norm is not None:
+        assert model.encoder_norm is not None and model.decoder_norm is not None  # has_final_norm read from module
         model.encoder_norm.load_state_dict(module.encoder.norm.state_dict())
         model.decoder_norm.load_state_dict(module.decoder.norm.state_dict())

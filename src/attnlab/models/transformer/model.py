@@ -67,6 +67,8 @@ class Transformer(nn.Module):
         torch.Size([1, 3, 256])
     """
 
+    name: str  # what a loader calls the model it loaded (the CLI and the explorer show it); not set otherwise
+
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         if not isinstance(config, TransformerConfig):
