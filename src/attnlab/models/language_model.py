@@ -41,6 +41,12 @@ class CausalLMOutput:
     attentions: tuple[Tensor, ...] | None = None
 
 
+def _residual_weights(ff: nn.Module, name: str) -> list[Tensor]:
+    """The weights with which a feed-forward writes into the residual stream: ``ff.<name>``'s, or those a module of
+    several says it has (a mixture of experts: :meth:`~attnlab.layers.moe.MixtureOfExperts.residual_weights`)."""
+    return ff.residual_weights() if hasattr(ff, "residual_weights") else [getattr(ff, name).weight]
+
+
 class LanguageModel(nn.Module):
     """The shared part of a decoder-only model. A family builds ``tok_emb``, ``drop``, ``blocks``, its final norm
     (named by ``FINAL_NORM``) and ``head``, calls :meth:`init_weights`, and defines :meth:`embed`.
@@ -68,8 +74,8 @@ class LanguageModel(nn.Module):
         self.apply(init_weights)
         std = STD / math.sqrt(2 * self.config.num_layers)
         for block in self.blocks:
-            for proj in (block.attn.out_proj, getattr(block.ff, residual_projections)):
-                nn.init.normal_(proj.weight, mean=0.0, std=std)
+            for weight in (block.attn.out_proj.weight, *_residual_weights(block.ff, residual_projections)):
+                nn.init.normal_(weight, mean=0.0, std=std)
 
     def num_parameters(self) -> int:
         """Trainable parameters (a tied head counted once)."""
