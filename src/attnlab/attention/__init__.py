@@ -2,6 +2,7 @@
 
 from attnlab.attention.causal import CausalAttention
 from attnlab.attention.grouped_query import GroupedQueryAttention
+from attnlab.attention.latent import LatentAttention, LatentAttentionSpec
 from attnlab.attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attnlab.attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attnlab.attention.simple import SimpleSelfAttention
@@ -11,6 +12,8 @@ __all__ = [
     "AttentionSpec",
     "CausalAttention",
     "GroupedQueryAttention",
+    "LatentAttention",
+    "LatentAttentionSpec",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "SelfAttentionV1",

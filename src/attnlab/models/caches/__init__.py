@@ -9,6 +9,8 @@ values of the earlier ones instead of recomputing them.
   of the latest, rotated to their places in the cache: bounded memory for an endless stream, on any model.
 * :class:`StaticKVCache` (``static.py``): keeps the position on the device and hands over whole buffers with a
   mask, so that a compiled step is one graph for every token.
+* :class:`LatentCache` (``latent.py``): multi-head latent attention's (DeepSeek), per token and layer only the
+  latent and the rope key, ``kv_lora_rank + qk_rope_head_dim`` numbers, whatever the number of heads.
 * int8 storage (``quantized.py``): an option of the dynamic cache, ``KVCache.for_model(model, batch,
   storage="int8")``: keys and values in int8, about half the memory of bf16, for long contexts.
 
@@ -27,14 +29,16 @@ import torch
 from torch import Tensor
 
 from attnlab.models.caches.dynamic import KVCache, LayerKVCache
+from attnlab.models.caches.latent import LatentCache, LatentLayerCache
 from attnlab.models.caches.quantized import STORAGES
 from attnlab.models.caches.rolling import RollingLayerKVCache
 from attnlab.models.caches.shape import CacheLayout, CacheShape
 from attnlab.models.caches.sink import SinkKVCache, SinkLayerKVCache
 from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
 
-__all__ = ["STORAGES", "CacheLayout", "CacheShape", "KVCache", "LayerKVCache", "RollingLayerKVCache", "SinkKVCache",
-           "SinkLayerKVCache", "StaticKVCache", "StaticLayerKVCache", "compute_dtype"]
+__all__ = ["STORAGES", "CacheLayout", "CacheShape", "KVCache", "LatentCache", "LatentLayerCache", "LayerKVCache",
+           "RollingLayerKVCache", "SinkKVCache", "SinkLayerKVCache", "StaticKVCache", "StaticLayerKVCache",
+           "compute_dtype"]
 
 
 def compute_dtype(weight: Tensor) -> torch.dtype:
