@@ -133,6 +133,16 @@ class LatentAttentionSpec:
             raise ValueError(f"{owner}: backend must be one of {BACKENDS}, got {self.backend!r}")
 
     @property
+    def d_in(self) -> int:
+        """The input width, ``d_model`` (what a block reads of any attention's spec)."""
+        return self.d_model
+
+    @property
+    def qk_norm(self) -> None:
+        """MLA normalises its latents, never q and k: None (what a block reads of any attention's spec)."""
+        return None
+
+    @property
     def qk_head_dim(self) -> int:
         """A head's query and key width: ``qk_nope_head_dim + qk_rope_head_dim``."""
         return self.qk_nope_head_dim + self.qk_rope_head_dim
@@ -143,7 +153,7 @@ class LatentAttentionSpec:
         ``qk_rope_head_dim`` numbers (per layer, whatever the heads)."""
         return (self.kv_lora_rank, self.qk_rope_head_dim)
 
-    def replace(self, **changes: object) -> LatentAttentionSpec:
+    def replace(self, **changes: Any) -> LatentAttentionSpec:
         """This spec with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)
 
@@ -158,7 +168,8 @@ class LatentLayerCache(Protocol):
 
     length: int
 
-    def update(self, latent: Tensor, rope_key: Tensor, index_key: Tensor | None = None) -> tuple[Tensor, ...]:
+    def update(self, latent: Tensor, rope_key: Tensor,
+               index_key: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
         """Keep this step's ``latent (B, T, kv_lora_rank)`` and ``rope_key (B, T, qk_rope_head_dim)`` (and a sparse
         layer's ``index_key``); return all so far, ``(B, L, ·)`` each (``index_key``'s too, or None)."""
         ...

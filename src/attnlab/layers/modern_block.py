@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from torch import Tensor, nn
 
@@ -29,6 +29,19 @@ from attnlab.attention.spec import AttentionSpec
 from attnlab.layers.rmsnorm import RMSNorm
 from attnlab.layers.rotary import RotaryEmbedding
 from attnlab.layers.swiglu import GATES, SwiGLU
+
+
+class AttentionKind(Protocol):
+    """What a block reads of another kind of attention's spec (a latent or a linear attention's): its input width,
+    its q/k norm (None where it has none) and ``build(rotary)``."""
+
+    @property
+    def d_in(self) -> int: ...
+
+    @property
+    def qk_norm(self) -> str | None: ...
+
+    def build(self, rotary: Any = None) -> nn.Module: ...
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,7 @@ class ModernBlockSpec:
     module's; a latent or linear attention builds its own), as long as its module is called as that one is.
     """
 
-    attention: AttentionSpec
+    attention: AttentionSpec | AttentionKind
     d_ff: int
     activation: str = "silu"
     mlp_bias: bool = False
@@ -64,7 +77,8 @@ class ModernBlockSpec:
     def __post_init__(self) -> None:
         check_positive_int("ModernBlockSpec", "d_ff", self.d_ff)
         expect_one_of("ModernBlockSpec: activation", self.activation, tuple(GATES))
-        if self.attention.qk_norm is not None and self.attention.make_norm is None:  # the block's own norms
+        if isinstance(self.attention, AttentionSpec) and self.attention.qk_norm is not None \
+                and self.attention.make_norm is None:  # the block's own norms
             object.__setattr__(self, "attention", dataclasses.replace(self.attention, make_norm=self.make_norm))
 
     @property

@@ -43,8 +43,9 @@ Which layers have a mixture and which a dense SwiGLU: :func:`moe_layers`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -235,8 +236,12 @@ class Experts(nn.Module):
 
     def expert(self, e: int, x: Tensor) -> Tensor:
         """Expert ``e`` on ``x (n, D)`` -> ``(n, D)``."""
-        return F.linear(GATES[self.activation](F.linear(x, self.gate_proj[e])) * F.linear(x, self.up_proj[e]),
-                        self.down_proj[e])
+        return F.linear(self.gate(F.linear(x, self.gate_proj[e])) * F.linear(x, self.up_proj[e]), self.down_proj[e])
+
+    def gate(self, x: Tensor) -> Tensor:
+        """The experts' gate, ``silu`` (or another of :data:`~attnlab.layers.swiglu.GATES`)."""
+        gate = cast("Callable[[Tensor], Tensor]", GATES[self.activation])   # GATES mixes two signatures
+        return gate(x)
 
     def loop(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
         """The textbook form: ``x (N, D)``, ``weights`` and ``chosen`` ``(N, k)`` -> ``Σ_k weights · expert(x)``
@@ -263,7 +268,7 @@ class Experts(nn.Module):
         rows = torch.arange(n * k, device=x.device) - first[experts]      # each pair's row in its expert's batch
         batch = x.new_zeros(self.num_experts, int(load.max()), x.shape[-1])   # one host read: the capacity C
         batch[experts, rows] = x[tokens]
-        hidden = GATES[self.activation](batch @ self.gate_proj.transpose(1, 2)) * (batch @ self.up_proj.transpose(1, 2))
+        hidden = self.gate(batch @ self.gate_proj.transpose(1, 2)) * (batch @ self.up_proj.transpose(1, 2))
         y = (hidden @ self.down_proj.transpose(1, 2))[experts, rows]      # (N·k, D), pair by pair
         y = y * weights.reshape(-1)[order, None]
         return torch.zeros_like(x).index_add_(0, tokens, y.to(x.dtype))

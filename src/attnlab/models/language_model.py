@@ -41,10 +41,15 @@ class CausalLMOutput:
     attentions: tuple[Tensor, ...] | None = None
 
 
-def _residual_weights(ff: nn.Module, name: str) -> list[Tensor]:
-    """The weights with which a feed-forward writes into the residual stream: ``ff.<name>``'s, or those a module of
-    several says it has (a mixture of experts: :meth:`~attnlab.layers.moe.MixtureOfExperts.residual_weights`)."""
-    return ff.residual_weights() if hasattr(ff, "residual_weights") else [getattr(ff, name).weight]
+def _residual_weights(block: nn.Module, name: str) -> list[Tensor]:
+    """The weights with which a block writes into the residual stream: its attention's ``out_proj`` and its
+    feed-forward's ``<name>``, or those a feed-forward of several says it has (a mixture of experts:
+    :meth:`~attnlab.layers.moe.MixtureOfExperts.residual_weights`)."""
+    ff = block.get_submodule("ff")
+    several = getattr(ff, "residual_weights", None)
+    names = ("attn.out_proj",) if callable(several) else ("attn.out_proj", f"ff.{name}")
+    weights: list[Tensor] = [block.get_parameter(f"{n}.weight") for n in names]
+    return [*weights, *several()] if callable(several) else weights
 
 
 class LanguageModel(nn.Module):
@@ -61,6 +66,7 @@ class LanguageModel(nn.Module):
     drop: nn.Dropout
     blocks: nn.ModuleList
     head: nn.Linear
+    name: str  # what a loader calls it (load_causal_lm: the architecture and the directory); unset otherwise
 
     def embed(self, idx: Tensor, positions: Tensor | None, offset: int) -> Tensor:
         """``idx (B, T)`` -> ``(B, T, D)``: the tokens at ``positions`` (``(T,)`` or ``(B, T)``; None: ``offset``,
@@ -74,7 +80,7 @@ class LanguageModel(nn.Module):
         self.apply(init_weights)
         std = STD / math.sqrt(2 * self.config.num_layers)
         for block in self.blocks:
-            for weight in (block.attn.out_proj.weight, *_residual_weights(block.ff, residual_projections)):
+            for weight in _residual_weights(block, residual_projections):
                 nn.init.normal_(weight, mean=0.0, std=std)
 
     def num_parameters(self) -> int:

@@ -53,7 +53,8 @@ class LatentLayerCache:
         new[:, : self.length] = self.buffer[:, : self.length]
         self.buffer = new
 
-    def update(self, latent: Tensor, rope_key: Tensor, index_key: Tensor | None = None) -> tuple[Tensor, ...]:
+    def update(self, latent: Tensor, rope_key: Tensor,
+               index_key: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
         """Append this step's parts, ``(B, T, width)`` each; return every position's, ``(B, length, width)`` each (the
         views of the buffer), and None for an indexer key this layer does not keep."""
         parts = [latent, rope_key] if index_key is None else [latent, rope_key, index_key]
@@ -76,7 +77,7 @@ class LatentLayerCache:
         self.buffer[:, self.length : self.length + t] = torch.cat(parts, dim=-1)
         self.length += t
         filled = self.buffer[:, : self.length].split(self.widths, dim=-1)
-        return filled if index_key is not None else (*filled, None)
+        return filled[0], filled[1], filled[2] if index_key is not None else None
 
     def attn_mask(self, t_new: int, is_causal: bool, window: int | None = None) -> Tensor | None:
         """The ``t_new`` newest queries see the cached positions up to their own: bool ``(t_new, length)``, None for
