@@ -25,7 +25,7 @@ LISTS = {
     "architectures": (set(ARCHITECTURES), {"models/registry.py"}),
     "dtypes": (set(DTYPES), {"models/config.py"}),
     "presets": (PRESETS, {"models/gpt.py", "models/modern/decoder.py", "models/encoder.py",
-                          "models/transformer/config.py"}),
+                          "models/transformer/config.py", "models/modern/deepseek.py"}),
     "tokenizers": (set(TOKENIZERS), {"data/tokenizer.py"}),
     "tasks": (set(TASKS), {"data/tasks.py"}),
     "quantization schemes": (set(SCHEMES), {"models/quantize.py"}),

@@ -26,6 +26,7 @@ from attnlab.models.encoder import (
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.language_model import CausalLMOutput, LanguageModel
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.models.quantize import SCHEMES, is_quantized, quantize
 from attnlab.models.registry import ARCHITECTURES, Architecture
 from attnlab.models.transformer import Seq2SeqOutput, Transformer, TransformerConfig
@@ -40,6 +41,8 @@ __all__ = [
     "CacheLayout",
     "CacheShape",
     "CausalLMOutput",
+    "DeepseekConfig",
+    "DeepseekModel",
     "EncoderConfig",
     "EncoderEmbeddings",
     "EncoderOutput",

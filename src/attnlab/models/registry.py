@@ -13,9 +13,11 @@ from typing import Any, Literal
 from torch import nn
 
 from attnlab.i18n import N_, tr
+from attnlab.models.config import Presets
 from attnlab.models.encoder import EncoderConfig, TransformerEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 #: what a model of a kind does: "decoder" continues text (``attnlab train``, ``sample``), "seq2seq" turns a source
@@ -28,7 +30,7 @@ class Architecture:
     """One family: its name (as checkpoints and ``--arch`` spell it), its config and model classes, its kind."""
 
     name: str
-    config: type
+    config: type[Presets]
     model: type[nn.Module]
     kind: Kind
     summary: str  # one line for ``--arch`` and the docs (English; ``attnlab.i18n._`` translates it)
@@ -43,6 +45,8 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
     Architecture("gpt", GPTConfig, GPT, "decoder", N_("GPT-2's layout")),
     Architecture("modern", ModernDecoderConfig, ModernDecoder, "decoder",
                  N_("Llama's: RoPE, grouped-query attention, RMSNorm, SwiGLU")),
+    Architecture("deepseek", DeepseekConfig, DeepseekModel, "decoder",
+                 N_("DeepSeek-V2/V3's: multi-head latent attention, a mixture of experts")),
     Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
     Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
 )}
