@@ -1,12 +1,13 @@
-"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text) or Phi-3 checkpoint from a
-Hugging Face model directory, offline.
+"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DeepSeek-V2 or
+DeepSeek-V3 checkpoint from a Hugging Face model directory, offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
       or model.safetensors.index.json and its shards
     tokenizer.json       -> the model's own tokenizer (text_tokenizer)
 
-GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`; the others a :class:`~attnlab.models.ModernDecoder`, with
+GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`, DeepSeek a :class:`~attnlab.models.modern.deepseek.DeepseekModel`
+(MLA and a mixture of experts: pretrained/deepseek.py); the others a :class:`~attnlab.models.ModernDecoder`, with
 the options each family needs (QK-norm, soft-capping, local and global layers, ...: docs/newest-attention.md).
 Both return ``.logits (B, T, V)`` and take a KV cache, so :func:`attnlab.generation.generate`,
 :func:`attnlab.inspect.capture` and the views work on them as on a model ``attnlab train`` wrote.
@@ -18,16 +19,20 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from torch import nn
 
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
+from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
-from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
+from attnlab.pretrained.decoder_configs import SUPPORTED, FamilyReader, read_decoder_config
 from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout, phi3_layout
+from attnlab.pretrained.deepseek import deepseek_config, read_deepseek_state
 from attnlab.pretrained.text_tokenizer import TextTokenizer
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
+
+#: the families whose config.json is read by a module of their own, by family
+FAMILY_CONFIGS: dict[str, FamilyReader] = {"deepseek_v2": deepseek_config, "deepseek_v3": deepseek_config}
 
 
 def is_hf_model_dir(path: str | Path) -> bool:
@@ -52,7 +57,7 @@ def _gpt2_prefix(model_dir: Path) -> str:
     return ""
 
 
-def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expected]:
+def _layout(model_dir: Path, model: GPT | ModernDecoder, family: str) -> dict[str, Expected]:
     c = model.config
     shapes = {name: t.shape for name, t in model.state_dict().items()}
     if isinstance(model, GPT):
@@ -62,7 +67,7 @@ def _layout(model_dir: Path, model: nn.Module, family: str) -> dict[str, Expecte
     return llama_layout(shapes, c.num_layers, c.tie_weights, sandwich=c.sandwich_norm)
 
 
-def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Path) -> None:
+def _load_state(model: GPT | ModernDecoder, state: dict[str, torch.Tensor], model_dir: Path) -> None:
     """Put the tensors in place of the meta ones; a tied head stays tied (and must equal the embedding if stored)."""
     tied = model.config.tie_weights
     head = state.pop("head.weight", None)
@@ -70,7 +75,7 @@ def _load_state(model: nn.Module, state: dict[str, torch.Tensor], model_dir: Pat
         raise ValueError(tr("{model_dir}: config.json ties the output head to the token embedding "
                             "(tie_word_embeddings), but the checkpoint's lm_head.weight differs from it",
                             model_dir=model_dir))
-    if not tied:
+    if not tied and head is not None:  # a missing one the layout has refused already
         state["head.weight"] = head
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if tied:
@@ -88,13 +93,14 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     Args:
         path: a directory with ``config.json`` (``architectures`` one of :data:`SUPPORTED`: GPT2LMHeadModel,
             LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
-            Gemma3ForCausalLM, Phi3ForCausalLM), ``model.safetensors`` (or ``model.safetensors.index.json``
-            and its shards) and ``tokenizer.json``.
+            Gemma3ForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM),
+            ``model.safetensors`` (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.
 
     Returns:
         ``(model, tokenizer)``: a :class:`~attnlab.models.GPT` for GPT-2, a :class:`~attnlab.models.ModernDecoder`
+        (DeepSeek: its subclass :class:`~attnlab.models.modern.deepseek.DeepseekModel`)
         otherwise, and a :class:`TextTokenizer`.
 
     Raises:
@@ -111,11 +117,15 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     if not model_dir.is_dir():
         raise FileNotFoundError(tr("{path!r} is not a directory (expected a Hugging Face model directory with "
                                    "config.json, model.safetensors and tokenizer.json)", path=str(path)))
-    arch, config = read_decoder_config(model_dir)
+    arch, config = read_decoder_config(model_dir, FAMILY_CONFIGS)
     tokenizer = TextTokenizer.from_dir(model_dir)
     with torch.device("meta"):  # shapes only; the real tensors come from the files
-        model = GPT(config) if isinstance(config, GPTConfig) else ModernDecoder(config)
-    state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]), IGNORED, dtype)
+        model = GPT(config) if isinstance(config, GPTConfig) else \
+            DeepseekModel(config) if isinstance(config, DeepseekConfig) else ModernDecoder(config)
+    if isinstance(model, DeepseekModel):  # its experts, stored one tensor each, are stacked
+        state = read_deepseek_state(model_dir, model, dtype)
+    else:
+        state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]), IGNORED, dtype)
     _load_state(model, state, model_dir)
     model.name = f"{arch} ({model_dir.name})"
     return model.to(device).eval(), tokenizer

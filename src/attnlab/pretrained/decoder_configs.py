@@ -12,6 +12,7 @@ Both the field names of transformers 5 (``rope_parameters``) and of the checkpoi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from attnlab.pretrained.config_fields import refuse_unknown_fields
 #: ``architectures`` entry -> the family its config is read as
 SUPPORTED = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
              "MistralForCausalLM": "mistral", "Qwen3ForCausalLM": "qwen3", "Gemma2ForCausalLM": "gemma2",
-             "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3"}
+             "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3",
+             "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3"}
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
@@ -118,7 +120,7 @@ def rope_of(raw: dict[str, Any], path: Path) -> tuple[float, dict[str, Any] | No
     if kind == "yarn":  # transformers' defaults: the pre-training length, and the factor that stretches it
         params = {k: v for k, v in params.items() if v is not None}
         params.setdefault("original_max_position_embeddings", original)
-        params.setdefault("factor", raw.get("max_position_embeddings") / original)
+        params.setdefault("factor", _need(raw, "max_position_embeddings", path) / original)
     try:
         scaling = {"type": kind, **params}
         RopeScaling.from_dict(scaling)
@@ -230,8 +232,14 @@ def gemma_config(family: str, raw: dict[str, Any], path: Path) -> ModernDecoderC
     )
 
 
-def read_decoder_config(model_dir: Path) -> tuple[str, GPTConfig | ModernDecoderConfig]:
-    """``(architecture, config)`` of a model directory's ``config.json``."""
+#: a family's own reader: ``(family, config.json's fields, its path) -> config``
+FamilyReader = Callable[[str, dict[str, Any], Path], ModernDecoderConfig]
+
+
+def read_decoder_config(model_dir: Path, families: Mapping[str, FamilyReader] | None = None
+                        ) -> tuple[str, GPTConfig | ModernDecoderConfig]:
+    """``(architecture, config)`` of a model directory's ``config.json``; ``families``: the readers of the families
+    with a module of their own (``pretrained/<family>.py``, which reads this module's helpers), by family."""
     raw = read_config_json(model_dir)
     path = model_dir / "config.json"
     arch = architecture_of(raw, path)
@@ -241,4 +249,6 @@ def read_decoder_config(model_dir: Path) -> tuple[str, GPTConfig | ModernDecoder
         return arch, gpt2_config(raw, path)
     if family in ("gemma2", "gemma3"):
         return arch, gemma_config(family, raw, path)
+    if families and family in families:  # a family whose reader has a module of its own
+        return arch, families[family](family, raw, path)
     return arch, llama_family_config(family, raw, path)
