@@ -21,7 +21,14 @@ from attnlab.generation import GenerationConfig, generate
 from attnlab.models.caches import LatentCache
 from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import VOCAB, cached_and_full_logits, hf_positions, left_padded, order_one_weights, write_tokenizer
+from hf_checkpoints import (
+    VOCAB,
+    assert_left_padded_batch_equals,
+    cached_and_full_logits,
+    left_padded,
+    order_one_weights,
+    write_tokenizer,
+)
 
 transformers = pytest.importorskip("transformers")
 GREEDY = GenerationConfig(temperature=0)
@@ -114,17 +121,7 @@ def test_each_checkpoint_becomes_the_model_with_its_features(checkpoints):
 @pytest.mark.parametrize(("name", "storage"), CASES, ids=IDS)
 def test_left_padded_batch_equals_transformers_and_each_row_alone(name, storage, checkpoints):
     _, hf, model = checkpoints[name, storage]
-    lengths = (24, 15, 6)
-    ids, mask = left_padded(lengths, 24)
-    with torch.no_grad():
-        got = model(ids, attention_mask=mask).logits
-        want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
-        assert want[mask.bool()].std() > 0.3  # logits of order 1: a wrong weight could not hide
-        for i, n in enumerate(lengths):
-            real = slice(24 - n, 24)
-            torch.testing.assert_close(got[i, real], want[i, real], atol=ATOL, rtol=0)
-            alone = model(ids[i : i + 1, real]).logits[0]
-            torch.testing.assert_close(got[i, real], alone, atol=ATOL, rtol=0)
+    assert_left_padded_batch_equals(model, hf, ATOL)
 
 
 @pytest.mark.parametrize(("name", "storage"), CASES[1:], ids=IDS[1:])   # the shards hold v3's very weights
