@@ -149,7 +149,7 @@ def copy_with(checkpoints, tmp_path, arch="llama", config=None, tensors=None):
 def test_unsupported_architecture_names_it_and_the_supported(checkpoints, tmp_path):
     d = copy_with(checkpoints, tmp_path, config={"architectures": ["GemmaForCausalLM"], "model_type": "gemma"})
     with pytest.raises(ValueError, match=r"unsupported architecture \['GemmaForCausalLM'\].*supported: "
-                                         r"DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, "
+                                         r"DeepseekV2ForCausalLM, DeepseekV32ForCausalLM, DeepseekV3ForCausalLM, "
                                          r"GPT2LMHeadModel, Gemma2ForCausalLM, Gemma3ForCausalLM, LlamaForCausalLM, "
                                          r"MistralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"):
         load_causal_lm(d)

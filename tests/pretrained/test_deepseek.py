@@ -1,9 +1,10 @@
-"""load_causal_lm: DeepSeek-V2 and DeepSeek-V3 checkpoints computed as transformers computes them.
+"""load_causal_lm: DeepSeek-V2, V3 and V3.2 checkpoints computed as transformers computes them.
 
 Each case is a small random model written by transformers' ``save_pretrained`` with its family's features on: MLA
 with and without a query latent, both rotary layouts, YaRN with DeepSeek's mscale, the attention's biases, dense
 layers before the mixtures, the experts in groups (V3's sigmoid router with its correction bias, V2's softmax
-``greedy`` and ``group_limited_greedy``), shared experts. V3 is also written in 20 KB shards and in bfloat16 (compared
+``greedy`` and ``group_limited_greedy``), shared experts, V3.2's sparse attention with its indexer choosing fewer
+keys than the sequence holds. V3 is also written in 20 KB shards and in bfloat16 (compared
 with the transformers model holding the same rounded weights, in float32). Weights of order 1 (tests/hf_checkpoints.py)
 and a correction bias that changes choices. Logits agree to 1e-4 on a left-padded batch (each row also equal to
 itself alone); greedy decoding gives the same 40 tokens as ``generate``, alone and in a left-padded batch; the latent
@@ -52,14 +53,22 @@ FAMILIES = {
                                          attention_bias=True, mlp_bias=True)),
     "v2-lite": ("DeepseekV2ForCausalLM", dict(q_lora_rank=None, n_shared_experts=2, topk_method="greedy",
                                               rope_parameters=YARN)),
+    # the sparse attention: each query attends to the 6 keys its indexer ranks highest (16 indexer heads: a score
+    # that is exactly 0, a tie torch.topk and the stable choice may break apart, is rare)
+    "v32": ("DeepseekV32ForCausalLM", dict(q_lora_rank=24, n_group=4, topk_group=2, n_shared_experts=1,
+                                           routed_scaling_factor=2.5, rope_parameters=YARN, index_topk=6,
+                                           index_n_heads=16, index_head_dim=12)),
 }
-CASES = [("v3", "sharded"), ("v3", "bf16"), ("v3-no-q-latent", "plain"), ("v2", "plain"), ("v2-lite", "plain")]
+CASES = [("v3", "sharded"), ("v3", "bf16"), ("v3-no-q-latent", "plain"), ("v2", "plain"), ("v2-lite", "plain"),
+         ("v32", "plain")]
 IDS = [f"{name}-{storage}" for name, storage in CASES]
 
 
 def hf_model(name: str, seed: int = 0, **changes):
     cls, fields = FAMILIES[name]
-    config_class = transformers.DeepseekV3Config if "V3" in cls else transformers.DeepseekV2Config
+    config_class = {"DeepseekV2ForCausalLM": transformers.DeepseekV2Config,
+                    "DeepseekV3ForCausalLM": transformers.DeepseekV3Config,
+                    "DeepseekV32ForCausalLM": transformers.DeepseekV32Config}[cls]
     torch.manual_seed(seed)
     model = getattr(transformers, cls)(config_class(**{**COMMON, **fields, **changes})).eval()
     order_one_weights(model, seed)
@@ -112,6 +121,9 @@ def test_each_checkpoint_becomes_the_model_with_its_features(checkpoints):
     lite = checkpoints["v2-lite", "plain"][2]
     assert lite.config.q_lora_rank is None and hasattr(lite.blocks[0].attn, "q_proj")
     assert not checkpoints["v3-no-q-latent", "plain"][2].config.rope_interleave
+    v32 = checkpoints["v32", "plain"][2]
+    assert (v32.config.index_topk, v32.config.index_n_heads, v32.config.index_head_dim) == (6, 16, 12)
+    assert type(v32.blocks[0].attn).__name__ == "SparseLatentAttention"
     files = sorted(checkpoints["v3", "sharded"][0].glob("*.safetensors"))
     assert len(files) > 1
     with safe_open(str(next(checkpoints["v3", "bf16"][0].glob("*.safetensors"))), framework="pt") as f:
@@ -135,7 +147,7 @@ def test_greedy_40_tokens_equal_transformers(name, storage, checkpoints):
     assert torch.equal(generate(model, ids, 40, GREEDY, attention_mask=mask), want_batch)
 
 
-@pytest.mark.parametrize(("name", "storage"), CASES[::2], ids=IDS[::2])
+@pytest.mark.parametrize(("name", "storage"), CASES[::2] + CASES[-1:], ids=IDS[::2] + IDS[-1:])
 def test_the_latent_cache_equals_recomputation(name, storage, checkpoints):
     model = checkpoints[name, storage][2]
     ids, mask = left_padded((30, 21), 30, seed=2)
@@ -145,9 +157,10 @@ def test_the_latent_cache_equals_recomputation(name, storage, checkpoints):
     assert isinstance(cache, LatentCache)
     with torch.no_grad():
         model(ids, attention_mask=mask, kv_cache=cache)
-    c = model.config                  # the latent and the rope key, per token and layer, whatever the heads
-    assert cache.filled_nbytes() == 2 * 30 * c.num_layers * (c.kv_lora_rank + c.qk_rope_head_dim) * 4
-    assert c.cache_bytes_per_token(torch.float32) == c.num_layers * (16 + 8) * 4
+    c = model.config                  # the latent and the rope key (V3.2: and the indexer's key), whatever the heads
+    per_layer = c.kv_lora_rank + c.qk_rope_head_dim + (c.index_head_dim if name == "v32" else 0)
+    assert cache.filled_nbytes() == 2 * 30 * c.num_layers * per_layer * 4
+    assert c.cache_bytes_per_token(torch.float32) == c.num_layers * (16 + 8 + (12 if name == "v32" else 0)) * 4
 
 
 def test_the_multi_token_prediction_layer_is_skipped(tmp_path):
@@ -171,16 +184,19 @@ def test_the_multi_token_prediction_layer_is_skipped(tmp_path):
         load_causal_lm(tmp_path)
 
 
-def test_the_real_size_preset_has_transformers_parameter_count():
-    """DeepSeek-V3 (671B without its MTP module), both built on the meta device from the same config."""
-    config = DeepseekConfig.from_preset("deepseek-v3")
+@pytest.mark.parametrize(("preset", "family", "count"), [("deepseek-v3", "DeepseekV3", 671_026_404_352),
+                                                         ("deepseek-v3.2", "DeepseekV32", 671_877_929_216)])
+def test_the_real_size_presets_have_transformers_parameter_count(preset, family, count):
+    """DeepSeek-V3 (671B without its MTP module) and V3.2 (its indexers too), both built on the meta device from the
+    same config."""
+    config = DeepseekConfig.from_preset(preset)
     yarn = dict(rope_type="yarn", rope_theta=10000.0, factor=40.0, original_max_position_embeddings=4096,
                 beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0)
     with torch.device("meta"):
         ours = DeepseekModel(config).num_parameters()
-        theirs = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+        theirs = getattr(transformers, f"{family}ForCausalLM")(getattr(transformers, f"{family}Config")(
             rope_parameters=yarn, max_position_embeddings=163840)).num_parameters()
-    assert ours == theirs == 671_026_404_352
+    assert ours == theirs == count
 
 
 def _config_json(tmp_path, name="v3", **changes):
@@ -205,6 +221,11 @@ def _config_json(tmp_path, name="v3", **changes):
     ("v3", dict(hidden_act="gelu"), r"hidden_act='gelu'"),
     ("v2", dict(rope_interleave=False), r"rope_interleave=False.*deepseek_v2 config"),
     ("v3", dict(topk_group=5), r"topk_group=5 must be at most n_group=4"),
+    ("v32", dict(index_topk=0), r"index_topk=0: each query attends to index_topk > 0 keys"),
+    ("v32", dict(layer_types=["indexed_attention"] * 2), r"layer_types=\['indexed_attention', 'indexed_attention'\]: "
+                                                         r"every layer here is indexed_attention \(3 of them\)"),
+    ("v32", dict(mlp_layer_types=["dense"] * 3), r"mlp_layer_types=.*expected \['dense', 'sparse', 'sparse'\]"),
+    ("v32", dict(mlp_bias=True), r"mlp_bias=True: DeepSeek-V3.2's feed-forwards have no biases"),
 ])
 def test_bad_configs_are_refused_by_name(tmp_path, name, changes, match):
     with pytest.raises(ValueError, match=match):
@@ -212,7 +233,7 @@ def test_bad_configs_are_refused_by_name(tmp_path, name, changes, match):
 
 
 def test_an_unsupported_architecture_names_the_supported_ones(tmp_path):
-    d = _config_json(tmp_path, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32")
-    with pytest.raises(ValueError, match=r"unsupported architecture \['DeepseekV32ForCausalLM'\].*"
-                                         r"DeepseekV2ForCausalLM, DeepseekV3ForCausalLM"):
+    d = _config_json(tmp_path, architectures=["DeepseekForCausalLM"], model_type="deepseek")
+    with pytest.raises(ValueError, match=r"unsupported architecture \['DeepseekForCausalLM'\].*"
+                                         r"DeepseekV2ForCausalLM, DeepseekV32ForCausalLM, DeepseekV3ForCausalLM"):
         load_causal_lm(d)

@@ -6,6 +6,7 @@ from attnlab.attention.latent import LatentAttention, LatentAttentionSpec
 from attnlab.attention.multihead import MultiHeadAttention, MultiHeadAttentionWrapper
 from attnlab.attention.self_attention import SelfAttentionV1, SelfAttentionV2
 from attnlab.attention.simple import SimpleSelfAttention
+from attnlab.attention.sparse import LightningIndexer, SparseAttentionSpec, SparseLatentAttention
 from attnlab.attention.spec import AttentionSpec
 
 __all__ = [
@@ -14,9 +15,12 @@ __all__ = [
     "GroupedQueryAttention",
     "LatentAttention",
     "LatentAttentionSpec",
+    "LightningIndexer",
     "MultiHeadAttention",
     "MultiHeadAttentionWrapper",
     "SelfAttentionV1",
     "SelfAttentionV2",
     "SimpleSelfAttention",
+    "SparseAttentionSpec",
+    "SparseLatentAttention",
 ]

@@ -1,5 +1,5 @@
-"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DeepSeek-V2 or
-DeepSeek-V3 checkpoint from a Hugging Face model directory, offline.
+"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DeepSeek-V2, V3 or
+V3.2 checkpoint from a Hugging Face model directory, offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
@@ -32,7 +32,8 @@ from attnlab.pretrained.text_tokenizer import TextTokenizer
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
 
 #: the families whose config.json is read by a module of their own, by family
-FAMILY_CONFIGS: dict[str, FamilyReader] = {"deepseek_v2": deepseek_config, "deepseek_v3": deepseek_config}
+FAMILY_CONFIGS: dict[str, FamilyReader] = {"deepseek_v2": deepseek_config, "deepseek_v3": deepseek_config,
+                                           "deepseek_v32": deepseek_config}
 
 
 def is_hf_model_dir(path: str | Path) -> bool:
@@ -93,7 +94,8 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     Args:
         path: a directory with ``config.json`` (``architectures`` one of :data:`SUPPORTED`: GPT2LMHeadModel,
             LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
-            Gemma3ForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM),
+            Gemma3ForCausalLM, Phi3ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM,
+            DeepseekV32ForCausalLM),
             ``model.safetensors`` (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.

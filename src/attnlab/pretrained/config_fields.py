@@ -67,6 +67,8 @@ READ: dict[str, frozenset[str]] = {
                              "sliding_window_pattern", "_sliding_window_pattern", "rope_local_base_freq"},
     "deepseek_v2": _DEEPSEEK | {"mlp_bias"},
     "deepseek_v3": _DEEPSEEK | {"rope_interleave"},
+    "deepseek_v32": _DEEPSEEK | {"index_topk", "index_n_heads", "index_head_dim", "layer_types", "mlp_layer_types",
+                                 "mlp_bias"},
 }
 
 

@@ -25,7 +25,8 @@ from attnlab.pretrained.config_fields import refuse_unknown_fields
 SUPPORTED = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
              "MistralForCausalLM": "mistral", "Qwen3ForCausalLM": "qwen3", "Gemma2ForCausalLM": "gemma2",
              "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3",
-             "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3"}
+             "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
+             "DeepseekV32ForCausalLM": "deepseek_v32"}
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 

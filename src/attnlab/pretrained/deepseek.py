@@ -1,4 +1,4 @@
-"""DeepSeek-V2 and DeepSeek-V3 checkpoints: ``config.json`` -> a
+"""DeepSeek-V2, V3 and V3.2 checkpoints: ``config.json`` -> a
 :class:`~attnlab.models.modern.deepseek.DeepseekConfig`, the tensors' names -> the model's.
 
 The config is read field by field as transformers 5 writes it (``rope_parameters``; the older ``rope_scaling`` too);
@@ -10,8 +10,9 @@ transformers computes it), and an FP8 checkpoint's ``quantization_config`` is no
 The tensors: transformers' names, one tensor per expert (``mlp.experts.{e}.gate_proj.weight``, as
 ``save_pretrained`` and DeepSeek's files store them), stacked here into the experts' ``(E, ·, ·)`` parameters; the
 router's ``mlp.gate.weight`` and V3's ``e_score_correction_bias``; the attention's names as they are (``o_proj`` is
-``out_proj``). DeepSeek-V3's files also hold its multi-token-prediction modules after the last layer
-(``num_nextn_predict_layers``): they are no part of the causal LM, and skipped, as transformers skips them.
+``out_proj``), V3.2's indexer under ``self_attn.indexer``. DeepSeek-V3's files also hold its
+multi-token-prediction modules after the last layer (``num_nextn_predict_layers``): they are no part of the causal
+LM, and skipped, as transformers skips them.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from attnlab.pretrained.decoder_configs import _build, _need, _refuse, rope_of
 from attnlab.pretrained.decoder_weights import IGNORED
 
 #: ``architectures`` entry -> family (``model_type``)
-FAMILIES = {"DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3"}
+FAMILIES = {"DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
+            "DeepseekV32ForCausalLM": "deepseek_v32"}
 #: what each family's router is: scoring, and the top-k methods its transformers model computes
-_ROUTERS = {"deepseek_v2": ("softmax", ("greedy", "group_limited_greedy")), "deepseek_v3": ("sigmoid", ("noaux_tc",))}
+_ROUTERS = {"deepseek_v2": ("softmax", ("greedy", "group_limited_greedy")), "deepseek_v3": ("sigmoid", ("noaux_tc",)),
+            "deepseek_v32": ("sigmoid", ("noaux_tc",))}
 
 
 def _check(family: str, raw: dict[str, Any], path: Path) -> None:
@@ -59,6 +62,10 @@ def _check(family: str, raw: dict[str, Any], path: Path) -> None:
         raise _refuse(path, "num_key_value_heads", raw["num_key_value_heads"],
                       tr("multi-head latent attention gives each of the num_attention_heads={heads} heads its own "
                          "keys and values", heads=heads))
+    if family == "deepseek_v32":
+        _check_layer_lists(raw, path)
+        if raw.get("mlp_bias"):
+            raise _refuse(path, "mlp_bias", raw["mlp_bias"], tr("DeepSeek-V3.2's feed-forwards have no biases"))
     rope = _need(raw, "qk_rope_head_dim", path)
     for field in ("head_dim", "qk_head_dim"):  # derived by transformers from the two parts: they must agree
         want = rope if field == "head_dim" else rope + _need(raw, "qk_nope_head_dim", path)
@@ -66,8 +73,24 @@ def _check(family: str, raw: dict[str, Any], path: Path) -> None:
             raise _refuse(path, field, raw[field], tr("expected {want} for these head sizes", want=want))
 
 
+def _check_layer_lists(raw: dict[str, Any], path: Path) -> None:
+    """DeepSeek-V3.2's per-layer lists, as transformers derives them: every layer ``indexed_attention``, and dense
+    feed-forwards for the first ``first_k_dense_replace`` layers only."""
+    layers, dense = _need(raw, "num_hidden_layers", path), raw.get("first_k_dense_replace", 0)
+    types = raw.get("layer_types")
+    if types is not None and list(types) != ["indexed_attention"] * layers:
+        raise _refuse(path, "layer_types", types, tr("every layer here is indexed_attention ({layers} of them)",
+                                                     layers=layers))
+    mlp = raw.get("mlp_layer_types")
+    want = ["dense"] * min(dense, layers) + ["sparse"] * max(layers - dense, 0)
+    if mlp is not None and list(mlp) != want:
+        raise _refuse(path, "mlp_layer_types", mlp, tr("expected {want} (first_k_dense_replace={dense})",
+                                                       want=want, dense=dense))
+
+
 def deepseek_config(family: str, raw: dict[str, Any], path: Path) -> DeepseekConfig:
-    """A DeepSeek-V2 or V3 ``config.json`` (its family already named: ``deepseek_v2`` or ``deepseek_v3``)."""
+    """A DeepSeek-V2, V3 or V3.2 ``config.json`` (its family already named: ``deepseek_v2``, ``deepseek_v3`` or
+    ``deepseek_v32``)."""
     _check(family, raw, path)
     base, scaling = rope_of(raw, path)
     scoring, methods = _ROUTERS[family]
@@ -77,7 +100,8 @@ def deepseek_config(family: str, raw: dict[str, Any], path: Path) -> DeepseekCon
         num_layers=_need(raw, "num_hidden_layers", path), num_heads=_need(raw, "num_attention_heads", path),
         d_ff=_need(raw, "intermediate_size", path), norm_eps=raw.get("rms_norm_eps", 1e-6), rope_base=base,
         rope_scaling=scaling, tie_weights=bool(raw.get("tie_word_embeddings", False)),
-        mlp_bias=bool(raw.get("mlp_bias", False)), attention_bias=bool(raw.get("attention_bias", False)),
+        mlp_bias=family == "deepseek_v2" and bool(raw.get("mlp_bias", False)),
+        attention_bias=bool(raw.get("attention_bias", False)),
         kv_lora_rank=_need(raw, "kv_lora_rank", path), q_lora_rank=raw.get("q_lora_rank"),
         qk_nope_head_dim=_need(raw, "qk_nope_head_dim", path), qk_rope_head_dim=_need(raw, "qk_rope_head_dim", path),
         v_head_dim=_need(raw, "v_head_dim", path), rope_interleave=bool(raw.get("rope_interleave", True)),
@@ -90,7 +114,17 @@ def deepseek_config(family: str, raw: dict[str, Any], path: Path) -> DeepseekCon
         routed_scaling_factor=raw.get("routed_scaling_factor", 1.0),
         first_k_dense_replace=raw.get("first_k_dense_replace", 0),
         num_nextn_predict_layers=raw.get("num_nextn_predict_layers") or 0,
+        **(_sparse(raw, path) if family == "deepseek_v32" else {}),
     )
+
+
+def _sparse(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """DeepSeek-V3.2's lightning indexer: ``index_topk`` (> 0), its heads and their width."""
+    topk = _need(raw, "index_topk", path)
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk <= 0:
+        raise _refuse(path, "index_topk", topk, tr("each query attends to index_topk > 0 keys"))
+    return dict(index_topk=topk, index_n_heads=_need(raw, "index_n_heads", path),
+                index_head_dim=_need(raw, "index_head_dim", path))
 
 
 #: a layer's tensors, theirs -> ours (the experts apart: they are stacked)
@@ -102,6 +136,7 @@ _LAYER = {
     **{f"mlp.{name}": f"ff.{name}" for name in ("gate_proj", "up_proj", "down_proj")},
     **{f"mlp.shared_experts.{name}": f"ff.shared_experts.{name}" for name in ("gate_proj", "up_proj", "down_proj")},
     "mlp.gate": "ff.router",
+    **{f"self_attn.indexer.{name}": f"attn.indexer.{name}" for name in ("wq_b", "wk", "k_norm", "weights_proj")},
 }
 #: where one expert's tensor waits before the experts are stacked: ``<ours>#<expert>``
 _PART = "#"

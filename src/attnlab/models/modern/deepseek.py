@@ -1,5 +1,5 @@
-"""DeepSeek-V2 and DeepSeek-V3: a Llama-shaped decoder whose attention is multi-head latent attention (MLA) and whose
-feed-forward is, after the first few layers, a mixture of experts.
+"""DeepSeek-V2, V3 and V3.2: a Llama-shaped decoder whose attention is multi-head latent attention (MLA; V3.2: its
+sparse form, DSA) and whose feed-forward is, after the first few layers, a mixture of experts.
 
     idx (B, T) -> token embedding -> N pre-RMSNorm blocks -> final RMSNorm -> head -> logits (B, T, vocab)
     block i:   x = x + MLA(RMSNorm(x))                        :mod:`attnlab.attention.latent`
@@ -29,6 +29,10 @@ field (config.json's)           what                                            
 ``attention_bias``              biases on q_a_proj, kv_a_proj_with_mqa and o_proj   False
 ``num_nextn_predict_layers``    multi-token-prediction modules stored after the     1 (0)
                                 layers: not part of the causal LM, changes nothing
+``index_topk``                  DeepSeek-V3.2's sparse attention: the keys each     2048 in V3.2 (None)
+                                query attends to (None: dense MLA)
+``index_n_heads``,              the lightning indexer's heads and their width       64, 128 in V3.2
+``index_head_dim``
 ==============================  ==================================================  ================================
 
 What a token leaves in the cache is the latent and the rope key, ``kv_lora_rank + qk_rope_head_dim`` numbers a
@@ -42,6 +46,7 @@ each is refused by name if set.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -51,6 +56,7 @@ import torch
 
 from attnlab.arguments import check_positive_int
 from attnlab.attention.latent import LatentAttentionSpec, mla_scale
+from attnlab.attention.sparse import SparseAttentionSpec
 from attnlab.i18n import tr
 from attnlab.layers.modern_block import ModernBlockSpec
 from attnlab.layers.moe import SCORINGS, TOPK_METHODS, MoESpec, moe_layers
@@ -111,6 +117,9 @@ class DeepseekConfig(ModernDecoderConfig):
     routed_scaling_factor: float = 1.0
     first_k_dense_replace: int = 0
     num_nextn_predict_layers: int = 0
+    index_topk: int | None = None
+    index_n_heads: int = 64
+    index_head_dim: int = 128
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # trains in seconds: MLA with a query latent, 8 experts in 4 groups, V3's router
@@ -120,6 +129,8 @@ class DeepseekConfig(ModernDecoderConfig):
                      scoring_func="sigmoid", topk_method="noaux_tc", n_group=4, topk_group=2, norm_topk_prob=True,
                      routed_scaling_factor=2.5, first_k_dense_replace=1, tie_weights=True),
         "deepseek-v3": _V3,
+        # DeepSeek-V3.2: V3 with the sparse attention's lightning indexer in every layer
+        "deepseek-v3.2": dict(_V3, index_topk=2048, index_n_heads=64, index_head_dim=128),
     }
 
     def __post_init__(self) -> None:
@@ -143,6 +154,12 @@ class DeepseekConfig(ModernDecoderConfig):
         self.head_dim = self.qk_rope_head_dim
         super().__post_init__()
         self._check_experts(owner)
+        if self.index_topk is not None:
+            for name in ("index_topk", "index_n_heads", "index_head_dim"):
+                check_positive_int(owner, name, getattr(self, name), tr)
+            if self.q_lora_rank is None:
+                raise ValueError(tr("{owner}: index_topk={index_topk} needs a query latent (the indexer reads it), "
+                                    "but q_lora_rank is None", owner=owner, index_topk=self.index_topk))
         value = self.num_nextn_predict_layers
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(tr("{owner}: num_nextn_predict_layers must be an int >= 0, got {value!r}", owner=owner,
@@ -205,13 +222,19 @@ class DeepseekConfig(ModernDecoderConfig):
                        d_shared=self.n_shared_experts * self.moe_intermediate_size, shared_bias=self.mlp_bias)
 
     def attention_spec(self) -> LatentAttentionSpec:
-        """Every layer's MLA (the scores' factor DeepSeek's: :func:`~attnlab.attention.latent.mla_scale`)."""
-        return LatentAttentionSpec(
+        """Every layer's MLA (the scores' factor DeepSeek's: :func:`~attnlab.attention.latent.mla_scale`); with
+        ``index_topk``, DeepSeek Sparse Attention (:mod:`attnlab.attention.sparse`)."""
+        spec = LatentAttentionSpec(
             self.d_model, self.num_heads, self.kv_lora_rank, self.qk_nope_head_dim, self.qk_rope_head_dim,
             self.v_head_dim, q_lora_rank=self.q_lora_rank, rope_interleave=self.rope_interleave,
             scale=mla_scale(self.qk_nope_head_dim + self.qk_rope_head_dim, self.rope_scaling),
             bias=self.attention_bias, dropout=self.dropout, backend=self.backend,
             make_norm=partial(RMSNorm), owner="LatentAttention")
+        if self.index_topk is None:
+            return spec
+        fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+        return SparseAttentionSpec(**{**fields, "owner": "SparseLatentAttention"}, index_topk=self.index_topk,
+                                   index_n_heads=self.index_n_heads, index_head_dim=self.index_head_dim)
 
     def layer_spec(self, layer: int) -> ModernBlockSpec:
         """Layer ``layer``: MLA, then a dense SwiGLU of ``d_ff`` or the mixture of experts."""
@@ -222,8 +245,9 @@ class DeepseekConfig(ModernDecoderConfig):
 
     def cache_numbers_per_token(self) -> int:
         """Numbers the cache keeps per token, all layers together: ``num_layers · (kv_lora_rank +
-        qk_rope_head_dim)``."""
-        return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
+        qk_rope_head_dim)``, and ``index_head_dim`` more a layer for the sparse attention's indexer key."""
+        index = 0 if self.index_topk is None else self.index_head_dim
+        return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim + index)
 
     def cache_bytes_per_token(self, dtype: torch.dtype = torch.bfloat16) -> int:
         """Bytes of cache per token (one sequence), all layers together, in ``dtype``."""
@@ -251,7 +275,7 @@ class DeepseekModel(ModernDecoder):
     def cache_layout(self) -> CacheLayout:
         """One latent "head" per layer, ``kv_lora_rank + qk_rope_head_dim`` wide; no windows."""
         c, w = self.config, self.tok_emb.weight
-        width = c.kv_lora_rank + c.qk_rope_head_dim
+        width = c.cache_numbers_per_token() // c.num_layers
         return CacheLayout(CacheShape(c.num_layers, 1, width), (None,) * c.num_layers, compute_dtype(w), w.device,
                            self.position_limit, (self.rotary,) * c.num_layers, type(self).__name__)
 
