@@ -219,3 +219,19 @@ def cached_and_full_logits(model, ids, mask, prefix):
             steps.append(model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], kv_cache=cache).logits)
     return torch.cat(steps, 1), full
 
+
+
+def assert_left_padded_batch_equals(model, hf, atol: float) -> None:
+    """A left-padded batch of 24, 15 and 6 real tokens: ``model``'s logits equal ``hf``'s (transformers') on every real
+    token, and each row's equal its logits alone, to ``atol``; the reference's logits of order 1."""
+    lengths = (24, 15, 6)
+    ids, mask = left_padded(lengths, 24)
+    with torch.no_grad():
+        got = model(ids, attention_mask=mask).logits
+        want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
+        assert want[mask.bool()].std() > 0.3  # logits of order 1: a wrong weight could not hide
+        for i, n in enumerate(lengths):
+            real = slice(24 - n, 24)
+            torch.testing.assert_close(got[i, real], want[i, real], atol=atol, rtol=0)
+            alone = model(ids[i : i + 1, real]).logits[0]
+            torch.testing.assert_close(got[i, real], alone, atol=atol, rtol=0)

@@ -26,7 +26,7 @@ LISTS = {
     "dtypes": (set(DTYPES), {"models/config.py"}),
     "presets": (PRESETS, {"models/gpt.py", "models/modern/decoder.py", "models/encoder.py",
                           "models/transformer/config.py", "models/modern/diffllama.py", "models/modern/smollm3.py",
-                          "models/modern/qwen3_next.py"}),
+                          "models/modern/qwen3_next.py", "models/modern/deepseek.py"}),
     "tokenizers": (set(TOKENIZERS), {"data/tokenizer.py"}),
     "tasks": (set(TASKS), {"data/tasks.py"}),
     "quantization schemes": (set(SCHEMES), {"models/quantize.py"}),

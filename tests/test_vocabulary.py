@@ -83,12 +83,15 @@ OTHER_CONCEPTS = {
     "mask": ({"attnlab.functional.math_attention", "attnlab.functional.attention_scores",
               "attnlab.functional.attention_weights", "attnlab.functional.and_masks", "attnlab.numpy.math_attention",
               "attnlab.numpy.attention_scores", "attnlab.attention.MultiHeadAttention.attend",
-              "attnlab.attention.MultiHeadAttention.visible",
+              "attnlab.attention.MultiHeadAttention.visible", "attnlab.attention.LatentAttention.attend",
+              "attnlab.attention.LatentAttention.visible", "attnlab.attention.LatentAttention.naive",
+              "attnlab.attention.LatentAttention.absorbed",
               "attnlab.functional.CallKind (field)", "attnlab.functional.CallKind.__init__",
               "attnlab.functional.CallKind.mask"},
              "the op's own mask, padding and causal already merged (and the kind of mask a call has), not a padding "
              "mask given by a user"),
-    "context": ({"attnlab.inspect.Explanation (field)", "attnlab.inspect.Explanation.__init__"},
+    "context": ({"attnlab.inspect.Explanation (field)", "attnlab.inspect.Explanation.__init__",
+                 "attnlab.attention.LatentAttention.merge"},
                 "the context vectors (the book's context_vec), not the sequence attended to"),
 }
 

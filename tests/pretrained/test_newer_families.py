@@ -21,6 +21,7 @@ from attnlab.pretrained import load_causal_lm
 from hf_checkpoints import (
     NEWER,
     OPTIONS,
+    assert_left_padded_batch_equals,
     cached_and_full_logits,
     greedy_equals_generate,
     hf_positions,
@@ -77,17 +78,7 @@ def test_each_family_becomes_the_model_with_its_options(checkpoints):
 @pytest.mark.parametrize(("arch", "storage"), CASES, ids=IDS)
 def test_left_padded_batch_equals_transformers_and_each_row_alone(arch, storage, checkpoints):
     _, hf, model, _ = checkpoints[arch, storage]
-    lengths = (24, 15, 6)
-    ids, mask = left_padded(lengths, 24)
-    with torch.no_grad():
-        got = model(ids, attention_mask=mask).logits
-        want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
-        assert want[mask.bool()].std() > 0.3  # logits of order 1: a wrong weight could not hide
-        for i, n in enumerate(lengths):
-            real = slice(24 - n, 24)
-            torch.testing.assert_close(got[i, real], want[i, real], atol=ATOL, rtol=0)
-            alone = model(ids[i : i + 1, real]).logits[0]
-            torch.testing.assert_close(got[i, real], alone, atol=ATOL, rtol=0)
+    assert_left_padded_batch_equals(model, hf, ATOL)
 
 
 def test_phi3_longrope_past_its_original_length_equals_transformers(checkpoints):

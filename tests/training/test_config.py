@@ -67,6 +67,6 @@ def test_the_docstrings_toml_example_is_a_valid_config():
 
 
 def test_a_gpt_run_without_a_corpus_is_refused_by_name():
-    with pytest.raises(ValueError, match="data: a GPT trains on a text corpus.*got None"):
+    with pytest.raises(ValueError, match=r"data: a GPT trains on a text corpus.*got None"):
         TrainConfig(data=None)
     assert Seq2SeqTrainConfig(task=None, data="pairs.tsv").data == "pairs.tsv"  # a translation run's data

@@ -5,6 +5,7 @@ from attnlab.layers.decoder_block import DecoderBlock
 from attnlab.layers.feedforward import FeedForward
 from attnlab.layers.layernorm import LayerNorm
 from attnlab.layers.modern_block import ModernBlock, ModernBlockSpec
+from attnlab.layers.moe import MixtureOfExperts, MoESpec, moe_layers
 from attnlab.layers.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from attnlab.layers.rmsnorm import RMSNorm
 from attnlab.layers.rotary import RopeScaling, RotaryEmbedding, apply_rotary
@@ -16,6 +17,8 @@ __all__ = [
     "FeedForward",
     "LayerNorm",
     "LearnedPositionalEmbedding",
+    "MixtureOfExperts",
+    "MoESpec",
     "ModernBlock",
     "ModernBlockSpec",
     "RMSNorm",
@@ -25,5 +28,6 @@ __all__ = [
     "SwiGLU",
     "TransformerBlock",
     "apply_rotary",
+    "moe_layers",
     "sinusoidal_table",
 ]

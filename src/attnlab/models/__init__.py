@@ -31,6 +31,7 @@ from attnlab.models.modern import (
     ModernDecoderConfig,
     SmolLM3Config,
 )
+from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.models.quantize import SCHEMES, is_quantized, quantize
 from attnlab.models.registry import ARCHITECTURES, Architecture
 from attnlab.models.transformer import Seq2SeqHeadMask, Seq2SeqOutput, Transformer, TransformerConfig
@@ -45,6 +46,8 @@ __all__ = [
     "CacheLayout",
     "CacheShape",
     "CausalLMOutput",
+    "DeepseekConfig",
+    "DeepseekModel",
     "DiffLlamaConfig",
     "EncoderConfig",
     "EncoderEmbeddings",

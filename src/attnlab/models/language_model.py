@@ -51,6 +51,17 @@ def block_attention(block: nn.Module) -> MultiHeadAttention:
     return attn
 
 
+def _residual_weights(block: nn.Module, name: str) -> list[Tensor]:
+    """The weights with which a block writes into the residual stream: its attention's ``out_proj`` and its
+    feed-forward's ``<name>``, or those a feed-forward of several says it has (a mixture of experts:
+    :meth:`~attnlab.layers.moe.MixtureOfExperts.residual_weights`)."""
+    ff = block.get_submodule("ff")
+    several = getattr(ff, "residual_weights", None)
+    names = ("attn.out_proj",) if callable(several) else ("attn.out_proj", f"ff.{name}")
+    weights: list[Tensor] = [block.get_parameter(f"{n}.weight") for n in names]
+    return [*weights, *several()] if callable(several) else weights
+
+
 class LanguageModel(nn.Module):
     """The shared part of a decoder-only model. A family builds ``tok_emb``, ``drop``, ``blocks``, its final norm
     (named by ``FINAL_NORM``) and ``head``, calls :meth:`init_weights`, and defines :meth:`embed`.
@@ -79,8 +90,8 @@ class LanguageModel(nn.Module):
         self.apply(init_weights)
         std = STD / math.sqrt(2 * self.config.num_layers)
         for block in self.blocks:
-            for proj in ("attn.out_proj", f"ff.{residual_projections}"):  # any attention's output map, by name
-                nn.init.normal_(block.get_parameter(f"{proj}.weight"), mean=0.0, std=std)
+            for weight in _residual_weights(block, residual_projections):
+                nn.init.normal_(weight, mean=0.0, std=std)
 
     def num_parameters(self) -> int:
         """Trainable parameters (a tied head counted once)."""

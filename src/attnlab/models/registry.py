@@ -17,6 +17,7 @@ from attnlab.models.config import Presets
 from attnlab.models.encoder import EncoderConfig, TransformerEncoder
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
+from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.models.modern.diffllama import DiffLlamaConfig
 from attnlab.models.modern.hybrid import HybridDecoder
 from attnlab.models.modern.qwen3_next import Qwen3NextConfig
@@ -53,6 +54,8 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
     Architecture("smollm3", SmolLM3Config, ModernDecoder, "decoder", N_("SmolLM3's: every fourth layer without RoPE")),
     Architecture("qwen3_next", Qwen3NextConfig, HybridDecoder, "decoder",
                  N_("Qwen3-Next's and Qwen3.5's: three Gated DeltaNet layers to one gated attention layer")),
+    Architecture("deepseek", DeepseekConfig, DeepseekModel, "decoder",
+                 N_("DeepSeek-V2/V3's: multi-head latent attention, a mixture of experts")),
     Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
     Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
 )}

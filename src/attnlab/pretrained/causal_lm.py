@@ -1,12 +1,13 @@
-"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DiffLlama or SmolLM3
-checkpoint from a Hugging Face model directory, offline.
+"""``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DiffLlama, SmolLM3,
+Qwen3-Next, Qwen3.5 (text), DeepSeek-V2, V3 or V3.2 checkpoint from a Hugging Face model directory, offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
       or model.safetensors.index.json and its shards
     tokenizer.json       -> the model's own tokenizer (text_tokenizer)
 
-GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`; the others a :class:`~attnlab.models.ModernDecoder`, with
+GPT-2 becomes attnlab's :class:`~attnlab.models.GPT`, DeepSeek a :class:`~attnlab.models.modern.deepseek.DeepseekModel`
+(MLA and a mixture of experts: pretrained/deepseek.py); the others a :class:`~attnlab.models.ModernDecoder`, with
 the options each family needs (QK-norm, soft-capping, local and global layers, ...: docs/newest-attention.md).
 Both return ``.logits (B, T, V)`` and take a KV cache, so :func:`attnlab.generation.generate`,
 :func:`attnlab.inspect.capture` and the views work on them as on a model ``attnlab train`` wrote.
@@ -28,10 +29,13 @@ import attnlab.pretrained.diffllama as diffllama_loader
 import attnlab.pretrained.smollm3 as smollm3_loader
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
+from attnlab.models.modern.deepseek import DeepseekModel
 from attnlab.models.modern.hybrid import HybridDecoder
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
+from attnlab.pretrained.config_fields import refuse_unknown_fields
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
 from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout, phi3_layout
+from attnlab.pretrained.deepseek import deepseek_config, read_deepseek_state
 from attnlab.pretrained.qwen3_next import SKIPPED as QWEN3_NEXT_SKIPPED
 from attnlab.pretrained.qwen3_next import layout as qwen3_next_layout
 from attnlab.pretrained.qwen3_next import read_config as qwen3_next_config
@@ -41,23 +45,33 @@ from attnlab.pretrained.text_tokenizer import TextTokenizer
 @dataclass(frozen=True)
 class FamilyLoader:
     """A family with a loader of its own (``pretrained/<family>.py``): its ``config.json`` reader ``(raw, path) ->
-    config``, its tensor layout ``(our shapes, config) -> {checkpoint name: Expected}``, its model class, and the
-    stored tensors that are not part of the model."""
+    config``, its tensor layout ``(our shapes, config) -> {checkpoint name: Expected}``, its model class, the
+    stored tensors that are not part of the model, and, for a family whose tensors are not stored one to one
+    (DeepSeek's experts, one tensor each, stacked here), its own reader ``(directory, model, dtype) -> state`` in
+    place of the layout."""
 
     config: Callable[[dict[str, Any], Path], Any]
-    layout: Callable[[dict[str, torch.Size], Any], dict[str, Expected]]
+    layout: Callable[[dict[str, torch.Size], Any], dict[str, Expected]] | None
     model: type[ModernDecoder]
     skipped: re.Pattern[str] = IGNORED
+    read_state: Callable[[Path, Any, torch.dtype], dict[str, torch.Tensor]] | None = None
+
+
+def _deepseek_reader(family: str, raw: dict[str, Any], path: Path) -> Any:
+    """DeepSeek's config.json: every field known to config_fields' table, then read by pretrained/deepseek.py."""
+    refuse_unknown_fields(family, raw, path)
+    return deepseek_config(family, raw, path)
 
 
 #: family (:data:`SUPPORTED`'s values) -> its loader; each loader module of one family names it
 FAMILIES: dict[str, FamilyLoader] = {
     **{m.FAMILY: FamilyLoader(m.read_config, m.layout, ModernDecoder) for m in (diffllama_loader, smollm3_loader)},
     **{family: FamilyLoader(partial(qwen3_next_config, family), partial(qwen3_next_layout, family), HybridDecoder,
-                            QWEN3_NEXT_SKIPPED) for family in ("qwen3_next", "qwen3_5_text")}}
+                            QWEN3_NEXT_SKIPPED) for family in ("qwen3_next", "qwen3_5_text")},
+    **{family: FamilyLoader(partial(_deepseek_reader, family), None, DeepseekModel, read_state=read_deepseek_state)
+       for family in ("deepseek_v2", "deepseek_v3", "deepseek_v32")}}
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
-
 
 def is_hf_model_dir(path: str | Path) -> bool:
     """Does ``path`` look like a Hugging Face model directory (a ``config.json`` naming ``architectures``)?"""
@@ -84,8 +98,9 @@ def _gpt2_prefix(model_dir: Path) -> str:
 def _layout(model_dir: Path, model: GPT | ModernDecoder, family: str) -> dict[str, Expected]:
     c = model.config
     shapes = {name: t.shape for name, t in model.state_dict().items()}
-    if family in FAMILIES:
-        return FAMILIES[family].layout(shapes, c)
+    layout = FAMILIES[family].layout if family in FAMILIES else None
+    if layout is not None:
+        return layout(shapes, c)
     if isinstance(model, GPT):
         return gpt2_layout(shapes, c.num_layers, c.tie_weights, _gpt2_prefix(model_dir))
     if family == "phi3":
@@ -101,8 +116,7 @@ def _load_state(model: GPT | ModernDecoder, state: dict[str, torch.Tensor], mode
         raise ValueError(tr("{model_dir}: config.json ties the output head to the token embedding "
                             "(tie_word_embeddings), but the checkpoint's lm_head.weight differs from it",
                             model_dir=model_dir))
-    if not tied:
-        assert head is not None  # an untied head is a required tensor of the layout
+    if not tied and head is not None:  # a missing one the layout has refused already
         state["head.weight"] = head
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if tied:
@@ -120,13 +134,15 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     Args:
         path: a directory with ``config.json`` (``architectures`` one of :data:`SUPPORTED`: GPT2LMHeadModel,
             LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
-            Gemma3ForCausalLM, Phi3ForCausalLM, DiffLlamaForCausalLM, SmolLM3ForCausalLM), ``model.safetensors``
-            (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
+            Gemma3ForCausalLM, Phi3ForCausalLM, DiffLlamaForCausalLM, SmolLM3ForCausalLM, Qwen3NextForCausalLM,
+            Qwen3_5ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, DeepseekV32ForCausalLM),
+            ``model.safetensors`` (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.
 
     Returns:
         ``(model, tokenizer)``: a :class:`~attnlab.models.GPT` for GPT-2, a :class:`~attnlab.models.ModernDecoder`
+        (DeepSeek: its subclass :class:`~attnlab.models.modern.deepseek.DeepseekModel`)
         otherwise, and a :class:`TextTokenizer`.
 
     Raises:
@@ -149,8 +165,11 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
     with torch.device("meta"):  # shapes only; the real tensors come from the files
         model = family.model(config) if family else GPT(config) if isinstance(config, GPTConfig) else \
             ModernDecoder(config)
-    state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]),
-                         family.skipped if family else IGNORED, dtype)
+    if family is not None and family.read_state is not None:  # tensors not stored one to one (stacked experts)
+        state = family.read_state(model_dir, model, dtype)
+    else:
+        state = read_tensors(model_dir, _layout(model_dir, model, SUPPORTED[arch]),
+                             family.skipped if family else IGNORED, dtype)
     _load_state(model, state, model_dir)
     model.name = f"{arch} ({model_dir.name})"
     return model.to(device).eval(), tokenizer

@@ -37,7 +37,20 @@ _LLAMA_LIKE = frozenset((
     "rope_theta", "rope_scaling", "partial_rotary_factor", "tie_word_embeddings", "sliding_window",
 ))
 
-#: the fields each family's reader looks at (decoder_configs)
+#: DeepSeek-V2 and V3 (pretrained/deepseek.py): MLA's sizes, the experts and their router; ``head_dim`` and
+#: ``qk_head_dim`` are derived and checked; ``num_nextn_predict_layers`` counts modules outside the causal LM
+_DEEPSEEK = frozenset((
+    "vocab_size", "max_position_embeddings", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "intermediate_size", "rms_norm_eps", "hidden_act", "rope_parameters",
+    "rope_theta", "rope_scaling", "tie_word_embeddings", "attention_bias", "kv_lora_rank", "q_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "qk_head_dim", "v_head_dim", "n_routed_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "n_shared_experts", "scoring_func", "topk_method", "n_group", "topk_group",
+    "norm_topk_prob", "routed_scaling_factor", "first_k_dense_replace", "moe_layer_freq", "num_nextn_predict_layers",
+    # the training's load balancing and expert parallelism: the forward pass does not read them
+    "aux_loss_alpha", "seq_aux", "ep_size", "output_router_logits", "router_aux_loss_coef",
+))
+
+#: the fields each family's reader looks at (decoder_configs; DeepSeek's: pretrained/deepseek.py)
 READ: dict[str, frozenset[str]] = {
     "gpt2": frozenset(("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "activation_function",
                        "layer_norm_epsilon", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
@@ -52,6 +65,10 @@ READ: dict[str, frozenset[str]] = {
     "gemma3": _LLAMA_LIKE | {"hidden_activation", "attention_bias", "query_pre_attn_scalar", "layer_types",
                              "attn_logit_softcapping", "final_logit_softcapping", "use_bidirectional_attention",
                              "sliding_window_pattern", "_sliding_window_pattern", "rope_local_base_freq"},
+    "deepseek_v2": _DEEPSEEK | {"mlp_bias"},
+    "deepseek_v3": _DEEPSEEK | {"rope_interleave"},
+    "deepseek_v32": _DEEPSEEK | {"index_topk", "index_n_heads", "index_head_dim", "layer_types", "mlp_layer_types",
+                                 "mlp_bias"},
 }
 
 

@@ -11,6 +11,8 @@ values of the earlier ones instead of recomputing them.
   mask, so that a compiled step is one graph for every token.
 * :class:`HybridCache` (``recurrent.py``): a model of softmax and linear-attention layers, each layer's own kind,
   a :class:`RecurrentLayerCache` (a short convolution's last inputs and a fixed memory, float32) for a linear one.
+* :class:`LatentCache` (``latent.py``): multi-head latent attention's (DeepSeek), per token and layer only the
+  latent and the rope key, ``kv_lora_rank + qk_rope_head_dim`` numbers, whatever the number of heads.
 * int8 storage (``quantized.py``): an option of the dynamic cache, ``KVCache.for_model(model, batch,
   storage="int8")``: keys and values in int8, about half the memory of bf16, for long contexts.
 
@@ -29,6 +31,7 @@ import torch
 from torch import Tensor
 
 from attnlab.models.caches.dynamic import KVCache, LayerKVCache
+from attnlab.models.caches.latent import LatentCache, LatentLayerCache
 from attnlab.models.caches.quantized import STORAGES
 from attnlab.models.caches.recurrent import HybridCache, RecurrentLayerCache
 from attnlab.models.caches.rolling import RollingLayerKVCache
@@ -36,7 +39,8 @@ from attnlab.models.caches.shape import CacheLayout, CacheShape
 from attnlab.models.caches.sink import SinkKVCache, SinkLayerKVCache
 from attnlab.models.caches.static import StaticKVCache, StaticLayerKVCache
 
-__all__ = ["STORAGES", "CacheLayout", "CacheShape", "HybridCache", "KVCache", "LayerKVCache", "RecurrentLayerCache",
+__all__ = ["STORAGES", "CacheLayout", "CacheShape", "HybridCache", "KVCache", "LatentCache", "LatentLayerCache",
+           "LayerKVCache", "RecurrentLayerCache",
            "RollingLayerKVCache", "SinkKVCache", "SinkLayerKVCache", "StaticKVCache", "StaticLayerKVCache",
            "compute_dtype"]
 
