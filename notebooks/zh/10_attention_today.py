@@ -6,7 +6,7 @@
 # 保留什么？*——给出四种答案，每种都有它的算式，并实际量出字节数：
 #
 # 1. **MHA**（多头注意力，书中的）：每个词元 `2 · H · d_head` 个数。
-# 2. **GQA**（分组查询注意力，Llama 3、Qwen）：各个查询（query）头共享 `H_kv` 个键/值头。
+# 2. **GQA**（grouped-query attention，Llama 3、Qwen）：各个查询（query）头共享 `H_kv` 个键/值头。
 # 3. **MLA**（多头潜在注意力，DeepSeek-V2/V3、Kimi）：每个词元一个小小的潜向量，所有头共用。
 # 4. **线性注意力**（门控 delta 规则，Qwen3-Next 的 Gated DeltaNet）：一个在任何长度下大小都相同的状态。
 
@@ -92,7 +92,7 @@ assert torch.allclose(textbook, absorbed, atol=1e-5)
 #
 # $$S_t = \alpha_t S_{t-1}(I - \beta_t k_t k_t^\top) + \beta_t v_t k_t^\top, \qquad o_t = S_t q_t$$
 #
-# 一个词元一个词元地写，它就是一个循环；分块的写法按词元块算出同样的结果（用于训练和预填充）。无论多长，状态都是
+# 一个词元一个词元地写，它就是一个循环；分块的写法按词元块算出同样的结果（用于训练，以及一次读入整个提示的 prefill）。无论多长，状态都是
 # 每个头 `d_k × d_v` 个数。
 
 # %%
