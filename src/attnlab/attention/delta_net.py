@@ -48,7 +48,6 @@ from torch import Tensor, nn
 from attnlab.arguments import check_positive_int
 from attnlab.attention.checks import as_batched, key_padding, mask_heads
 from attnlab.attention.delta_rule import delta_rule_chunked, delta_rule_recurrent, delta_rule_weights, l2_normalise
-from attnlab.i18n import N_
 
 
 class RecurrentCache(Protocol):
@@ -288,8 +287,8 @@ class GatedDeltaNet(nn.Module):
         torch.Size([2, 5, 32])
     """
 
-    #: what ``explain`` says it cannot work through one head at a time (:func:`attnlab.inspect.capture`)
-    not_one_softmax: ClassVar[str] = N_("linear attention (the gated delta rule: a state, no softmax)")
+    #: the kind of attention this is, not one softmax per head (``attnlab.inspect.capture`` says so by it)
+    not_one_softmax: ClassVar[str] = "gated delta rule"
 
     def __init__(self, spec: GatedDeltaNetSpec) -> None:
         super().__init__()

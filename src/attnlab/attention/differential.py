@@ -62,7 +62,6 @@ from attnlab.attention.multihead import MultiHeadAttention, RotaryLike
 from attnlab.attention.spec import AttentionSpec
 from attnlab.functional.masks import merge_masks
 from attnlab.functional.math_attention import attention_scores, attention_weights
-from attnlab.i18n import N_
 
 
 def lambda_init(depth: int) -> float:
@@ -136,8 +135,8 @@ class DifferentialAttention(MultiHeadAttention):
     mask, ``positions``, ``head_mask``); ``head_mask (H,)`` scales each head's map before the difference.
     """
 
-    #: what ``explain`` says it cannot work through one head at a time (:func:`attnlab.inspect.capture`)
-    not_one_softmax: ClassVar[str] = N_("differential attention (two softmax maps per pair of heads, subtracted)")
+    #: the kind of attention this is, not one softmax per head (``attnlab.inspect.capture`` says so by it)
+    not_one_softmax: ClassVar[str] = "differential"
 
     def __init__(self, spec: DifferentialAttentionSpec, rotary: RotaryLike | None = None) -> None:
         nn.Module.__init__(self)

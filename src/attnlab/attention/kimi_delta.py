@@ -44,7 +44,6 @@ from attnlab.attention.delta_net import (
     real_inputs,
     short_convolution,
 )
-from attnlab.i18n import N_
 
 
 @dataclass(frozen=True)
@@ -122,8 +121,8 @@ class KimiDeltaAttention(nn.Module):
         torch.Size([2, 5, 32])
     """
 
-    #: what ``explain`` says it cannot work through one head at a time (:func:`attnlab.inspect.capture`)
-    not_one_softmax: ClassVar[str] = N_("linear attention (Kimi delta attention: a state, no softmax)")
+    #: the kind of attention this is, not one softmax per head (``attnlab.inspect.capture`` says so by it)
+    not_one_softmax: ClassVar[str] = "kimi delta"
 
     def __init__(self, spec: KimiDeltaAttentionSpec) -> None:
         super().__init__()

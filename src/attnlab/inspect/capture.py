@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention import GroupedQueryAttention, SimpleSelfAttention
-from attnlab.i18n import _, tr
+from attnlab.i18n import N_, _, tr
 from attnlab.inspect.random_model import RandomModel
 
 
@@ -102,6 +102,14 @@ class Capture:
             raise ValueError(tr("{model_name}: this capture has no queries/keys (capture with qkv=True)",
                                 model_name=self.model_name))
         return self.queries[layer] @ self.keys[layer].transpose(-1, -2)
+
+
+#: the kinds of attention that are not one softmax per head (their class's ``not_one_softmax``), as explain names them
+NOT_ONE_SOFTMAX = {
+    "differential": N_("differential attention (two softmax maps per pair of heads, subtracted)"),
+    "gated delta rule": N_("linear attention (the gated delta rule: a state, no softmax)"),
+    "kimi delta": N_("linear attention (Kimi delta attention: a state, no softmax)"),
+}
 
 
 def _attention_modules(model: nn.Module) -> list[nn.Module]:
@@ -283,7 +291,8 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
     records = [r.record for r in recorders]
     other = next(((i, m) for i, m in enumerate(modules) if hasattr(m, "not_one_softmax")), None)
     if other is not None:  # its weights are captured, its queries and keys do not make them
-        cap.not_one_softmax = tr("layer {layer} is {kind}", layer=other[0], kind=_(str(other[1].not_one_softmax)))
+        kind = NOT_ONE_SOFTMAX.get(str(other[1].not_one_softmax), str(other[1].not_one_softmax))
+        cap.not_one_softmax = tr("layer {layer} is {kind}", layer=other[0], kind=_(kind))
         return cap
     if qkv and records and len(records) == len(attentions) and all("W_query" in r for r in records):
         heads = attentions[0].shape[0]
