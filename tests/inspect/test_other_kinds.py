@@ -10,8 +10,13 @@ from attnlab.models.registry import build_model
 from attnlab.viz.viewer import write_html
 
 TINY = dict(vocab_size=97, context_length=48, d_model=32, num_layers=4, num_heads=4, num_kv_heads=2, d_ff=72)
+MLA = dict(TINY, num_kv_heads=None, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8, qk_rope_head_dim=8,
+           v_head_dim=8, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1,
+           scoring_func="sigmoid", topk_method="noaux_tc", n_group=4, topk_group=2, norm_topk_prob=True,
+           first_k_dense_replace=1)
 KINDS = {
     "diffllama": (TINY, "differential attention"),
+    "deepseek": (dict(MLA, index_topk=3), "DeepSeek sparse attention"),
     "qwen3_next": (dict(TINY, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
                         linear_value_head_dim=8, chunk_size=4), "linear attention"),
 }
@@ -43,3 +48,15 @@ def test_a_model_of_softmax_layers_only_is_still_explained():
     assert cap.not_one_softmax is None
     for layer in range(4):
         assert explain(cap, 3, layer=layer).max_abs_diff_weights < 1e-6
+
+
+def test_multi_head_latent_attention_is_explained_head_by_head():
+    """MLA is one softmax per head over keys made from the latents: explain works it through, equal to the model."""
+    torch.manual_seed(0)
+    model = build_model("deepseek", MLA).eval()
+    cap = capture(model, torch.randint(0, 97, (7,)).tolist())
+    assert cap.not_one_softmax is None and cap.queries[0].shape == (4, 7, 16)  # nope 8 + rope 8, every head
+    for layer in range(4):
+        e = explain(cap, 5, layer=layer, head=1)
+        assert e.max_abs_diff_weights < 1e-6 and e.max_abs_diff_context < 1e-6
+        assert e.scale == pytest.approx(16 ** -0.5)

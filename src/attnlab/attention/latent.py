@@ -270,12 +270,28 @@ class LatentAttention(nn.Module):
         ``q_nope (B, H, T, nope)``, ``q_rope (B, H, T, rope)``, ``c_kv (B, L, kv_lora_rank)``, ``k_rope (B, L, rope)``
         -> contexts ``(B, H, T, v_head_dim)`` and, if asked, weights ``(B, H, T, L)``.
         """
+        keys, values = self.keys_and_values(c_kv, k_rope)                                  # every head's, (B, H, L, ·)
+        queries = torch.cat([q_nope, q_rope], dim=-1)                                      # (B, H, T, nope + rope)
+        return self.attend(queries, keys, values, mask, is_causal, return_weights)
+
+    def keys_and_values(self, c_kv: Tensor, k_rope: Tensor) -> tuple[Tensor, Tensor]:
+        """Every head's keys and values from the latents: ``c_kv (B, L, kv_lora_rank)``, ``k_rope (B, L, rope)`` ->
+        keys ``(B, H, L, nope + rope)`` (the rope key shared by every head) and values ``(B, H, L, v_head_dim)``."""
         b, length, _ = c_kv.shape
         kv = self.kv_b_proj(c_kv).view(b, length, self.num_heads, -1).transpose(1, 2)  # (B, H, L, nope + v)
         k_nope, values = kv.split([self.nope, self.v_head_dim], dim=-1)
-        keys = torch.cat([k_nope, k_rope[:, None].expand(-1, self.num_heads, -1, -1)], dim=-1)  # (B, H, L, nope+rope)
-        queries = torch.cat([q_nope, q_rope], dim=-1)                                      # (B, H, T, nope + rope)
-        return self.attend(queries, keys, values, mask, is_causal, return_weights)
+        return torch.cat([k_nope, k_rope[:, None].expand(-1, self.num_heads, -1, -1)], dim=-1), values
+
+    def scored_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """For one sequence ``x (T, d_model)`` at positions 0..T−1: every head's queries, keys and values as the
+        textbook form's scores see them, ``(H, T, nope + rope)``, ``(H, T, nope + rope)``, ``(H, T, v_head_dim)``:
+        what :func:`attnlab.inspect.capture` records, so that ``explain`` works through a head of MLA."""
+        x = x[None]
+        q_nope, q_rope = self.queries(x, self.query_latent(x))
+        c_kv, k_rope = self.latents(x)
+        q_rope, k_rope = self.rotate(q_rope, k_rope, torch.arange(x.shape[1], device=x.device))
+        keys, values = self.keys_and_values(c_kv, k_rope)
+        return torch.cat([q_nope, q_rope], dim=-1)[0], keys[0], values[0]
 
     def absorbed(self, q_nope: Tensor, q_rope: Tensor, c_kv: Tensor, k_rope: Tensor, mask: Tensor | None,
                  is_causal: bool, return_weights: bool = False) -> tuple[Tensor, Tensor | None]:

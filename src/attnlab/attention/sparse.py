@@ -29,6 +29,7 @@ qk_rope_head_dim + index_head_dim`` numbers per token (DeepSeek-V3.2: 512 + 64 +
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -127,6 +128,9 @@ class SparseLatentAttention(LatentAttention):
     ``indexer`` (:class:`LightningIndexer`) chooses; called as it is, ``(B, T, d_model)`` -> ``(B, T, d_model)``
     (with ``return_weights`` the weights ``(B, H, T, L)``, 0 at the keys not chosen). With a cache each layer keeps
     the indexer's key beside the latent (:class:`~attnlab.models.caches.LatentCache`)."""
+
+    #: the kind of attention this is, not one softmax over every visible key (``attnlab.inspect.capture`` names it)
+    not_one_softmax: ClassVar[str] = "sparse"
 
     def __init__(self, spec: SparseAttentionSpec, rotary: RotaryLike | None = None) -> None:
         super().__init__(spec, rotary)

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention import GroupedQueryAttention, SimpleSelfAttention
+from attnlab.attention.latent import LatentAttention
 from attnlab.i18n import N_, _, tr
 from attnlab.inspect.random_model import RandomModel
 
@@ -109,6 +110,7 @@ NOT_ONE_SOFTMAX = {
     "differential": N_("differential attention (two softmax maps per pair of heads, subtracted)"),
     "gated delta rule": N_("linear attention (the gated delta rule: a state, no softmax)"),
     "kimi delta": N_("linear attention (Kimi delta attention: a state, no softmax)"),
+    "sparse": N_("DeepSeek sparse attention (a softmax over the keys its indexer chose, not every key)"),
 }
 
 
@@ -116,8 +118,9 @@ def _attention_modules(model: nn.Module) -> list[nn.Module]:
     """The modules that compute attention, in forward order (outermost wins: a wrapper's heads are skipped)."""
     found: list[tuple[str, nn.Module]] = []
     for name, m in model.named_modules():
-        is_attn = isinstance(m, SimpleSelfAttention) or (hasattr(m, "W_query") and hasattr(m, "W_key")) \
-            or hasattr(m, "not_one_softmax")  # differential and linear attention: weights, but not one softmax
+        # differential, linear and sparse attention are found too: their weights, though not one softmax a head
+        is_attn = isinstance(m, SimpleSelfAttention | LatentAttention) or hasattr(m, "not_one_softmax") \
+            or (hasattr(m, "W_query") and hasattr(m, "W_key"))
         if is_attn and not any(name.startswith(p + ".") for p, _ in found if p):
             found.append((name, m))
     return [m for _, m in found]
@@ -166,8 +169,9 @@ class _Recorder:
         if isinstance(module, SimpleSelfAttention):  # no projections: Q = K = V = X
             for part in ("W_query", "W_key", "W_value"):
                 self.record[part] = self.record["input"]
-        elif isinstance(module, GroupedQueryAttention) and "input" in self.record:
-            with torch.no_grad():  # the q and k the scores saw: rotated (RoPE), key/value heads shared per group
+        elif isinstance(module, GroupedQueryAttention | LatentAttention) and "input" in self.record:
+            with torch.no_grad():  # the q and k the scores saw: rotated (RoPE), key/value heads shared per group,
+                # MLA's every head's from the latents
                 q, k, v = module.scored_heads(self.record["input"])
             self.record.update({part: t.transpose(0, 1).flatten(1) for part, t in
                                 (("W_query", q), ("W_key", k), ("W_value", v))})
