@@ -92,8 +92,8 @@ assert torch.allclose(textbook, absorbed, atol=1e-5)
 #
 # $$S_t = \alpha_t S_{t-1}(I - \beta_t k_t k_t^\top) + \beta_t v_t k_t^\top, \qquad o_t = S_t q_t$$
 #
-# 一个词元一个词元地写，它就是一个循环；分块的写法按词元块算出同样的结果（用于训练，以及一次读入整个提示的 prefill）。无论多长，状态都是
-# 每个头 `d_k × d_v` 个数。
+# 一个词元一个词元地写，它就是一个循环；分块的写法按词元块算出同样的结果（用于训练，以及一次读入整个提示的
+# prefill）。无论多长，状态都是每个头 `d_k × d_v` 个数。
 
 # %%
 B, H, T, d = 1, 2, 10, 4
