@@ -29,7 +29,8 @@ NAMES = {
     "LayerNorm", "StreamingLLM", "Triton", "FSDP2", "Abnar", "Zuidema", "Olsson", "Clark", "Michel", "Bahdanau",
     "Shakespeare", "Hamlet", "ROMEO", "pre-LN", "post-LN", "DecompressionStream", "safetensors", "ICL", "KV", "CJK",
     "TAB", "argmax", "alpha", "random", "bert", "shakespeare", "cpu", "cuda", "dtype", "autocast", "dropout",
-    "logit", "logits", "top-k", "top-p", "MHA", "GQA", "MQA", "MLA", "DSA", "float32", "bfloat16",
+    "logit", "logits", "top-k", "top-p", "MHA", "GQA", "MQA", "MLA", "DSA", "float32", "bfloat16", "DeltaNet",
+    "Qwen3-Next", "Qwen3.5", "DeepSeek", "DeepSeek-V2", "DeepSeek-V3", "DiffLlama", "SmolLM3", "MoE",
 }
 TITLES = ("Attention Is All You Need",)  # papers, by their titles
 

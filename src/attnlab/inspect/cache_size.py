@@ -42,9 +42,9 @@ REAL_MODELS: list[RealModel] = [
     RealModel("Llama-3-8B (MHA)", N_("MHA, 32 KV heads"), _preset("modern", "llama-3-8b", num_kv_heads=32)),
     RealModel("Llama-3-8B", N_("GQA, 8 KV heads"), _preset("modern", "llama-3-8b")),
     RealModel("Gemma-3-1B", N_("window 512, 5:1"), _preset("modern", "gemma-3-1b")),
-    RealModel("Qwen3.5-9B", N_("Gated DeltaNet 3:1 + GQA"), _preset("qwen3_next", "qwen3.5-9b")),
-    RealModel("DeepSeek-V3", N_("MLA: latent 512 + rope 64"), _preset("deepseek", "deepseek-v3")),
-    RealModel("DeepSeek-V3.2", N_("DSA: MLA + indexer key 128"), _preset("deepseek", "deepseek-v3.2")),
+    RealModel("Qwen3.5-9B", N_("DeltaNet 3:1 + GQA"), _preset("qwen3_next", "qwen3.5-9b")),
+    RealModel("DeepSeek-V3", N_("MLA 512 + rope 64"), _preset("deepseek", "deepseek-v3")),
+    RealModel("DeepSeek-V3.2", N_("DSA: MLA + index 128"), _preset("deepseek", "deepseek-v3.2")),
 ]
 
 
