@@ -200,11 +200,6 @@ class LinearAttentionSpec:
         return self.d_model
 
     @property
-    def qk_norm(self) -> None:
-        """No QK-norm of a softmax layer's kind: q and k are L2-normalised instead."""
-        return None
-
-    @property
     def conv_channels(self) -> int:
         """Channels of the short convolution: q, k and v side by side."""
         raise NotImplementedError

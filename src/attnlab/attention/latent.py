@@ -138,11 +138,6 @@ class LatentAttentionSpec:
         return self.d_model
 
     @property
-    def qk_norm(self) -> None:
-        """MLA normalises its latents, never q and k: None (what a block reads of any attention's spec)."""
-        return None
-
-    @property
     def qk_head_dim(self) -> int:
         """A head's query and key width: ``qk_nope_head_dim + qk_rope_head_dim``."""
         return self.qk_nope_head_dim + self.qk_rope_head_dim
