@@ -114,15 +114,15 @@ def write_tokenizer(path: Path) -> None:
     tok.save(str(path))
 
 
-def order_one_weights(model: torch.nn.Module, seed: int) -> None:
-    """Matrices N(0, 1/32), norm gains 1 + N(0, 0.2²), DiffLlama's λ vectors N(0, 0.3²), biases N(0, 0.1²):
-    logits of order 1."""
+def order_one_weights(model: torch.nn.Module, seed: int, std: float = 32 ** -0.5) -> None:
+    """Matrices N(0, std²) (1/32 by default), norm gains 1 + N(0, 0.2²), DiffLlama's λ vectors N(0, 0.3²), biases
+    N(0, 0.1²): logits of order 1."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=g)
             if p.dim() >= 2:
-                p.copy_(noise / 32**0.5)
+                p.copy_(noise * std)
             elif "lambda_" in name:  # DiffLlama's λ vectors: λ moves well away from λ_init
                 p.copy_(0.3 * noise)
             elif "norm" in name or ".ln_" in name or name.endswith("ln_f.weight"):
@@ -142,15 +142,16 @@ def model_class(arch: str):
             "qwen3_next": transformers.Qwen3NextForCausalLM, "qwen3_5_text": transformers.Qwen3_5ForCausalLM}[family]
 
 
-def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None):
-    """Write a tiny ``arch`` checkpoint (``config``: a transformers config instead of :func:`hf_config`'s) into
-    ``directory``; returns the transformers model (eval, float32).
+def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None,
+                     std: float = 32 ** -0.5):
+    """Write a tiny ``arch`` checkpoint (``config``: a transformers config instead of :func:`hf_config`'s; ``std``:
+    its matrices', :func:`order_one_weights`) into ``directory``; returns the transformers model (eval, float32).
 
     ``storage``: ``"plain"`` (one float32 file; Qwen2 sharded, as before), ``"sharded"`` (float32 in 20 KB shards)
     or ``"bf16"`` (one bfloat16 file: the model returned holds the same rounded weights, in float32)."""
     torch.manual_seed(seed)
     model = model_class(arch)(config or hf_config(arch)).eval()
-    order_one_weights(model, seed)
+    order_one_weights(model, seed, std)
     shard = {"max_shard_size": "20KB"} if arch == "qwen2" or storage == "sharded" else {}
     if storage == "bf16":  # the reference reads the file back (a cast of the model itself would round its RoPE table)
         model.to(torch.bfloat16).save_pretrained(directory)
@@ -164,16 +165,16 @@ def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "
     return model
 
 
-def written_and_loaded(root: Path, cases, config_of=None) -> dict:
+def written_and_loaded(root: Path, cases, config_of=None, std: float = 32 ** -0.5) -> dict:
     """Each ``(arch, storage)`` of ``cases`` written into ``root`` (``config_of(arch)``: a transformers config
-    instead of :func:`hf_config`'s) and loaded: ``(arch, storage) -> (directory, transformers model, attnlab model,
-    tokenizer)``."""
+    instead of :func:`hf_config`'s; ``std``: the matrices') and loaded: ``(arch, storage) -> (directory,
+    transformers model, attnlab model, tokenizer)``."""
     from attnlab.pretrained import load_causal_lm
 
     out = {}
     for arch, storage in cases:
         d = root / f"{arch}-{storage}"
-        hf = write_checkpoint(arch, d, storage=storage, config=None if config_of is None else config_of(arch))
+        hf = write_checkpoint(arch, d, storage=storage, config=None if config_of is None else config_of(arch), std=std)
         out[arch, storage] = (d, hf, *load_causal_lm(d))
     return out
 

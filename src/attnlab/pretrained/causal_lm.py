@@ -36,9 +36,8 @@ from attnlab.pretrained.config_fields import refuse_unknown_fields
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
 from attnlab.pretrained.decoder_weights import IGNORED, gpt2_layout, llama_layout, phi3_layout
 from attnlab.pretrained.deepseek import deepseek_config, read_deepseek_state
-from attnlab.pretrained.qwen3_next import SKIPPED as QWEN3_NEXT_SKIPPED
-from attnlab.pretrained.qwen3_next import layout as qwen3_next_layout
 from attnlab.pretrained.qwen3_next import read_config as qwen3_next_config
+from attnlab.pretrained.qwen3_next import read_state as qwen3_next_state
 from attnlab.pretrained.text_tokenizer import TextTokenizer
 
 
@@ -47,8 +46,8 @@ class FamilyLoader:
     """A family with a loader of its own (``pretrained/<family>.py``): its ``config.json`` reader ``(raw, path) ->
     config``, its tensor layout ``(our shapes, config) -> {checkpoint name: Expected}``, its model class, the
     stored tensors that are not part of the model, and, for a family whose tensors are not stored one to one
-    (DeepSeek's experts, one tensor each, stacked here), its own reader ``(directory, model, dtype) -> state`` in
-    place of the layout."""
+    (DeepSeek's and Qwen3-Next's experts, one tensor each, stacked here), its own reader ``(directory, model,
+    dtype) -> state`` in place of the layout."""
 
     config: Callable[[dict[str, Any], Path], Any]
     layout: Callable[[dict[str, torch.Size], Any], dict[str, Expected]] | None
@@ -66,8 +65,8 @@ def _deepseek_reader(family: str, raw: dict[str, Any], path: Path) -> Any:
 #: family (:data:`SUPPORTED`'s values) -> its loader; each loader module of one family names it
 FAMILIES: dict[str, FamilyLoader] = {
     **{m.FAMILY: FamilyLoader(m.read_config, m.layout, ModernDecoder) for m in (diffllama_loader, smollm3_loader)},
-    **{family: FamilyLoader(partial(qwen3_next_config, family), partial(qwen3_next_layout, family), HybridDecoder,
-                            QWEN3_NEXT_SKIPPED) for family in ("qwen3_next", "qwen3_5_text")},
+    **{family: FamilyLoader(partial(qwen3_next_config, family), None, HybridDecoder,
+                            read_state=partial(qwen3_next_state, family)) for family in ("qwen3_next", "qwen3_5_text")},
     **{family: FamilyLoader(partial(_deepseek_reader, family), None, DeepseekModel, read_state=read_deepseek_state)
        for family in ("deepseek_v2", "deepseek_v3", "deepseek_v32")}}
 

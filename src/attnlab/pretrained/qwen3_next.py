@@ -14,8 +14,10 @@ Fields read, as transformers 5 writes them (and the top-level ``rope_theta``, ``
   three axes (time, height, width; ``mrope_section`` frequencies each, interleaved or in blocks); a text token sits
   at the same position on all three, so every frequency turns by the same angle whichever axis it belongs to, and
   the result is partial RoPE. Read, checked (three counts >= 0 within the turned frequencies), and reduced;
-* Qwen3-Next's feed-forward: ``num_experts`` (0 here: a mixture of experts is refused until attnlab has one),
-  ``decoder_sparse_step``, ``mlp_only_layers``.
+* Qwen3-Next's feed-forward: ``num_experts`` (0: every layer dense), ``num_experts_per_tok``,
+  ``moe_intermediate_size``, ``shared_expert_intermediate_size``, ``norm_topk_prob``, and which layers are
+  mixtures: ``decoder_sparse_step``, ``mlp_only_layers`` (a mixture of experts in each layer ``i`` with ``(i + 1) %
+  decoder_sparse_step == 0`` not listed there; the others a SwiGLU of ``intermediate_size``).
 
 Refused by name: another ``hidden_act``, ``use_sliding_window`` (transformers' layers attend to every key),
 ``attn_output_gate: false`` (transformers' Qwen3.5 gates every full layer regardless), a ``mamba_ssm_dtype`` other
@@ -25,7 +27,11 @@ Tensors: the Llama names for the full layers (``self_attn.q_proj`` holds the que
 | gate]``: split into ``W_query`` and ``W_gate``), ``linear_attn.*`` for the DeltaNet layers: Qwen3.5's
 ``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a`` as they are; Qwen3-Next's ``in_proj_qkvz`` and
 ``in_proj_ba``, fused per key head (``[q_h, k_h, v_group, z_group]`` and ``[b_group, a_group]``), taken apart into
-the same four. The multi-token-prediction head (``mtp.*``) is not part of the language model: skipped.
+the same four. A mixture's experts are stored one tensor each (``mlp.experts.{e}.gate_proj.weight``, as
+Qwen's files and transformers' ``save_pretrained`` write them; transformers fuses them in memory, not on disk) and
+stacked here into the experts' ``(E, ·, ·)`` parameters, beside ``mlp.gate`` (the router), ``mlp.shared_expert.*``
+and ``mlp.shared_expert_gate``. The multi-token-prediction head (``mtp.*``) is not part of the language model:
+skipped.
 """
 
 from __future__ import annotations
@@ -39,10 +45,11 @@ from torch import Tensor
 
 from attnlab.i18n import tr
 from attnlab.models.modern.qwen3_next import LAYER_KINDS, Qwen3NextConfig, interleaved_layer_types
-from attnlab.pretrained.checkpoint_files import Expected
+from attnlab.pretrained.checkpoint_files import Expected, read_tensors
 from attnlab.pretrained.config_fields import _LLAMA_LIKE, refuse_unknown_fields
 from attnlab.pretrained.decoder_configs import _build, _need, _refuse, _shapes, rope_of
-from attnlab.pretrained.decoder_weights import IGNORED, llama_layout
+from attnlab.pretrained.decoder_weights import IGNORED, _as_is, llama_layout
+from attnlab.pretrained.deepseek import _PART, _stack_experts
 
 #: stored beside the language model but not part of it: the multi-token-prediction head
 SKIPPED = re.compile(rf"{IGNORED.pattern}|^mtp\.")
@@ -89,16 +96,21 @@ def _rope(raw: dict[str, Any], head_dim: int, path: Path) -> tuple[float, dict[s
     return base, scaling, factor
 
 
-def _feed_forward(raw: dict[str, Any], layers: int, path: Path) -> None:
-    """Qwen3-Next's layers with a mixture of experts: refused for now (every layer dense is read)."""
-    experts = raw.get("num_experts") or 0
-    step = raw.get("decoder_sparse_step") or 1
-    dense = set(raw.get("mlp_only_layers") or [])
-    sparse = [i for i in range(layers) if i not in dense and experts > 0 and (i + 1) % step == 0]
-    if sparse:
-        raise _refuse(path, "num_experts", experts, tr("layers {layers} would be a mixture of experts, which attnlab "
-                                                       "does not load yet (it loads the dense layers of "
-                                                       "mlp_only_layers)", layers=sparse))
+def _feed_forward(family: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """Qwen3-Next's mixture-of-experts fields (none in Qwen3.5's dense text model: refused there as unknown)."""
+    if family != "qwen3_next":
+        return {}
+    fields = dict(num_experts=raw.get("num_experts") or 0, decoder_sparse_step=_or(raw, "decoder_sparse_step", 1),
+                  mlp_only_layers=raw.get("mlp_only_layers") or [])
+    defaults = dict(num_experts_per_tok=10, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                    norm_topk_prob=True)   # transformers' Qwen3NextConfig's, where config.json leaves one out
+    return {**fields, **{name: _or(raw, name, default) for name, default in defaults.items()}}
+
+
+def _or(raw: dict[str, Any], name: str, default: Any) -> Any:
+    """``raw[name]``, or ``default`` where config.json leaves it out or writes null (a 0 or false is kept, to be
+    checked)."""
+    return default if raw.get(name) is None else raw[name]
 
 
 def read_config(family: str, raw: dict[str, Any], path: Path) -> Qwen3NextConfig:
@@ -119,7 +131,6 @@ def read_config(family: str, raw: dict[str, Any], path: Path) -> Qwen3NextConfig
     layers = shapes["num_layers"]
     if shapes["head_dim"] is None:
         shapes["head_dim"] = shapes["d_model"] // shapes["num_heads"]
-    _feed_forward(raw, layers, path)
     types = raw.get("layer_types") or interleaved_layer_types(layers, raw.get("full_attention_interval") or 4)
     base, scaling, factor = _rope(raw, shapes["head_dim"], path)
     bias = bool(raw.get("attention_bias", False))
@@ -131,7 +142,7 @@ def read_config(family: str, raw: dict[str, Any], path: Path) -> Qwen3NextConfig
         linear_num_value_heads=_need(raw, "linear_num_value_heads", path),
         linear_key_head_dim=_need(raw, "linear_key_head_dim", path),
         linear_value_head_dim=_need(raw, "linear_value_head_dim", path),
-        linear_conv_kernel=raw.get("linear_conv_kernel_dim", 4),
+        linear_conv_kernel=raw.get("linear_conv_kernel_dim", 4), **_feed_forward(family, raw),
     )
 
 
@@ -179,7 +190,6 @@ _LINEAR_TENSORS = ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight",
 def layout(family: str, shapes: dict[str, torch.Size], c: Qwen3NextConfig) -> dict[str, Expected]:
     """Checkpoint names -> ours, with the shapes the checkpoint stores (the module docstring)."""
     expected = llama_layout(shapes, c.num_layers, c.tie_weights)
-    as_is = lambda ours: lambda t: {ours: t}  # noqa: E731
     for i, kind in enumerate(c.layer_types or ()):  # always set by the config
         theirs, ours = f"model.layers.{i}.", f"blocks.{i}.attn"
         if kind == "full_attention":
@@ -193,7 +203,8 @@ def layout(family: str, shapes: dict[str, torch.Size], c: Qwen3NextConfig) -> di
         for name in [n for n in expected if n.startswith(f"{theirs}self_attn.")]:  # its out_proj is the DeltaNet's
             expected.pop(name)
         for name in _LINEAR_TENSORS:
-            expected[f"{theirs}linear_attn.{name}"] = Expected(tuple(shapes[f"{ours}.{name}"]), as_is(f"{ours}.{name}"))
+            mine = f"{ours}.{name}"
+            expected[f"{theirs}linear_attn.{name}"] = Expected(tuple(shapes[mine]), _as_is(mine))
         if family == "qwen3_next":  # fused per key head: taken apart
             qkv, z = shapes[f"{ours}.in_proj_qkv.weight"], shapes[f"{ours}.in_proj_z.weight"]
             b, a = shapes[f"{ours}.in_proj_b.weight"], shapes[f"{ours}.in_proj_a.weight"]
@@ -202,7 +213,36 @@ def layout(family: str, shapes: dict[str, torch.Size], c: Qwen3NextConfig) -> di
             expected[f"{theirs}linear_attn.in_proj_qkvz.weight"] = Expected((qkv[0] + z[0], qkv[1]),
                                                                             _unfused_qkvz(ours, c))
             expected[f"{theirs}linear_attn.in_proj_ba.weight"] = Expected((b[0] + a[0], b[1]), _unfused_ba(ours, c))
+    for i, sparse in enumerate(c.moe_layer_flags):
+        if sparse:
+            expected.update(_mixture_layout(shapes, i))
     return expected
 
 
-__all__ = ["LAYER_KINDS", "READ", "SKIPPED", "layout", "read_config"]
+_MIXTURE = {"mlp.gate.weight": "ff.router.weight", "mlp.shared_expert_gate.weight": "ff.shared_expert_gate.weight",
+            **{f"mlp.shared_expert.{p}.weight": f"ff.shared_experts.{p}.weight"
+               for p in ("gate_proj", "up_proj", "down_proj")}}
+
+
+def _mixture_layout(shapes: dict[str, torch.Size], i: int) -> dict[str, Expected]:
+    """Layer ``i``'s mixture of experts: the router, the shared expert and its gate as they are; each expert's three
+    projections to row ``e`` of ours (``<ours>#<e>``, stacked by :func:`read_state`)."""
+    theirs, ours = f"model.layers.{i}.", f"blocks.{i}."
+    expected = {theirs + name: Expected(tuple(shapes[ours + mine]), _as_is(ours + mine))
+                for name, mine in _MIXTURE.items()}
+    for proj in ("gate_proj", "up_proj", "down_proj"):
+        stacked = shapes[f"{ours}ff.experts.{proj}"]
+        for e in range(stacked[0]):
+            expected[f"{theirs}mlp.experts.{e}.{proj}.weight"] = Expected(
+                tuple(stacked[1:]), _as_is(f"{ours}ff.experts.{proj}{_PART}{e}"))
+    return expected
+
+
+def read_state(family: str, model_dir: Path, model: Any, dtype: torch.dtype) -> dict[str, Tensor]:
+    """The model's tensors from ``model_dir`` by :func:`layout`, checked name by name and shape by shape, each
+    mixture's experts stacked."""
+    shapes = {name: t.shape for name, t in model.state_dict().items()}
+    return _stack_experts(read_tensors(model_dir, layout(family, shapes, model.config), SKIPPED, dtype))
+
+
+__all__ = ["LAYER_KINDS", "READ", "SKIPPED", "layout", "read_config", "read_state"]

@@ -4,8 +4,8 @@
     linear layer   x += GatedDeltaNet(RMSNorm₁₊(x))        the delta rule's memory: :mod:`attnlab.attention.delta_net`
     full layer     x += GatedAttention(RMSNorm₁₊(x))       softmax attention, QK-norm, RoPE on a quarter of each
                                                            head, each head's context times σ(W_gate x)
-    every layer    x += SwiGLU(RMSNorm₁₊(x))               (Qwen3-Next's checkpoints: a mixture of experts, not
-                                                           built here yet; its dense layers are)
+    every layer    x += FF(RMSNorm₁₊(x))                   a SwiGLU of d_ff, or (Qwen3-Next's layers with
+                                                           num_experts) a mixture of experts: below
 
 with (1 + w) RMSNorms everywhere (``RMSNorm₁₊``, Gemma's; the q/k norms and the final norm too, not the DeltaNet's
 gated output norm). A softmax layer's cache grows with the length and a linear layer's does not: Qwen3.5-9B keeps
@@ -15,6 +15,19 @@ a memory of 2 MiB (float32) and 48 KiB of convolution inputs each, at any length
 Qwen3.5 is the same text model with its projections of the DeltaNet split (``in_proj_qkv``, ``in_proj_z``,
 ``in_proj_b``, ``in_proj_a``: attnlab's layout; Qwen3-Next fuses them per key head, the loader splits them) and its
 RoPE written as multimodal RoPE, which for text positions (the same position on every axis) is partial RoPE.
+
+Qwen3-Next's feed-forward is a mixture of experts (:mod:`attnlab.layers.moe`) in every layer ``i`` with ``(i + 1) %
+decoder_sparse_step == 0`` not listed in ``mlp_only_layers`` (those keep a SwiGLU of ``d_ff``):
+
+    p       = softmax(x · W_routerᵀ)                  (N, E)   over all num_experts
+    chosen  = top_k(p)                                 (N, k)   k = num_experts_per_tok
+    w       = p[chosen] / Σ p[chosen]                  (N, k)   with norm_topk_prob (else p[chosen])
+    y       = Σ_k w_k · SwiGLU_k(x) + σ(x · w_gate) · SwiGLU_shared(x)
+
+routed experts of ``moe_intermediate_size``, one shared expert of ``shared_expert_intermediate_size`` on every
+token, scaled by a sigmoid gate of its own (``shared_expert_gate``: one number a token). Qwen3-Next-80B-A3B: 512
+experts, 10 a token, in all 48 layers: 79.7 B parameters, of which a token uses 3.9 B (3.3 B besides the embedding
+and the head).
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from attnlab.attention.delta_net import GatedDeltaNetSpec
 from attnlab.attention.spec import AttentionSpec
 from attnlab.i18n import tr
 from attnlab.layers import ModernBlockSpec
+from attnlab.layers.moe import MoESpec, moe_layers
 from attnlab.layers.partial_rotary import PartialRotaryEmbedding
 from attnlab.models.caches.size import KeysAndValues, LayerCacheSize, State, cache_bytes
 from attnlab.models.modern.decoder import ModernDecoderConfig
@@ -54,6 +68,13 @@ class Qwen3NextConfig(ModernDecoderConfig):
         partial_rotary_factor: the fraction of each full-attention head RoPE turns (Qwen3-Next: 0.25).
         chunk_size: tokens per chunk of the delta rule (None: the recurrence, token by token); changes the order of
             the sums only.
+        num_experts: routed experts of each mixture-of-experts layer (0: every layer a dense SwiGLU of ``d_ff``).
+        num_experts_per_tok: experts each token goes to (``k``).
+        moe_intermediate_size: each routed expert's SwiGLU width.
+        shared_expert_intermediate_size: the gated shared expert's SwiGLU width.
+        norm_topk_prob: the chosen experts' softmax weights divided by their sum.
+        decoder_sparse_step: every ``decoder_sparse_step``-th layer is a mixture (1: every layer).
+        mlp_only_layers: layers kept dense whatever the step.
 
     Different defaults: ``layer_types`` (None: every fourth layer full), QK-norm per head, (1 + w) norms, ε 1e-6.
     """
@@ -68,6 +89,13 @@ class Qwen3NextConfig(ModernDecoderConfig):
     linear_conv_kernel: int = 4
     partial_rotary_factor: float = 0.25
     chunk_size: int | None = 64
+    num_experts: int = 0
+    num_experts_per_tok: int = 10
+    moe_intermediate_size: int = 512
+    shared_expert_intermediate_size: int = 512
+    norm_topk_prob: bool = True
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple[int, ...] = ()
 
     LAYER_TYPES: ClassVar[tuple[str, ...]] = LAYER_KINDS
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -78,6 +106,12 @@ class Qwen3NextConfig(ModernDecoderConfig):
         # Qwen3.5-9B's language model (its config.json's text_config; transformers' Qwen3_5TextConfig defaults)
         "qwen3.5-9b": dict(vocab_size=248320, context_length=262144, d_model=4096, num_layers=32, num_heads=16,
                            num_kv_heads=4, head_dim=256, d_ff=12288, rope_base=10000000.0, tie_weights=False),
+        # Qwen3-Next-80B-A3B (its config.json; transformers' Qwen3NextConfig defaults): every layer a mixture of 512
+        # experts, 10 a token, so d_ff (its intermediate_size) is built nowhere
+        "qwen3-next-80b-a3b": dict(vocab_size=151936, context_length=262144, d_model=2048, num_layers=48,
+                                   num_heads=16, num_kv_heads=2, head_dim=256, d_ff=5120, rope_base=10000000.0,
+                                   num_experts=512, num_experts_per_tok=10, moe_intermediate_size=512,
+                                   shared_expert_intermediate_size=512, tie_weights=False),
     }
 
     def __post_init__(self) -> None:
@@ -102,6 +136,31 @@ class Qwen3NextConfig(ModernDecoderConfig):
                                 owner=owner, factor=factor, rotary_dim=rotary_dim))
         if self.chunk_size is not None:
             check_positive_int(owner, "chunk_size", self.chunk_size, tr)
+        self._check_experts(owner)
+
+    def _check_experts(self, owner: str) -> None:
+        """The mixture's fields, each named with its value when wrong (read only with ``num_experts`` > 0)."""
+        experts = self.num_experts
+        if isinstance(experts, bool) or not isinstance(experts, int) or experts < 0:
+            raise ValueError(tr("{owner}: num_experts must be an int >= 0 (0: every layer dense), got {value!r}",
+                                owner=owner, value=experts))
+        check_positive_int(owner, "decoder_sparse_step", self.decoder_sparse_step, tr)
+        layers = self.mlp_only_layers
+        if not isinstance(layers, list | tuple) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.num_layers for i in layers):
+            raise ValueError(tr("{owner}: mlp_only_layers must list layer indices in [0, {layers}), got {value!r}",
+                                owner=owner, layers=self.num_layers, value=layers))
+        self.mlp_only_layers = tuple(layers)
+        if not experts:
+            return
+        for name in ("num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"):
+            check_positive_int(owner, name, getattr(self, name), tr)
+        if self.num_experts_per_tok > experts:
+            raise ValueError(tr("{owner}: num_experts_per_tok={k} must be at most num_experts={experts}",
+                                owner=owner, k=self.num_experts_per_tok, experts=experts))
+        if not isinstance(self.norm_topk_prob, bool):
+            raise ValueError(tr("{owner}: {name} must be True or False, got {value!r}", owner=owner,
+                                name="norm_topk_prob", value=self.norm_topk_prob))
 
     @property
     def width(self) -> int:
@@ -130,9 +189,27 @@ class Qwen3NextConfig(ModernDecoderConfig):
                                  self.linear_key_head_dim, self.linear_value_head_dim, self.linear_conv_kernel,
                                  self.norm_eps, self.chunk_size, owner="GatedDeltaNet")
 
+    @property
+    def moe_layer_flags(self) -> tuple[bool, ...]:
+        """Per layer, whether its feed-forward is a mixture of experts (as transformers' decoder layer decides)."""
+        if not self.num_experts:
+            return (False,) * self.num_layers
+        return moe_layers(self.num_layers, sparse_step=self.decoder_sparse_step, dense_layers=self.mlp_only_layers)
+
+    def moe_spec(self) -> MoESpec:
+        """A mixture-of-experts layer's feed-forward: a softmax over every expert, the ``num_experts_per_tok`` best
+        (renormalised with ``norm_topk_prob``), and the shared expert gated by σ(x · w_gate); the router's logits in
+        the model's dtype, its softmax in float32 and the weights cast back, as transformers computes them."""
+        return MoESpec(self.d_model, self.num_experts, self.num_experts_per_tok, self.moe_intermediate_size,
+                       scoring="softmax", topk_method="greedy", norm_topk_prob=self.norm_topk_prob,
+                       d_shared=self.shared_expert_intermediate_size, shared_gate=True, float32_router=False)
+
     def layer_spec(self, layer: int) -> ModernBlockSpec:
-        """Layer ``layer``: a Gated DeltaNet, or gated softmax attention (the output gate on the decoder's own spec)."""
+        """Layer ``layer``: a Gated DeltaNet, or gated softmax attention (the output gate on the decoder's own spec);
+        its feed-forward a SwiGLU or the mixture of experts (:attr:`moe_layer_flags`)."""
         spec = super().layer_spec(layer)
+        if self.moe_layer_flags[layer]:
+            spec = dataclasses.replace(spec, ff=self.moe_spec())
         if self.kinds[layer] == "linear_attention":
             return dataclasses.replace(spec, attention=self.delta_net_spec())
         attention = spec.attention

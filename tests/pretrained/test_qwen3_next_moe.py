@@ -1,0 +1,210 @@
+"""load_causal_lm: Qwen3-Next with its mixtures of experts, computed as transformers does.
+
+Each case is a 3:1 hybrid (three Gated DeltaNet layers, then gated attention) whose feed-forwards are transformers'
+``Qwen3NextSparseMoeBlock`` (8 experts, a softmax over all of them, the top 3, a shared expert gated by σ(x · w))
+except the layers ``mlp_only_layers`` keeps dense: layer 0 dense and 1-3 mixtures, renormalised top-k
+(``norm_topk_prob``), written by ``save_pretrained`` in 20 KB float32 shards and in bfloat16; and a mixture in every
+second layer (``decoder_sparse_step`` 2), the top-k weights as the softmax gave them, in one float32 file. Weights of
+order 1 (tests/hf_checkpoints.py: matrices std 0.1, the router's too, and every 1-D parameter perturbed), so the
+router's choice is far from flat. Logits agree to 1e-4 on left-padded batches of 16 and 90 tokens (two chunks of the
+delta rule) and on each row alone; greedy decoding gives the same 40 tokens as ``generate``, alone and
+in a left-padded batch; the cache equals recomputing; the experts' readable loop and their batched form give the
+same logits.
+"""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from attnlab.generation import GenerationConfig
+from attnlab.layers.moe import MixtureOfExperts
+from attnlab.layers.swiglu import SwiGLU
+from attnlab.models.modern.hybrid import HybridDecoder
+from attnlab.models.modern.qwen3_next import Qwen3NextConfig
+from attnlab.pretrained import load_causal_lm
+from hf_checkpoints import (
+    VOCAB,
+    cached_and_full_logits,
+    greedy_equals_generate,
+    hf_positions,
+    left_padded,
+    written_and_loaded,
+)
+
+transformers = pytest.importorskip("transformers")
+GREEDY = GenerationConfig(temperature=0)
+ATOL = 1e-4
+#: name -> the mixture's fields beyond COMMON
+CONFIGS = {
+    "moe": dict(mlp_only_layers=[0], decoder_sparse_step=1, norm_topk_prob=True),
+    "moe-every-second": dict(mlp_only_layers=[], decoder_sparse_step=2, norm_topk_prob=False),
+}
+CASES = [("moe", "sharded"), ("moe", "bf16"), ("moe-every-second", "plain")]
+IDS = [f"{name}-{storage}" for name, storage in CASES]
+
+
+def hf_config(name: str):
+    return transformers.Qwen3NextConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=160, linear_num_key_heads=2,
+        linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=6, rms_norm_eps=1e-6,
+        rope_parameters=dict(rope_type="default", rope_theta=1000.0, partial_rotary_factor=0.5), num_experts=8,
+        num_experts_per_tok=3, moe_intermediate_size=12, shared_expert_intermediate_size=20, bos_token_id=None,
+        eos_token_id=None, pad_token_id=None, **CONFIGS[name])
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """(name, storage) -> (directory, transformers model, attnlab model, tokenizer); written once for the module.
+    Written with the model type's own class: ``written_and_loaded`` takes the family from the name's first part."""
+    root = tmp_path_factory.mktemp("hf-qwen3-next-moe")
+    named = [(f"qwen3_next-{name}", storage) for name, storage in CASES]
+    loaded = written_and_loaded(root, named, lambda arch: hf_config(arch.removeprefix("qwen3_next-")), std=0.1)
+    return {case: loaded[f"qwen3_next-{case[0]}", case[1]] for case in CASES}
+
+
+def test_each_layer_has_the_feed_forward_transformers_gives_it(checkpoints):
+    for (name, _), (d, hf, model, _) in checkpoints.items():
+        assert isinstance(model, HybridDecoder) and isinstance(model.config, Qwen3NextConfig)
+        theirs = [type(layer.mlp).__name__ for layer in hf.model.layers]
+        ours = [type(block.ff) for block in model.blocks]
+        assert ours == [MixtureOfExperts if t == "Qwen3NextSparseMoeBlock" else SwiGLU for t in theirs]
+        assert theirs.count("Qwen3NextSparseMoeBlock") == (3 if name == "moe" else 2)
+        moe = next(block.ff for block in model.blocks if isinstance(block.ff, MixtureOfExperts))
+        s = moe.spec
+        assert (s.num_experts, s.top_k, s.d_expert, s.d_shared, s.scoring, s.shared_gate, s.float32_router) == \
+            (8, 3, 12, 20, "softmax", True, False)
+        assert s.norm_topk_prob == (name == "moe")
+        with safe_open(str(next(d.glob("*.safetensors"))), framework="pt") as f:  # one tensor per expert on disk
+            assert not any(k.endswith("experts.gate_up_proj") for k in f.keys())  # noqa: SIM118
+    assert len(list(checkpoints["moe", "sharded"][0].glob("*.safetensors"))) > 1
+
+
+def test_the_routers_choices_are_far_from_flat(checkpoints):
+    """Every expert chosen by some token, and the chosen weights spread (at transformers' init each is ~1/3)."""
+    _, _, model, _ = checkpoints["moe", "sharded"]
+    ids, _ = left_padded((40,), 40, seed=4)
+    seen = {}
+    hooks = [block.ff.router.register_forward_hook(lambda m, i, out, b=b: seen.__setitem__(b, out))
+             for b, block in enumerate(model.blocks) if isinstance(block.ff, MixtureOfExperts)]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for weights, chosen in seen.values():
+        assert chosen.unique().numel() == 8
+        assert float(weights[:, 0].max() - weights[:, 0].min()) > 0.3
+
+
+@pytest.mark.parametrize(("name", "storage"), CASES, ids=IDS)
+@pytest.mark.parametrize(("t", "lengths"), [(16, (16, 11, 5)), (90, (90, 83))])
+def test_logits_equal_transformers_with_and_without_left_padding(name, storage, t, lengths, checkpoints):
+    """A left-padded batch, and each row alone: both against transformers' logits of the same input (a padded row
+    and the same row alone start the delta rule's chunks at other tokens, and transformers' own two differ by up to
+    1.6e-4 at 90 tokens: each is compared with its own reference)."""
+    _, hf, model, _ = checkpoints[name, storage]
+    ids, mask = left_padded(lengths, t, seed=t)
+    with torch.no_grad():
+        got = model(ids, attention_mask=mask).logits
+        want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
+        assert want[mask.bool()].std() > 0.3  # logits of order 1: a wrong weight could not hide
+        for i, n in enumerate(lengths):
+            real = slice(t - n, t)
+            torch.testing.assert_close(got[i, real], want[i, real], atol=ATOL, rtol=0)
+            alone = ids[i : i + 1, real]
+            torch.testing.assert_close(model(alone).logits, hf(alone).logits, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize(("name", "storage"), CASES, ids=IDS)
+def test_greedy_40_tokens_equal_transformers(name, storage, checkpoints):
+    _, hf, model, _ = checkpoints[name, storage]
+    greedy_equals_generate(hf, model, GREEDY)
+
+
+@pytest.mark.parametrize(("name", "storage"), CASES[1:], ids=IDS[1:])  # the shards hold the bf16 file's weights
+def test_cache_equals_recomputation(name, storage, checkpoints):
+    """70 tokens in one call (two chunks of the delta rule), then one at a time from the cached memories."""
+    model = checkpoints[name, storage][2]
+    ids, mask = left_padded((90, 77), 90, seed=2)
+    cached, full = cached_and_full_logits(model, ids, mask, 70)
+    real = mask.bool()
+    scale = float(full[real].abs().max().clamp(min=1))  # 1e-5 of the largest logit: float32 rounding
+    torch.testing.assert_close(cached[real], full[real], atol=1e-5 * scale, rtol=0)
+
+
+def with_experts_in(model, form):
+    """The same model with every mixture's experts computed in ``form`` (the spec is the module's recipe)."""
+    for block in model.blocks:
+        if isinstance(block.ff, MixtureOfExperts):
+            block.ff.spec = dataclasses.replace(block.ff.spec, form=form)
+    return model
+
+
+@pytest.mark.parametrize(("name", "storage"), CASES[1:], ids=IDS[1:])
+def test_the_experts_batched_form_equals_their_loop(name, storage, checkpoints):
+    model = checkpoints[name, storage][2]
+    ids, mask = left_padded((30, 19), 30, seed=6)
+    try:
+        with torch.no_grad():
+            loop = with_experts_in(model, "loop")(ids, attention_mask=mask).logits
+            batched = with_experts_in(model, "batched")(ids, attention_mask=mask).logits
+    finally:
+        with_experts_in(model, "loop")
+    torch.testing.assert_close(batched, loop, atol=1e-5, rtol=0)
+
+
+def test_qwen3_next_80b_a3b_has_transformers_parameter_count():
+    """transformers' Qwen3NextConfig defaults are Qwen3-Next-80B-A3B: both built on the meta device."""
+    with torch.device("meta"):
+        ours = HybridDecoder(Qwen3NextConfig.from_preset("qwen3-next-80b-a3b"))
+        theirs = transformers.Qwen3NextForCausalLM(transformers.Qwen3NextConfig())
+    assert ours.num_parameters() == theirs.num_parameters() == 79_674_391_296
+    c = ours.config
+    assert c.layer_types == theirs.config.layer_types and c.moe_layer_flags == (True,) * 48
+    # 12 full layers of 2 key/value heads of 256, in bfloat16
+    assert c.cache_bytes_per_token() == 12 * 2 * 2 * 256 * 2
+
+
+# ---- bad input: one line naming the field, never a silently wrong model --------------------------------------------
+def edited(checkpoints, tmp_path, **changes):
+    d = tmp_path / "bad"
+    shutil.copytree(checkpoints["moe-every-second", "plain"][0], d)
+    raw = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**raw, **changes}))
+    return d
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    ({"num_experts_per_tok": 9}, r"num_experts_per_tok=9 must be at most num_experts=8"),
+    ({"num_experts": -1}, r"num_experts must be an int >= 0 \(0: every layer dense\), got -1"),
+    ({"mlp_only_layers": [1, 4]}, r"mlp_only_layers must list layer indices in \[0, 4\), got \[1, 4\]"),
+    ({"decoder_sparse_step": -2}, r"decoder_sparse_step must be a positive int, got -2"),
+    ({"shared_expert_intermediate_size": 0}, r"shared_expert_intermediate_size must be a positive int, got 0"),
+    ({"norm_topk_prob": "yes"}, r"norm_topk_prob must be True or False, got 'yes'"),
+    # the config and the tensors disagree: the first tensor that shows it, named with both shapes
+    ({"moe_intermediate_size": 16}, r"tensor 'model\.layers\.1\.mlp\.experts\.0\.down_proj\.weight' has shape "
+                                    r"\(32, 12\), but the model in config.json expects \(32, 16\)"),
+    ({"num_experts": 4, "num_experts_per_tok": 2}, r"unexpected tensor 'model\.layers\.1\.mlp\.experts\.4\."),
+    ({"mlp_only_layers": [1]}, r"unexpected tensor 'model\.layers\.1\.mlp\.experts\.0\.down_proj\.weight'"),
+])
+def test_bad_mixture_fields_are_one_line_naming_the_field(checkpoints, tmp_path, changes, match):
+    with pytest.raises(ValueError, match=match):
+        load_causal_lm(edited(checkpoints, tmp_path, **changes))
+
+
+@pytest.mark.parametrize(("changes", "match"), [
+    (dict(num_experts=4, num_experts_per_tok=5), r"Qwen3NextConfig: num_experts_per_tok=5 must be at most "
+                                                 r"num_experts=4"),
+    (dict(num_experts=4, moe_intermediate_size=0), r"moe_intermediate_size must be a positive int, got 0"),
+    (dict(mlp_only_layers=(-1,)), r"mlp_only_layers must list layer indices in \[0, 4\), got \(-1,\)"),
+    (dict(decoder_sparse_step=0), r"decoder_sparse_step must be a positive int, got 0"),
+])
+def test_bad_configs_are_one_line_naming_the_field(changes, match):
+    with pytest.raises(ValueError, match=match):
+        Qwen3NextConfig.from_preset("tiny", **changes)
