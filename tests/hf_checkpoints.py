@@ -139,7 +139,8 @@ def model_class(arch: str):
             "qwen3": transformers.Qwen3ForCausalLM, "gemma2": transformers.Gemma2ForCausalLM,
             "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "diffllama": transformers.DiffLlamaForCausalLM, "smollm3": transformers.SmolLM3ForCausalLM,
-            "qwen3_next": transformers.Qwen3NextForCausalLM, "qwen3_5_text": transformers.Qwen3_5ForCausalLM}[family]
+            "qwen3_next": transformers.Qwen3NextForCausalLM, "qwen3_5_text": transformers.Qwen3_5ForCausalLM,
+            "qwen3_5_moe_text": transformers.Qwen3_5MoeForCausalLM}[family]
 
 
 def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None,

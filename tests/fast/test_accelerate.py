@@ -28,10 +28,12 @@ SMALL = {
     "diffllama": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2,
                       d_ff=72),
     "smollm3": dict(vocab_size=97, context_length=48, d_model=32, num_layers=4, num_heads=4, num_kv_heads=2, d_ff=72),
-    # layers 0-2 Gated DeltaNet, 3 gated attention; the delta rule in chunks of 4, so 11 tokens run three
+    # layers 0-2 Gated DeltaNet, 3 gated attention; the delta rule in chunks of 4, so 11 tokens run three; layer 0
+    # a dense SwiGLU, 1-3 mixtures of 4 experts
     "qwen3_next": dict(vocab_size=97, context_length=48, d_model=32, num_layers=4, num_heads=4, num_kv_heads=2,
                        head_dim=8, d_ff=72, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
-                       linear_value_head_dim=8, chunk_size=4),
+                       linear_value_head_dim=8, chunk_size=4, num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=16, shared_expert_intermediate_size=24, mlp_only_layers=(0,)),
     "deepseek": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, d_ff=72,
                      kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8,
                      n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1,

@@ -153,7 +153,7 @@ def test_unsupported_architecture_names_it_and_the_supported(checkpoints, tmp_pa
                                          r"DiffLlamaForCausalLM, GPT2LMHeadModel, Gemma2ForCausalLM, "
                                          r"Gemma3ForCausalLM, LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, "
                                          r"Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, "
-                                         r"Qwen3_5ForCausalLM, SmolLM3ForCausalLM"):
+                                         r"Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, SmolLM3ForCausalLM"):
         load_causal_lm(d)
 
 

@@ -1,10 +1,11 @@
-"""load_causal_lm: Qwen3-Next with its mixtures of experts, computed as transformers does.
+"""load_causal_lm: Qwen3-Next and Qwen3.5-MoE with their mixtures of experts, computed as transformers does.
 
 Each case is a 3:1 hybrid (three Gated DeltaNet layers, then gated attention) whose feed-forwards are transformers'
 ``Qwen3NextSparseMoeBlock`` (8 experts, a softmax over all of them, the top 3, a shared expert gated by σ(x · w))
 except the layers ``mlp_only_layers`` keeps dense: layer 0 dense and 1-3 mixtures, renormalised top-k
 (``norm_topk_prob``), written by ``save_pretrained`` in 20 KB float32 shards and in bfloat16; and a mixture in every
-second layer (``decoder_sparse_step`` 2), the top-k weights as the softmax gave them, in one float32 file. Weights of
+second layer (``decoder_sparse_step`` 2), the top-k weights as the softmax gave them, in one float32 file; and
+Qwen3.5-MoE's language model (every layer a mixture, its multimodal RoPE), in bfloat16. Weights of
 order 1 (tests/hf_checkpoints.py: matrices std 0.1, the router's too, and every 1-D parameter perturbed), so the
 router's choice is far from flat. Logits agree to 1e-4 on left-padded batches of 16 and 90 tokens (two chunks of the
 delta rule) and on each row alone; greedy decoding gives the same 40 tokens as ``generate``, alone and
@@ -38,47 +39,57 @@ from hf_checkpoints import (
 transformers = pytest.importorskip("transformers")
 GREEDY = GenerationConfig(temperature=0)
 ATOL = 1e-4
-#: name -> the mixture's fields beyond COMMON
+#: name -> the mixture's fields (Qwen3-Next's; Qwen3.5-MoE's config has no others)
 CONFIGS = {
     "moe": dict(mlp_only_layers=[0], decoder_sparse_step=1, norm_topk_prob=True),
     "moe-every-second": dict(mlp_only_layers=[], decoder_sparse_step=2, norm_topk_prob=False),
+    "qwen3.5-moe": {},
 }
-CASES = [("moe", "sharded"), ("moe", "bf16"), ("moe-every-second", "plain")]
+CASES = [("moe", "sharded"), ("moe", "bf16"), ("moe-every-second", "plain"), ("qwen3.5-moe", "bf16")]
 IDS = [f"{name}-{storage}" for name, storage in CASES]
+#: how many of the 4 layers are mixtures
+MIXTURES = {"moe": 3, "moe-every-second": 2, "qwen3.5-moe": 4}
+
+
+def family(name: str) -> str:
+    return "qwen3_5_moe_text" if name == "qwen3.5-moe" else "qwen3_next"
 
 
 def hf_config(name: str):
-    return transformers.Qwen3NextConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=160, linear_num_key_heads=2,
-        linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=6, rms_norm_eps=1e-6,
-        rope_parameters=dict(rope_type="default", rope_theta=1000.0, partial_rotary_factor=0.5), num_experts=8,
-        num_experts_per_tok=3, moe_intermediate_size=12, shared_expert_intermediate_size=20, bos_token_id=None,
-        eos_token_id=None, pad_token_id=None, **CONFIGS[name])
+    common = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=8, max_position_embeddings=160, linear_num_key_heads=2, linear_num_value_heads=4,
+                  linear_key_head_dim=8, linear_value_head_dim=6, rms_norm_eps=1e-6, num_experts=8,
+                  num_experts_per_tok=3, moe_intermediate_size=12, shared_expert_intermediate_size=20,
+                  bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    rope = dict(rope_type="default", rope_theta=1000.0, partial_rotary_factor=0.5)
+    if family(name) == "qwen3_5_moe_text":
+        return transformers.Qwen3_5MoeTextConfig(**common, rope_parameters={**rope, "mrope_section": [1, 1, 0],
+                                                                            "mrope_interleaved": True})
+    return transformers.Qwen3NextConfig(**common, intermediate_size=48, rope_parameters=rope, **CONFIGS[name])
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    """(name, storage) -> (directory, transformers model, attnlab model, tokenizer); written once for the module.
-    Written with the model type's own class: ``written_and_loaded`` takes the family from the name's first part."""
+    """(name, storage) -> (directory, transformers model, attnlab model, tokenizer); written once for the module
+    (``written_and_loaded`` takes the model class from the first part of ``<family>-<name>``)."""
     root = tmp_path_factory.mktemp("hf-qwen3-next-moe")
-    named = [(f"qwen3_next-{name}", storage) for name, storage in CASES]
-    loaded = written_and_loaded(root, named, lambda arch: hf_config(arch.removeprefix("qwen3_next-")), std=0.1)
-    return {case: loaded[f"qwen3_next-{case[0]}", case[1]] for case in CASES}
+    named = [(f"{family(name)}-{name}", storage) for name, storage in CASES]
+    loaded = written_and_loaded(root, named, lambda arch: hf_config(arch.split("-", 1)[1]), std=0.1)
+    return {(name, storage): loaded[f"{family(name)}-{name}", storage] for name, storage in CASES}
 
 
 def test_each_layer_has_the_feed_forward_transformers_gives_it(checkpoints):
     for (name, _), (d, hf, model, _) in checkpoints.items():
         assert isinstance(model, HybridDecoder) and isinstance(model.config, Qwen3NextConfig)
-        theirs = [type(layer.mlp).__name__ for layer in hf.model.layers]
-        ours = [type(block.ff) for block in model.blocks]
-        assert ours == [MixtureOfExperts if t == "Qwen3NextSparseMoeBlock" else SwiGLU for t in theirs]
-        assert theirs.count("Qwen3NextSparseMoeBlock") == (3 if name == "moe" else 2)
+        theirs = [type(layer.mlp).__name__.endswith("SparseMoeBlock") for layer in hf.model.layers]
+        assert [type(block.ff) for block in model.blocks] == [MixtureOfExperts if t else SwiGLU for t in theirs]
+        assert sum(theirs) == MIXTURES[name]
         moe = next(block.ff for block in model.blocks if isinstance(block.ff, MixtureOfExperts))
         s = moe.spec
         assert (s.num_experts, s.top_k, s.d_expert, s.d_shared, s.scoring, s.shared_gate, s.float32_router) == \
             (8, 3, 12, 20, "softmax", True, False)
-        assert s.norm_topk_prob == (name == "moe")
+        assert s.norm_topk_prob == (name != "moe-every-second")
+        assert json.loads((d / "config.json").read_text())["model_type"] == family(name)
         with safe_open(str(next(d.glob("*.safetensors"))), framework="pt") as f:  # one tensor per expert on disk
             assert not any(k.endswith("experts.gate_up_proj") for k in f.keys())  # noqa: SIM118
     assert len(list(checkpoints["moe", "sharded"][0].glob("*.safetensors"))) > 1
@@ -159,22 +170,25 @@ def test_the_experts_batched_form_equals_their_loop(name, storage, checkpoints):
     torch.testing.assert_close(batched, loop, atol=1e-5, rtol=0)
 
 
-def test_qwen3_next_80b_a3b_has_transformers_parameter_count():
-    """transformers' Qwen3NextConfig defaults are Qwen3-Next-80B-A3B: both built on the meta device."""
+@pytest.mark.parametrize(("preset", "family", "count", "mixtures"), [
+    ("qwen3-next-80b-a3b", "Qwen3Next", 79_674_391_296, 48), ("qwen3.5-35b-a3b", "Qwen3_5Moe", 34_660_610_688, 40)])
+def test_the_real_size_presets_have_transformers_parameter_count(preset, family, count, mixtures):
+    """transformers' config defaults are Qwen3-Next-80B-A3B and Qwen3.5-35B-A3B: both built on the meta device."""
+    config_class = getattr(transformers, f"{family}Config" if family == "Qwen3Next" else f"{family}TextConfig")
     with torch.device("meta"):
-        ours = HybridDecoder(Qwen3NextConfig.from_preset("qwen3-next-80b-a3b"))
-        theirs = transformers.Qwen3NextForCausalLM(transformers.Qwen3NextConfig())
-    assert ours.num_parameters() == theirs.num_parameters() == 79_674_391_296
+        ours = HybridDecoder(Qwen3NextConfig.from_preset(preset))
+        theirs = getattr(transformers, f"{family}ForCausalLM")(config_class())
+    assert ours.num_parameters() == theirs.num_parameters() == count
     c = ours.config
-    assert c.layer_types == theirs.config.layer_types and c.moe_layer_flags == (True,) * 48
-    # 12 full layers of 2 key/value heads of 256, in bfloat16
-    assert c.cache_bytes_per_token() == 12 * 2 * 2 * 256 * 2
+    assert c.layer_types == theirs.config.layer_types and c.moe_layer_flags == (True,) * mixtures
+    # a quarter of the layers full, each 2 key/value heads of 256 in bfloat16
+    assert c.cache_bytes_per_token() == mixtures // 4 * 2 * 2 * 256 * 2
 
 
 # ---- bad input: one line naming the field, never a silently wrong model --------------------------------------------
-def edited(checkpoints, tmp_path, **changes):
+def edited(checkpoints, tmp_path, name="moe-every-second", **changes):
     d = tmp_path / "bad"
-    shutil.copytree(checkpoints["moe-every-second", "plain"][0], d)
+    shutil.copytree(checkpoints[name, "bf16" if name == "qwen3.5-moe" else "plain"][0], d)
     raw = json.loads((d / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**raw, **changes}))
     return d
@@ -192,6 +206,11 @@ def edited(checkpoints, tmp_path, **changes):
                                     r"\(32, 12\), but the model in config.json expects \(32, 16\)"),
     ({"num_experts": 4, "num_experts_per_tok": 2}, r"unexpected tensor 'model\.layers\.1\.mlp\.experts\.4\."),
     ({"mlp_only_layers": [1]}, r"unexpected tensor 'model\.layers\.1\.mlp\.experts\.0\.down_proj\.weight'"),
+    # Qwen3.5-MoE: every layer a mixture, renormalised; fields that would say otherwise are refused by name
+    ({"name": "qwen3.5-moe", "mlp_only_layers": [0]}, r"cannot honour mlp_only_layers=\[0\]: attnlab does not "
+                                                      r"implement this field of a qwen3_5_moe_text config"),
+    ({"name": "qwen3.5-moe", "norm_topk_prob": False}, r"cannot honour norm_topk_prob=False"),
+    ({"name": "qwen3.5-moe", "num_experts_per_tok": 9}, r"num_experts_per_tok=9 must be at most num_experts=8"),
 ])
 def test_bad_mixture_fields_are_one_line_naming_the_field(checkpoints, tmp_path, changes, match):
     with pytest.raises(ValueError, match=match):

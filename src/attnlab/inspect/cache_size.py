@@ -43,6 +43,7 @@ REAL_MODELS: list[RealModel] = [
     RealModel("Llama-3-8B", N_("GQA, 8 KV heads"), _preset("modern", "llama-3-8b")),
     RealModel("Gemma-3-1B", N_("window 512, 5:1"), _preset("modern", "gemma-3-1b")),
     RealModel("Qwen3.5-9B", N_("DeltaNet 3:1 + GQA"), _preset("qwen3_next", "qwen3.5-9b")),
+    RealModel("Qwen3-Next-80B", N_("DeltaNet 3:1 + GQA"), _preset("qwen3_next", "qwen3-next-80b-a3b")),
     RealModel("DeepSeek-V3", N_("MLA 512 + rope 64"), _preset("deepseek", "deepseek-v3")),
     RealModel("DeepSeek-V3.2", N_("DSA: MLA + index 128"), _preset("deepseek", "deepseek-v3.2")),
 ]

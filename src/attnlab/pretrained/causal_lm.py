@@ -1,5 +1,6 @@
 """``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DiffLlama, SmolLM3,
-Qwen3-Next, Qwen3.5 (text), DeepSeek-V2, V3 or V3.2 checkpoint from a Hugging Face model directory, offline.
+Qwen3-Next, Qwen3.5 (text, dense or MoE), DeepSeek-V2, V3 or V3.2 checkpoint from a Hugging Face model directory,
+offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
@@ -66,7 +67,8 @@ def _deepseek_reader(family: str, raw: dict[str, Any], path: Path) -> Any:
 FAMILIES: dict[str, FamilyLoader] = {
     **{m.FAMILY: FamilyLoader(m.read_config, m.layout, ModernDecoder) for m in (diffllama_loader, smollm3_loader)},
     **{family: FamilyLoader(partial(qwen3_next_config, family), None, HybridDecoder,
-                            read_state=partial(qwen3_next_state, family)) for family in ("qwen3_next", "qwen3_5_text")},
+                            read_state=partial(qwen3_next_state, family))
+       for family in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
     **{family: FamilyLoader(partial(_deepseek_reader, family), None, DeepseekModel, read_state=read_deepseek_state)
        for family in ("deepseek_v2", "deepseek_v3", "deepseek_v32")}}
 
@@ -134,7 +136,8 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
         path: a directory with ``config.json`` (``architectures`` one of :data:`SUPPORTED`: GPT2LMHeadModel,
             LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
             Gemma3ForCausalLM, Phi3ForCausalLM, DiffLlamaForCausalLM, SmolLM3ForCausalLM, Qwen3NextForCausalLM,
-            Qwen3_5ForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, DeepseekV32ForCausalLM),
+            Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM,
+            DeepseekV32ForCausalLM),
             ``model.safetensors`` (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.

@@ -1,5 +1,6 @@
-"""Qwen3-Next (``qwen3_next``) and Qwen3.5's language model (``qwen3_5_text``): ``config.json`` -> a
-:class:`~attnlab.models.modern.qwen3_next.Qwen3NextConfig`, and their tensors -> attnlab's names.
+"""Qwen3-Next (``qwen3_next``) and Qwen3.5's language models, dense (``qwen3_5_text``) and MoE
+(``qwen3_5_moe_text``): ``config.json`` -> a :class:`~attnlab.models.modern.qwen3_next.Qwen3NextConfig`, and their
+tensors -> attnlab's names.
 
 Fields read, as transformers 5 writes them (and the top-level ``rope_theta``, ``partial_rotary_factor`` and
 ``full_attention_interval`` of the files written before it):
@@ -17,7 +18,9 @@ Fields read, as transformers 5 writes them (and the top-level ``rope_theta``, ``
 * Qwen3-Next's feed-forward: ``num_experts`` (0: every layer dense), ``num_experts_per_tok``,
   ``moe_intermediate_size``, ``shared_expert_intermediate_size``, ``norm_topk_prob``, and which layers are
   mixtures: ``decoder_sparse_step``, ``mlp_only_layers`` (a mixture of experts in each layer ``i`` with ``(i + 1) %
-  decoder_sparse_step == 0`` not listed there; the others a SwiGLU of ``intermediate_size``).
+  decoder_sparse_step == 0`` not listed there; the others a SwiGLU of ``intermediate_size``). Qwen3.5-MoE's four
+  of them: every layer a mixture, its top-k weights always renormalised (transformers' ``Qwen3_5MoeTopKRouter``),
+  no dense width.
 
 Refused by name: another ``hidden_act``, ``use_sliding_window`` (transformers' layers attend to every key),
 ``attn_output_gate: false`` (transformers' Qwen3.5 gates every full layer regardless), a ``mamba_ssm_dtype`` other
@@ -58,10 +61,9 @@ _LINEAR = frozenset(("linear_conv_kernel_dim", "linear_key_head_dim", "linear_va
                      "linear_num_value_heads", "layer_types", "full_attention_interval", "attention_bias",
                      "use_sliding_window", "attn_output_gate", "mamba_ssm_dtype"))
 #: the fields each family's reader looks at; and those of a multi-token-prediction head or a training loss only
-READ = {"qwen3_next": _LLAMA_LIKE | _LINEAR | {"decoder_sparse_step", "mlp_only_layers", "num_experts",
-                                               "num_experts_per_tok", "moe_intermediate_size",
-                                               "shared_expert_intermediate_size", "norm_topk_prob"},
-        "qwen3_5_text": _LLAMA_LIKE | _LINEAR}
+_EXPERTS = frozenset(("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"))
+READ = {"qwen3_next": _LLAMA_LIKE | _LINEAR | _EXPERTS | {"decoder_sparse_step", "mlp_only_layers", "norm_topk_prob"},
+        "qwen3_5_text": _LLAMA_LIKE | _LINEAR, "qwen3_5_moe_text": _LLAMA_LIKE | _LINEAR | _EXPERTS}
 INERT = frozenset(("output_router_logits", "router_aux_loss_coef", "mtp_num_hidden_layers",
                    "mtp_use_dedicated_embeddings"))
 
@@ -97,13 +99,19 @@ def _rope(raw: dict[str, Any], head_dim: int, path: Path) -> tuple[float, dict[s
 
 
 def _feed_forward(family: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """Qwen3-Next's mixture-of-experts fields (none in Qwen3.5's dense text model: refused there as unknown)."""
-    if family != "qwen3_next":
+    """The mixture-of-experts fields: Qwen3-Next's (its layers chosen by ``decoder_sparse_step`` and
+    ``mlp_only_layers``), Qwen3.5-MoE's (every layer, renormalised); none in Qwen3.5's dense model (refused there as
+    unknown). Each defaults to its transformers config's where config.json leaves it out."""
+    if family == "qwen3_5_text":
         return {}
-    fields = dict(num_experts=raw.get("num_experts") or 0, decoder_sparse_step=_or(raw, "decoder_sparse_step", 1),
-                  mlp_only_layers=raw.get("mlp_only_layers") or [])
-    defaults = dict(num_experts_per_tok=10, moe_intermediate_size=512, shared_expert_intermediate_size=512,
-                    norm_topk_prob=True)   # transformers' Qwen3NextConfig's, where config.json leaves one out
+    if family == "qwen3_next":
+        fields = dict(num_experts=raw.get("num_experts") or 0, mlp_only_layers=raw.get("mlp_only_layers") or [],
+                      decoder_sparse_step=_or(raw, "decoder_sparse_step", 1),
+                      norm_topk_prob=_or(raw, "norm_topk_prob", True))
+        defaults = dict(num_experts_per_tok=10, moe_intermediate_size=512, shared_expert_intermediate_size=512)
+    else:
+        fields = dict(num_experts=_or(raw, "num_experts", 256), norm_topk_prob=True)
+        defaults = dict(num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512)
     return {**fields, **{name: _or(raw, name, default) for name, default in defaults.items()}}
 
 
@@ -114,7 +122,8 @@ def _or(raw: dict[str, Any], name: str, default: Any) -> Any:
 
 
 def read_config(family: str, raw: dict[str, Any], path: Path) -> Qwen3NextConfig:
-    """A ``qwen3_next`` or ``qwen3_5_text`` ``config.json`` -> :class:`Qwen3NextConfig` (the module docstring)."""
+    """A ``qwen3_next``, ``qwen3_5_text`` or ``qwen3_5_moe_text`` ``config.json`` -> :class:`Qwen3NextConfig` (the
+    module docstring)."""
     refuse_unknown_fields(family, {k: v for k, v in raw.items() if k not in INERT}, path, READ[family])
     act = raw.get("hidden_act", "silu")
     if act != "silu":
@@ -127,7 +136,9 @@ def read_config(family: str, raw: dict[str, Any], path: Path) -> Qwen3NextConfig
                       tr("transformers' {family} gates every full-attention layer", family=family))
     if raw.get("mamba_ssm_dtype", "float32") != "float32":
         raise _refuse(path, "mamba_ssm_dtype", raw["mamba_ssm_dtype"], tr("the memory is kept in float32"))
-    shapes = _shapes(raw, path)
+    # Qwen3.5-MoE has no dense layer, and no intermediate_size: the width is built nowhere
+    shapes = _shapes({"intermediate_size": _or(raw, "moe_intermediate_size", 512)} | raw
+                     if family == "qwen3_5_moe_text" else raw, path)
     layers = shapes["num_layers"]
     if shapes["head_dim"] is None:
         shapes["head_dim"] = shapes["d_model"] // shapes["num_heads"]

@@ -112,6 +112,12 @@ class Qwen3NextConfig(ModernDecoderConfig):
                                    num_heads=16, num_kv_heads=2, head_dim=256, d_ff=5120, rope_base=10000000.0,
                                    num_experts=512, num_experts_per_tok=10, moe_intermediate_size=512,
                                    shared_expert_intermediate_size=512, tie_weights=False),
+        # Qwen3.5-35B-A3B's language model (transformers' Qwen3_5MoeTextConfig defaults): every layer 256 experts,
+        # 8 a token; no dense layer (its config.json has no intermediate_size: d_ff is built nowhere)
+        "qwen3.5-35b-a3b": dict(vocab_size=248320, context_length=262144, d_model=2048, num_layers=40, num_heads=16,
+                                num_kv_heads=2, head_dim=256, d_ff=512, rope_base=10000000.0, num_experts=256,
+                                num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                                tie_weights=False),
     }
 
     def __post_init__(self) -> None:
