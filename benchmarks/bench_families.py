@@ -4,9 +4,10 @@
     .venv/bin/python benchmarks/bench_families.py --quick    # a smoke test: tiny shapes, one round
 
 For each family attnlab loads (DiffLlama, SmolLM3, Qwen3.5's hybrid of Gated DeltaNet and gated attention,
-DeepSeek-V3's multi-head latent attention and mixture of experts: :func:`configs`), a small random model is
-written by transformers (``save_pretrained``) and read back by ``load_causal_lm``; then, on one torch thread, in
-interleaved rounds (so that a change of load hits both alike), the median of:
+Qwen3-Next's with a mixture of experts in every layer, DeepSeek-V3's multi-head latent attention and mixture of
+experts: :func:`configs`), a small random model is written by transformers (``save_pretrained``) and read back by
+``load_causal_lm``; then, on one torch thread, in interleaved rounds (so that a change of load hits both alike), the
+median of:
 
 * **prefill**: one forward pass over ``T`` tokens (tokens/s);
 * **decoding**: greedy decoding of ``new`` tokens after a short prompt, at batch 1 and 8, with each library's cache
@@ -59,6 +60,12 @@ def configs(width: int, layers: int) -> dict[str, Callable[[], object]]:
             linear_num_key_heads=heads // 2, linear_num_value_heads=heads, linear_key_head_dim=width // heads,
             linear_value_head_dim=width // heads,
             rope_parameters={**rope, "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0]}),
+        "Qwen3-Next (DeltaNet 3:1, MoE)": lambda: transformers.Qwen3NextConfig(
+            **common, num_attention_heads=heads, num_key_value_heads=heads // 2, head_dim=width // heads,
+            linear_num_key_heads=heads // 2, linear_num_value_heads=heads, linear_key_head_dim=width // heads,
+            linear_value_head_dim=width // heads, rope_parameters={**rope, "partial_rotary_factor": 0.25},
+            num_experts=8, num_experts_per_tok=2, moe_intermediate_size=width // 2,
+            shared_expert_intermediate_size=width),
         "DeepSeek-V3 (MLA, MoE)": lambda: transformers.DeepseekV3Config(
             **common, num_attention_heads=heads, num_key_value_heads=heads, q_lora_rank=width // 2,
             kv_lora_rank=width // 4, qk_nope_head_dim=width // heads, qk_rope_head_dim=width // heads // 2,

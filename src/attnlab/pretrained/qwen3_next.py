@@ -18,9 +18,9 @@ Fields read, as transformers 5 writes them (and the top-level ``rope_theta``, ``
 * Qwen3-Next's feed-forward: ``num_experts`` (0: every layer dense), ``num_experts_per_tok``,
   ``moe_intermediate_size``, ``shared_expert_intermediate_size``, ``norm_topk_prob``, and which layers are
   mixtures: ``decoder_sparse_step``, ``mlp_only_layers`` (a mixture of experts in each layer ``i`` with ``(i + 1) %
-  decoder_sparse_step == 0`` not listed there; the others a SwiGLU of ``intermediate_size``). Qwen3.5-MoE's four
-  of them: every layer a mixture, its top-k weights always renormalised (transformers' ``Qwen3_5MoeTopKRouter``),
-  no dense width.
+  decoder_sparse_step == 0`` not listed there; the others a SwiGLU of ``intermediate_size``). Qwen3.5-MoE's config
+  has the first four only: every layer is a mixture, its top-k weights always renormalised (transformers'
+  ``Qwen3_5MoeTopKRouter``), and there is no dense width.
 
 Refused by name: another ``hidden_act``, ``use_sliding_window`` (transformers' layers attend to every key),
 ``attn_output_gate: false`` (transformers' Qwen3.5 gates every full layer regardless), a ``mamba_ssm_dtype`` other

@@ -145,7 +145,8 @@ class Qwen3NextConfig(ModernDecoderConfig):
         self._check_experts(owner)
 
     def _check_experts(self, owner: str) -> None:
-        """The mixture's fields, each named with its value when wrong (read only with ``num_experts`` > 0)."""
+        """The mixture's fields, each named with its value when wrong (which layers are mixtures always; the
+        mixture's own sizes only with ``num_experts`` > 0, where they are read)."""
         experts = self.num_experts
         if isinstance(experts, bool) or not isinstance(experts, int) or experts < 0:
             raise ValueError(tr("{owner}: num_experts must be an int >= 0 (0: every layer dense), got {value!r}",
