@@ -114,15 +114,15 @@ def write_tokenizer(path: Path) -> None:
     tok.save(str(path))
 
 
-def order_one_weights(model: torch.nn.Module, seed: int, std: float = 32 ** -0.5) -> None:
-    """Matrices N(0, std²) (1/32 by default), norm gains 1 + N(0, 0.2²), DiffLlama's λ vectors N(0, 0.3²), biases
+def order_one_weights(model: torch.nn.Module, seed: int, std: float | None = None) -> None:
+    """Matrices N(0, std²) (None: 1/32), norm gains 1 + N(0, 0.2²), DiffLlama's λ vectors N(0, 0.3²), biases
     N(0, 0.1²): logits of order 1."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=g)
             if p.dim() >= 2:
-                p.copy_(noise * std)
+                p.copy_(noise / 32**0.5 if std is None else noise * std)
             elif "lambda_" in name:  # DiffLlama's λ vectors: λ moves well away from λ_init
                 p.copy_(0.3 * noise)
             elif "norm" in name or ".ln_" in name or name.endswith("ln_f.weight"):
@@ -144,7 +144,7 @@ def model_class(arch: str):
 
 
 def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None,
-                     std: float = 32 ** -0.5):
+                     std: float | None = None):
     """Write a tiny ``arch`` checkpoint (``config``: a transformers config instead of :func:`hf_config`'s; ``std``:
     its matrices', :func:`order_one_weights`) into ``directory``; returns the transformers model (eval, float32).
 
@@ -166,7 +166,7 @@ def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "
     return model
 
 
-def written_and_loaded(root: Path, cases, config_of=None, std: float = 32 ** -0.5) -> dict:
+def written_and_loaded(root: Path, cases, config_of=None, std: float | None = None) -> dict:
     """Each ``(arch, storage)`` of ``cases`` written into ``root`` (``config_of(arch)``: a transformers config
     instead of :func:`hf_config`'s; ``std``: the matrices') and loaded: ``(arch, storage) -> (directory,
     transformers model, attnlab model, tokenizer)``."""
