@@ -18,7 +18,8 @@ KINDS = {
     "diffllama": (TINY, "differential attention"),
     "deepseek": (dict(MLA, index_topk=3), "DeepSeek sparse attention"),
     "qwen3_next": (dict(TINY, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
-                        linear_value_head_dim=8, chunk_size=4), "linear attention"),
+                        linear_value_head_dim=8, chunk_size=4, num_experts=4, num_experts_per_tok=2,
+                        moe_intermediate_size=16, shared_expert_intermediate_size=16), "linear attention"),
 }
 
 
