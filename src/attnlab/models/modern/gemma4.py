@@ -343,7 +343,7 @@ class Gemma4Decoder(ModernDecoder):
     def cache_layout(self) -> CacheLayout:
         """The layers that own keys, with their windows and RoPE; the shape says their count and the first one's
         heads and head size (each layer of :meth:`new_cache` has its own)."""
-        c, w = self.config, self.tok_emb.weight
+        w = self.tok_emb.weight
         owners = self.owners()
         return CacheLayout(CacheShape(len(owners), owners[0].num_kv_heads, owners[0].head_dim),
                            tuple(a.sliding_window for a in owners), compute_dtype(w), w.device,
