@@ -23,7 +23,7 @@ def baby(seed: int = 0, **changes) -> Gemma4Decoder:
     torch.manual_seed(seed)
     model = Gemma4Decoder(Gemma4Config.from_preset("baby", **changes)).eval()
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             p.copy_(torch.randn_like(p) * 0.1 if p.dim() >= 2 else 1 + 0.2 * torch.randn_like(p))
         for block in model.blocks:
             block.layer_scalar.fill_(1 + 0.2 * float(torch.randn(())))
