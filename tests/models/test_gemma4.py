@@ -150,3 +150,19 @@ def test_a_wrong_config_is_named(changes, match):
         Gemma4Config.from_preset("baby", **changes)
     with pytest.raises(TypeError, match=r"Gemma4Decoder: config must be a Gemma4Config"):
         Gemma4Decoder(object())  # type: ignore[arg-type]
+
+
+def test_capture_and_explain_work_through_the_owners_and_name_a_shared_kv_layer():
+    from attnlab.inspect import capture, explain
+
+    ids = torch.randint(0, 256, (9,), generator=torch.Generator().manual_seed(4)).tolist()
+    plain = baby(2, num_kv_shared_layers=0)  # every layer its own keys: scale 1, q/k/v norms, k_eq_v, windows
+    cap = capture(plain, ids)
+    assert cap.not_one_softmax is None and cap.keys[2].shape == (4, 9, 64)  # a global layer: heads of 64
+    for layer in range(6):
+        assert explain(cap, 8, layer=layer).max_abs_diff_weights < 1e-6
+    shared = capture(baby(2), ids)
+    assert shared.attentions[5].shape == (4, 9, 9) and shared.queries is None
+    with pytest.raises(ValueError, match=r"layer 4 is a shared-KV layer \(Gemma 4: its keys and values are an "
+                                         r"earlier layer's, computed there\)"):
+        explain(shared, 3)

@@ -37,7 +37,8 @@ from torch import Tensor, nn
 
 from attnlab.attention.cache import LayerCache
 from attnlab.attention.checks import as_batched, mask_heads, unbatch
-from attnlab.attention.multihead import MultiHeadAttention, RotaryLike
+from attnlab.attention.grouped_query import GroupedQueryAttention
+from attnlab.attention.multihead import RotaryLike
 from attnlab.attention.spec import AttentionSpec
 
 
@@ -101,13 +102,15 @@ class SharedKVAttentionSpec:
         return SharedKVAttention(self, rotary)
 
 
-class SharedKVAttention(MultiHeadAttention):
+class SharedKVAttention(GroupedQueryAttention):
     """Gemma 4's attention (see the module docstring): ``(B, T, d_in)`` -> ``(B, T, d_out)``; with
     ``return_weights`` also ``(B, H, T, L)``. Built from a :class:`SharedKVAttentionSpec`.
 
     Called as the one module is (self-attention, a cache, a padding mask, ``positions``, ``head_mask``), plus
     ``shared_kv``: an owner holds what it attended to there; a shared-KV layer reads it (and takes no cache: give it
-    ``positions``, it has no cache of its own to count them).
+    ``positions``, it has no cache of its own to count them). ``attnlab.inspect.capture`` records an owner's
+    queries, keys and values as its scores saw them (normalised, rotated); a shared-KV layer says what it is
+    (``not_one_softmax``: its keys are not its own to show), so ``explain`` names it rather than work through it.
     """
 
     def __init__(self, spec: SharedKVAttentionSpec, rotary: RotaryLike | None = None) -> None:
@@ -118,6 +121,7 @@ class SharedKVAttention(MultiHeadAttention):
         self.shared_spec, self.value_norm_eps = spec, spec.value_norm_eps
         if spec.kv_shared:  # an earlier layer's keys and values: no maps or norm for them (None: not in the state)
             self.W_key = self.W_value = None  # type: ignore[assignment]
+            self.not_one_softmax = "shared keys"
             if spec.attention.qk_norm is not None:
                 self.k_norm = None  # type: ignore[assignment]
         elif spec.k_eq_v:  # the key projection is the values too
@@ -179,11 +183,12 @@ class SharedKVAttention(MultiHeadAttention):
         return self.rotary.apply(queries, queries[:, :0], positions)[0]  # no keys of its own to turn
 
     def scored_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """As :meth:`MultiHeadAttention.scored_heads`; a shared-KV layer has no keys of its own to show."""
-        if self.shared_spec.kv_shared:
-            raise ValueError(f"{type(self).__name__}: a shared-KV layer attends to an earlier layer's keys; inspect "
-                             "that layer")
-        return super().scored_heads(x)
+        """As :meth:`MultiHeadAttention.scored_heads`; a shared-KV layer's queries and no keys or values (``(H, 0,
+        hd)``: they are its owner's, made in the owner's call)."""
+        if not self.shared_spec.kv_shared:
+            return super().scored_heads(x)
+        queries = self.shared_queries(x[None], None)[0]
+        return queries, queries[:, :0], queries[:, :0]
 
     def extra_repr(self) -> str:
         s = self.shared_spec
