@@ -166,3 +166,29 @@ def test_capture_and_explain_work_through_the_owners_and_name_a_shared_kv_layer(
     with pytest.raises(ValueError, match=r"layer 4 is a shared-KV layer \(Gemma 4: its keys and values are an "
                                          r"earlier layer's, computed there\)"):
         explain(shared, 3)
+
+
+def test_the_norms_gain_multiplies_in_float32_as_transformers_does_in_bf16():
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4RMSNorm as Theirs
+
+    from attnlab.layers import RMSNorm
+    from attnlab.models.modern.gemma4 import Gemma4RMSNorm
+
+    torch.manual_seed(0)
+    x = (3 * torch.randn(64, 256)).bfloat16()
+    theirs = Theirs(256)
+    with torch.no_grad():
+        theirs.weight.copy_(1 + 0.5 * torch.randn(256))
+    theirs = theirs.bfloat16()
+    ours, llama = Gemma4RMSNorm(256, eps=1e-6).bfloat16(), RMSNorm(256, eps=1e-6).bfloat16()
+    with torch.no_grad():
+        ours.weight.copy_(theirs.weight)
+        llama.weight.copy_(theirs.weight)
+        want = theirs(x)
+        differ = (llama(x) != want).float().mean()
+        torch.testing.assert_close(ours(x), want, atol=0, rtol=0)
+        torch.testing.assert_close(ours.formula(x), want, atol=0, rtol=2 ** -7)  # rsqrt written out: an ulp
+    assert differ > 0.1  # Llama's order (cast, then gain) rounds a quarter of them otherwise
+    model = baby()
+    assert all(type(m) is Gemma4RMSNorm for name, m in model.named_modules() if name.endswith("norm")
+               or name.endswith(("norm1", "norm2", "norm_f")))

@@ -33,7 +33,9 @@ per-layer inputs                   ``d_layer_input``: a table of ``num_layers ·
 ``layer_scalar``                   each block's output times a scalar of its own (stored in the checkpoint)
 =================================  ================================================================================
 
-The norms are plain ``w·x`` RMSNorms (``norm_unit_offset=False``); the final logits are soft-capped
+The norms are plain ``w·x`` RMSNorms (``norm_unit_offset=False``) whose gain multiplies in float32 before the cast
+back (:class:`Gemma4RMSNorm`: in bf16 a quarter of Llama's order's outputs round differently); the final logits are
+soft-capped
 (``final_softcap``). Not here: the mixture-of-experts layers (``enable_moe_block``) and bidirectional attention,
 refused by the loader by name.
 """
@@ -46,6 +48,7 @@ from functools import partial
 from typing import Any, ClassVar, cast
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.arguments import check_positive_int
@@ -65,6 +68,22 @@ from attnlab.models.modern.options import is_sliding
 
 #: transformers' default pattern: five sliding layers, then a global one
 _DEFAULT_TYPES = (["sliding_attention"] * 5 + ["full_attention"]) * 5
+
+
+class Gemma4RMSNorm(RMSNorm):
+    """An :class:`~attnlab.layers.RMSNorm` whose gain ``w`` multiplies the float32 normalised vector before it is
+    cast back, as Gemma 4's checkpoints were trained (Llama's order casts first, then multiplies): ``(..., D)`` ->
+    ``(..., D)``, the same in float32, different roundings in bf16."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.unit_offset or not self.fused:  # Gemma 3's (1 + w) is in float32 already; the formula: _gain
+            return super().forward(x)
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"Gemma4RMSNorm: x must have last dim {self.d_model}, got shape {tuple(x.shape)}")
+        return (F.rms_norm(x.float(), (self.d_model,), None, self.eps) * self.weight.float()).to(x.dtype)
+
+    def _gain(self, normed: Tensor, dtype: torch.dtype) -> Tensor:
+        return super()._gain(normed, dtype) if self.unit_offset else (normed * self.weight.float()).to(dtype)
 
 
 @dataclass
@@ -195,7 +214,7 @@ class Gemma4Config(ModernDecoderConfig):
             head_dim=self.head_dim if sliding else self.global_head_dim, dropout=self.dropout,
             qkv_bias=self.qkv_bias, out_bias=self.out_bias, scale=1.0,
             sliding_window=self.sliding_window if sliding else None, qk_norm=self.qk_norm,
-            make_norm=partial(RMSNorm, eps=self.norm_eps, unit_offset=self.norm_unit_offset),
+            make_norm=partial(Gemma4RMSNorm, eps=self.norm_eps, unit_offset=self.norm_unit_offset),
             softcap=self.attn_softcap, backend=self.backend, owner="SharedKVAttention")
         spec = SharedKVAttentionSpec(attention, value_norm_eps=self.norm_eps,
                                      k_eq_v=self.k_eq_v and not sliding and not shared, kv_shared=shared)
@@ -228,12 +247,16 @@ class Gemma4Block(ModernBlock):
 
     def __init__(self, spec: ModernBlockSpec, rotary: RotaryEmbedding | None, d_layer_input: int) -> None:
         super().__init__(spec, rotary)
+        norm = partial(Gemma4RMSNorm, spec.d_model, eps=spec.eps, unit_offset=spec.unit_offset)
+        self.norm1, self.norm2 = norm(), norm()  # ModernBlock's norms, with Gemma 4's order of gain and cast
+        if spec.sandwich:
+            self.post_attn_norm, self.post_ff_norm = norm(), norm()
         self.register_buffer("layer_scalar", torch.ones(1))  # the checkpoint's value replaces it
         self.d_layer_input = d_layer_input
         if d_layer_input:
             self.per_layer_input_gate = nn.Linear(spec.d_model, d_layer_input, bias=False)
             self.per_layer_projection = nn.Linear(d_layer_input, spec.d_model, bias=False)
-            self.post_per_layer_input_norm = spec.make_norm(spec.d_model)
+            self.post_per_layer_input_norm = norm()
 
     def forward(self, x: Tensor, *, attn_mask: Tensor | None = None, positions: Tensor | None = None,
                 return_weights: bool = False, kv_cache: Any = None, head_mask: Tensor | None = None,
@@ -290,14 +313,14 @@ class Gemma4Decoder(ModernDecoder):
         self.blocks = nn.ModuleList(
             Gemma4Block(c.layer_spec(i), self.rotary_local if is_sliding(c, i) else self.rotary, c.d_layer_input)
             for i in range(c.num_layers))
-        self.norm_f = RMSNorm(c.d_model, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
+        self.norm_f = Gemma4RMSNorm(c.d_model, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_weights:
             self.head.weight = self.tok_emb.weight
         if c.d_layer_input:
             self.layer_emb = nn.Embedding(c.vocab_size, c.num_layers * c.d_layer_input)
             self.layer_proj = nn.Linear(c.d_model, c.num_layers * c.d_layer_input, bias=False)
-            self.layer_proj_norm = RMSNorm(c.d_layer_input, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
+            self.layer_proj_norm = Gemma4RMSNorm(c.d_layer_input, eps=c.norm_eps, unit_offset=c.norm_unit_offset)
         self.init_weights(residual_projections="down_proj")
 
     def layer_inputs(self, idx: Tensor, x: Tensor) -> Tensor:
