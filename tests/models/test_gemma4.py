@@ -125,6 +125,20 @@ def test_the_cache_holds_the_owners_only_and_equals_recomputation_past_the_windo
     assert torch.equal(tokens, generate(model, idx[:1, :8], 30, GenerationConfig(temperature=0, use_cache=False)))
 
 
+def test_the_caches_of_one_shape_for_every_layer_refuse_it():
+    from attnlab.models import KVCache, SinkKVCache, StaticKVCache
+
+    model = baby()
+    idx = torch.randint(0, 256, (1, 5))
+    for make in (lambda: StaticKVCache.for_model(model, 1, 64), lambda: KVCache.for_model(model, 1, storage="int8"),
+                 lambda: SinkKVCache.for_model(model, 1, sink_tokens=4, sliding_window=8)):
+        with pytest.raises(ValueError, match=r"cache: Gemma4Decoder's layers keep keys of different shapes, and its "
+                                             r"shared-KV layers none: its cache is its own, model.new_cache\(batch\)"):
+            make()
+    with pytest.raises(ValueError, match=r"its cache is its own"):
+        generate(model, idx, 4, GenerationConfig(temperature=0, compile=True))
+
+
 def test_the_cache_formula_counts_the_owners_kinds():
     c = Gemma4Config.from_preset("gemma-4-text")
     # 25 sliding layers (4 heads of 256, at most 512 tokens), 5 global (4 heads of 512); bf16

@@ -6,7 +6,7 @@ its attention made cheaper to keep, and a second embedding that feeds every laye
                                                        v v
     N blocks:  x += RMSNorm(Attn(RMSNorm(x)))                      sliding or global attention, scale 1
                x += RMSNorm(GeGLU(RMSNorm(x)))
-               x += RMSNorm(W_up(gelu(W_gate x) ⊙ input_l))     the layer's own per-layer input
+               x += RMSNorm(W_proj(gelu(W_gate x) ⊙ input_l))   the layer's own per-layer input
                x *= layer_scalar
     -> RMSNorm -> head -> cap · tanh(z / cap)
 
@@ -28,15 +28,14 @@ proportional RoPE                  the global layers turn only ``global_rope_fra
 scale 1, q/k/v norms               no 1/√d: the queries and keys are RMS-normalised per head (with a weight, ``w·x``,
                                    not Gemma 3's ``(1 + w)·x``), and so are the values (without a weight)
 per-layer inputs                   ``d_layer_input``: a table of ``num_layers · d_layer_input`` numbers per token,
-                                   √d_layer_input times the token's row, plus a projection of the embedding, halved
-                                   in variance; block l gates its slice into the residual stream
+                                   √d_layer_input times the token's row, plus a normalised projection of the
+                                   embedding, the sum times 1/√2; block l gates its slice into the residual stream
 ``layer_scalar``                   each block's output times a scalar of its own (stored in the checkpoint)
 =================================  ================================================================================
 
 The norms are plain ``w·x`` RMSNorms (``norm_unit_offset=False``) whose gain multiplies in float32 before the cast
 back (:class:`Gemma4RMSNorm`: in bf16 a quarter of Llama's order's outputs round differently); the final logits are
-soft-capped
-(``final_softcap``). Not here: the mixture-of-experts layers (``enable_moe_block``) and bidirectional attention,
+soft-capped (``final_softcap``). Not here: the mixture-of-experts layers (``enable_moe_block``) and bidirectional attention,
 refused by the loader by name.
 """
 
@@ -288,7 +287,7 @@ class Gemma4Decoder(ModernDecoder):
     Beyond the modern decoder: ``layer_emb`` (``embed_tokens_per_layer``: ``(vocab, num_layers · d_layer_input)``),
     ``layer_proj`` (``per_layer_model_projection``) and ``layer_proj_norm``; blocks are :class:`Gemma4Block`\\ s. Its
     :meth:`new_cache` holds the layers that compute keys only, each of its own shape (a dynamic cache: the static,
-    sink and int8 caches are of one shape for every layer, which Gemma 4's layers are not).
+    sink and int8 caches are of one shape for every layer, which Gemma 4's layers are not, and refuse it).
 
     Example:
         >>> model = Gemma4Decoder(Gemma4Config.from_preset("baby"))
@@ -370,12 +369,13 @@ class Gemma4Decoder(ModernDecoder):
         owners = self.owners()
         return CacheLayout(CacheShape(len(owners), owners[0].num_kv_heads, owners[0].head_dim),
                            tuple(a.sliding_window for a in owners), compute_dtype(w), w.device,
-                           self.position_limit, tuple(a.rotary for a in owners), type(self).__name__)
+                           self.position_limit, tuple(a.rotary for a in owners), type(self).__name__,
+                           own_cache=True)
 
     def new_cache(self, batch: int, context_length: int | None = None) -> LayeredKVCache:
         """An empty dynamic cache of the layers that compute keys (the shared-KV layers read theirs), each of its
         own heads and head size, a sliding layer's a ring of its window."""
-        layout = layout_of(self, batch)
+        layout = layout_of(self, batch, own=True)
         owners = self.owners()
         return LayeredKVCache(batch, [a.num_kv_heads for a in owners], [a.head_dim for a in owners],
                               context_length or layout.position_limit, layout.windows, layout.dtype, layout.device,
