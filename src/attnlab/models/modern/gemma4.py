@@ -35,8 +35,8 @@ per-layer inputs                   ``d_layer_input``: a table of ``num_layers ·
 
 The norms are plain ``w·x`` RMSNorms (``norm_unit_offset=False``) whose gain multiplies in float32 before the cast
 back (:class:`Gemma4RMSNorm`: in bf16 a quarter of Llama's order's outputs round differently); the final logits are
-soft-capped (``final_softcap``). Not here: the mixture-of-experts layers (``enable_moe_block``) and bidirectional attention,
-refused by the loader by name.
+soft-capped (``final_softcap``). Not here: the mixture-of-experts layers (``enable_moe_block``) and bidirectional
+attention, refused by the loader by name.
 """
 
 from __future__ import annotations
