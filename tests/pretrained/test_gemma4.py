@@ -101,3 +101,17 @@ def test_the_older_global_fields_read_as_per_layer_config(checkpoints, tmp_path)
 def test_config_fields_it_cannot_honour_are_named_with_their_value(checkpoints, tmp_path, fields, match):
     with pytest.raises(ValueError, match=match):
         load_causal_lm(edited(checkpoints, tmp_path, **fields))
+
+
+def test_transformers_default_config_reads_as_the_preset(tmp_path):
+    """config.json as transformers writes Gemma4TextConfig() (its per_layer_config, its rope per layer type) is the
+    preset gemma-4-text, field for field."""
+    import transformers
+
+    from attnlab.pretrained.gemma4 import read_config
+
+    path = tmp_path / "config.json"
+    transformers.Gemma4TextConfig().to_json_file(path)
+    raw = json.loads(path.read_text())
+    assert set(raw["per_layer_config"]) == {"05", "11", "17", "23", "29"}  # padded to one width
+    assert read_config(raw, path) == Gemma4Config.from_preset("gemma-4-text")

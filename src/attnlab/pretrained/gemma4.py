@@ -92,10 +92,13 @@ def global_heads(raw: dict[str, Any], types: list[str], path: Path) -> tuple[int
     if overrides is None:
         kv = raw.get("num_global_key_value_heads") if raw.get("attention_k_eq_v") else None
         return raw.get("global_head_dim") or DEFAULTS["global_head_dim"], kv
-    full = {str(i) for i, kind in enumerate(types) if kind == "full_attention"}
-    values = [overrides.get(i) for i in sorted(full)] if isinstance(overrides, dict) else []
-    if not isinstance(overrides, dict) or set(overrides) != full or any(v != values[0] for v in values) \
-            or not isinstance(values[0], dict) or set(values[0]) - {"head_dim", "num_key_value_heads"}:
+    full = {i for i, kind in enumerate(types) if kind == "full_attention"}
+    # the layers by index, as transformers writes them: decimal strings padded to one width ("05", "11")
+    layers = {int(k): v for k, v in overrides.items() if str(k).isdigit()} if isinstance(overrides, dict) else {}
+    values = [layers[i] for i in sorted(full) if i in layers]
+    if not isinstance(overrides, dict) or len(layers) != len(overrides) or set(layers) != full \
+            or any(v != values[0] for v in values) or not isinstance(values[0], dict) \
+            or set(values[0]) - {"head_dim", "num_key_value_heads"}:
         raise _refuse(path, "per_layer_config", overrides, tr("the same head_dim (and num_key_value_heads) on every "
                                                               "full_attention layer, and on no other"))
     return values[0].get("head_dim", raw.get("head_dim", DEFAULTS["head_dim"])), values[0].get("num_key_value_heads")
