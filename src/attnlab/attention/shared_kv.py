@@ -107,8 +107,9 @@ class SharedKVAttention(GroupedQueryAttention):
     ``return_weights`` also ``(B, H, T, L)``. Built from a :class:`SharedKVAttentionSpec`.
 
     Called as the one module is (self-attention, a cache, a padding mask, ``positions``, ``head_mask``), plus
-    ``shared_kv``: an owner holds what it attended to there; a shared-KV layer reads it (and takes no cache: give it
-    ``positions``, it has no cache of its own to count them). ``attnlab.inspect.capture`` records an owner's
+    ``shared_kv``: an owner holds what it attended to there; a shared-KV layer reads it, its mask included (so its
+    own ``attn_mask`` is not read, and it takes no cache: give it ``positions``, it has no cache of its own to count
+    them). ``attnlab.inspect.capture`` records an owner's
     queries, keys and values as its scores saw them (normalised, rotated); a shared-KV layer says what it is
     (``not_one_softmax``: its keys are not its own to show), so ``explain`` names it rather than work through it.
     """
