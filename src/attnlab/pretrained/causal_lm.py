@@ -147,8 +147,8 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
 
     Returns:
         ``(model, tokenizer)``: a :class:`~attnlab.models.GPT` for GPT-2, a :class:`~attnlab.models.ModernDecoder`
-        (DeepSeek: its subclass :class:`~attnlab.models.modern.deepseek.DeepseekModel`)
-        otherwise, and a :class:`TextTokenizer`.
+        (DeepSeek: its subclass :class:`~attnlab.models.modern.deepseek.DeepseekModel`; Gemma 4:
+        :class:`~attnlab.models.modern.gemma4.Gemma4Decoder`) otherwise, and a :class:`TextTokenizer`.
 
     Raises:
         FileNotFoundError: a file is missing. ValueError: an unsupported architecture (naming it and the supported
