@@ -75,6 +75,14 @@ def test_the_older_global_fields_read_as_per_layer_config(checkpoints, tmp_path)
     assert (c.global_head_dim, c.num_global_kv_heads) == (16, 1)
 
 
+
+def test_the_last_layer_is_global_whatever_the_file_says(checkpoints, tmp_path):
+    """transformers forces the last layer to full_attention (with a warning); so does the loader."""
+    d = edited(checkpoints, tmp_path, layer_types=["sliding_attention", "sliding_attention", "full_attention"]
+               + ["sliding_attention"] * 3)
+    assert load_causal_lm(d)[0].config.layer_types[-1] == "full_attention"
+
+
 @pytest.mark.parametrize(("fields", "match"), [
     (dict(enable_moe_block=True), r"cannot honour enable_moe_block=True: the decoder attends causally, with one "
                                   r"feed-forward a layer"),
