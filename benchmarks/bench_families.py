@@ -5,9 +5,9 @@
 
 For each family attnlab loads (DiffLlama, SmolLM3, Qwen3.5's hybrid of Gated DeltaNet and gated attention,
 Qwen3-Next's with a mixture of experts in every layer, DeepSeek-V3's multi-head latent attention and mixture of
-experts: :func:`configs`), a small random model is written by transformers (``save_pretrained``) and read back by
-``load_causal_lm``; then, on one torch thread, in interleaved rounds (so that a change of load hits both alike), the
-median of:
+experts, Gemma 4's shared-KV layers and per-layer inputs: :func:`configs`), a small random model is written by
+transformers (``save_pretrained``) and read back by ``load_causal_lm``; then, on one torch thread, in interleaved
+rounds (so that a change of load hits both alike), the median of:
 
 * **prefill**: one forward pass over ``T`` tokens (tokens/s);
 * **decoding**: greedy decoding of ``new`` tokens after a short prompt, at batch 1 and 8, with each library's cache
@@ -71,6 +71,14 @@ def configs(width: int, layers: int) -> dict[str, Callable[[], object]]:
             kv_lora_rank=width // 4, qk_nope_head_dim=width // heads, qk_rope_head_dim=width // heads // 2,
             v_head_dim=width // heads, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=width // 2,
             n_group=4, topk_group=2, n_shared_experts=1, first_k_dense_replace=1, rope_parameters=rope),
+        # sliding (window 128) and global layers in turn, global heads twice as wide over half the key/value heads
+        # with k_eq_v, the last half of the layers reading the keys of the last layer of their kind before them
+        "Gemma 4 (shared KV, PLE)": lambda: transformers.Gemma4TextConfig(
+            **common, vocab_size_per_layer_input=VOCAB, num_attention_heads=heads, num_key_value_heads=heads // 2,
+            head_dim=width // heads, global_head_dim=2 * width // heads, num_global_key_value_heads=heads // 4,
+            attention_k_eq_v=True, layer_types=["sliding_attention", "full_attention"] * (layers // 2),
+            sliding_window=128, num_kv_shared_layers=layers // 2, hidden_size_per_layer_input=width // 4,
+            final_logit_softcapping=30.0),
     }
 
 

@@ -28,6 +28,10 @@ OPTIONS = ("llama-mlp-bias", "qwen2-mixed-windows", "gpt2-inverse-layer-scale", 
 # heads, λ_init at 4 depths); SmolLM3's NoPE layers (every fourth: layer 3 of 4) and, with its window option, a
 # window on the NoPE layers
 FAMILIES = ("diffllama", "smollm3", "smollm3-windowed")
+# Gemma 4 (text): 6 layers, sliding (window 5) and global, global heads of 16 over 1 key/value head with k_eq_v and
+# proportional RoPE over a quarter of their pairs, the last 2 layers reading layers 3's and 2's keys (a double-wide
+# MLP), per-layer inputs of 8, final soft-cap; "gemma4-plain": the same without sharing, k_eq_v or per-layer inputs
+GEMMA4 = ("gemma4", "gemma4-plain")
 
 
 def hf_config(arch: str):
@@ -90,6 +94,8 @@ def newer_config(arch: str, common: dict):
         return transformers.SmolLM3Config(**{**common, "num_hidden_layers": 4}, num_key_value_heads=2,
                                           no_rope_layers=[1, 0, 1, 0], use_sliding_window=True, sliding_window=5,
                                           rope_parameters=dict(rope_type="default", rope_theta=1000.0), **eager)
+    if arch in GEMMA4:
+        return gemma4_config(arch, common)
     if arch == "llama-mlp-bias":
         return transformers.LlamaConfig(**common, num_key_value_heads=2, mlp_bias=True, attention_bias=True)
     if arch == "qwen2-mixed-windows":
@@ -100,6 +106,21 @@ def newer_config(arch: str, common: dict):
                                        bos_token_id=None, eos_token_id=None, scale_attn_by_inverse_layer_idx=True,
                                        **eager)
     raise ValueError(arch)
+
+
+def gemma4_config(arch: str, common: dict):
+    transformers = pytest.importorskip("transformers")
+    full = arch == "gemma4"
+    types = (["sliding_attention"] * 2 + ["full_attention"]) * 2
+    return transformers.Gemma4TextConfig(
+        **{**common, "num_hidden_layers": 6}, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+        num_global_key_value_heads=1 if full else None, attention_k_eq_v=full, layer_types=types, sliding_window=5,
+        num_kv_shared_layers=2 if full else 0, use_double_wide_mlp=full, vocab_size_per_layer_input=VOCAB,
+        hidden_size_per_layer_input=8 if full else 0, final_logit_softcapping=10.0 if full else None,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1000000.0}},
+        attn_implementation="eager")
 
 
 def write_tokenizer(path: Path) -> None:
@@ -129,6 +150,9 @@ def order_one_weights(model: torch.nn.Module, seed: int, std: float | None = Non
                 p.copy_(1 + 0.2 * noise if name.endswith("weight") else 0.1 * noise)
             else:
                 p.copy_(0.1 * noise)
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):  # Gemma 4's per-layer scale, stored in the checkpoint
+                b.copy_(1 + 0.2 * torch.randn(b.shape, generator=g))
 
 
 def model_class(arch: str):
@@ -140,7 +164,7 @@ def model_class(arch: str):
             "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "diffllama": transformers.DiffLlamaForCausalLM, "smollm3": transformers.SmolLM3ForCausalLM,
             "qwen3_next": transformers.Qwen3NextForCausalLM, "qwen3_5_text": transformers.Qwen3_5ForCausalLM,
-            "qwen3_5_moe_text": transformers.Qwen3_5MoeForCausalLM}[family]
+            "qwen3_5_moe_text": transformers.Qwen3_5MoeForCausalLM, "gemma4": transformers.Gemma4ForCausalLM}[family]
 
 
 def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None,

@@ -39,6 +39,12 @@ SMALL = {
                      n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1,
                      scoring_func="sigmoid", topk_method="noaux_tc", n_group=4, topk_group=2, norm_topk_prob=True,
                      first_k_dense_replace=1),
+    # 6 layers: sliding (window 4) and global, the last two reading layers 3's and 2's keys, k_eq_v, per-layer inputs
+    "gemma4": dict(vocab_size=97, context_length=48, d_model=32, num_layers=6, num_heads=4, num_kv_heads=2,
+                   head_dim=8, global_head_dim=16, num_global_kv_heads=1, k_eq_v=True, d_ff=72, sliding_window=4,
+                   layer_types=(["sliding_attention"] * 2 + ["full_attention"]) * 2, global_rope_fraction=0.25,
+                   rope_local_base=10000.0, num_kv_shared_layers=2, double_wide_mlp=True, d_layer_input=8,
+                   final_softcap=30.0),
     "transformer": dict(vocab_size=97, d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64,
                         context_length=40),
     "encoder": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, d_ff=64),
@@ -59,7 +65,7 @@ def test_every_architecture_of_the_registry_is_covered():
     assert set(SMALL) == set(ARCHITECTURES)
 
 
-@pytest.mark.parametrize("arch", ["gpt", "modern", "diffllama", "smollm3", "qwen3_next", "deepseek"])
+@pytest.mark.parametrize("arch", ["gpt", "modern", "diffllama", "smollm3", "qwen3_next", "deepseek", "gemma4"])
 def test_a_decoders_twin_gives_its_logits_and_its_greedy_tokens(arch):
     model = model_of(arch)
     twin = accelerated(model)

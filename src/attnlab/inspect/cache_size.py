@@ -46,6 +46,7 @@ REAL_MODELS: list[RealModel] = [
     RealModel("Qwen3-Next-80B", N_("DeltaNet 3:1 + GQA"), _preset("qwen3_next", "qwen3-next-80b-a3b")),
     RealModel("DeepSeek-V3", N_("MLA 512 + rope 64"), _preset("deepseek", "deepseek-v3")),
     RealModel("DeepSeek-V3.2", N_("DSA: MLA + index 128"), _preset("deepseek", "deepseek-v3.2")),
+    RealModel("Gemma 4 (defaults)", N_("window 512, 5:1, global heads 512"), _preset("gemma4", "gemma-4-text")),
 ]
 
 

@@ -111,6 +111,7 @@ NOT_ONE_SOFTMAX = {
     "gated delta rule": N_("linear attention (the gated delta rule: a state, no softmax)"),
     "kimi delta": N_("linear attention (Kimi delta attention: a state, no softmax)"),
     "sparse": N_("DeepSeek sparse attention (a softmax over the keys its indexer chose, not every key)"),
+    "shared keys": N_("a shared-KV layer (Gemma 4: its keys and values are an earlier layer's, computed there)"),
 }
 
 

@@ -122,10 +122,11 @@ class LanguageModel(nn.Module):
 
     def run_blocks(self, x: Tensor, attn_mask: Tensor | None, positions: Tensor | None,
                    kv_cache: KVCache | StaticKVCache | None, return_weights: bool = False,
-                   head_mask: Tensor | None = None):
+                   head_mask: Tensor | None = None, idx: Tensor | None = None):
         """``x (B, T, D)`` through every block, each with its layer of ``kv_cache`` (and of ``head_mask``); with
         ``return_weights`` also each layer's weights. The final norm is left to the caller (decoding normalises the
-        last position only)."""
+        last position only). ``idx (B, T)``, the token ids, is for a family whose blocks read more of them than
+        ``x`` (Gemma 4's per-layer inputs); unused here."""
         where = {"positions": positions} if self.ROTARY else {}
         attentions = []
         layers = [None] * len(self.blocks) if kv_cache is None else kv_cache.layers
@@ -178,7 +179,7 @@ class LanguageModel(nn.Module):
         if head_mask is not None:
             check_head_mask(head_mask, (c.num_layers, c.num_heads), type(self).__name__)
         x = dropped(self.drop, self.embed(idx, positions, offset))
-        x = self.run_blocks(x, mask, positions, kv_cache, return_weights, head_mask)
+        x = self.run_blocks(x, mask, positions, kv_cache, return_weights, head_mask, idx=idx)
         x, attentions = x if return_weights else (x, None)
         logits = self.logits(x[:, -logits_to_keep:] if logits_to_keep else x)
         loss = None
@@ -199,6 +200,6 @@ class LanguageModel(nn.Module):
         """
         if positions is None:
             positions = kv_cache.positions(idx.shape[1])  # (T,), on the device for a static cache
-        x = self.run_blocks(self.embed(idx, positions, 0), attn_mask, positions, kv_cache)
+        x = self.run_blocks(self.embed(idx, positions, 0), attn_mask, positions, kv_cache, idx=idx)
         kv_cache.advance(idx.shape[1])
         return self.logits(x[:, -1])

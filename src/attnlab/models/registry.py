@@ -19,6 +19,7 @@ from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
 from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.models.modern.diffllama import DiffLlamaConfig
+from attnlab.models.modern.gemma4 import Gemma4Config, Gemma4Decoder
 from attnlab.models.modern.hybrid import HybridDecoder
 from attnlab.models.modern.qwen3_next import Qwen3NextConfig
 from attnlab.models.modern.smollm3 import SmolLM3Config
@@ -56,6 +57,8 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
                  N_("Qwen3-Next's and Qwen3.5's: three Gated DeltaNet layers to one gated attention layer")),
     Architecture("deepseek", DeepseekConfig, DeepseekModel, "decoder",
                  N_("DeepSeek-V2/V3's: multi-head latent attention, a mixture of experts")),
+    Architecture("gemma4", Gemma4Config, Gemma4Decoder, "decoder",
+                 N_("Gemma 4's: shared keys, proportional RoPE, per-layer inputs")),
     Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
     Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
 )}

@@ -1,6 +1,6 @@
 """``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DiffLlama, SmolLM3,
-Qwen3-Next, Qwen3.5 (text, dense or MoE), DeepSeek-V2, V3 or V3.2 checkpoint from a Hugging Face model directory,
-offline.
+Qwen3-Next, Qwen3.5 (text, dense or MoE), DeepSeek-V2, V3, V3.2 or Gemma 4 (text) checkpoint from a Hugging Face
+model directory, offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
@@ -27,10 +27,12 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 import attnlab.pretrained.diffllama as diffllama_loader
+import attnlab.pretrained.gemma4 as gemma4_loader
 import attnlab.pretrained.smollm3 as smollm3_loader
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
 from attnlab.models.modern.deepseek import DeepseekModel
+from attnlab.models.modern.gemma4 import Gemma4Decoder
 from attnlab.models.modern.hybrid import HybridDecoder
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
 from attnlab.pretrained.config_fields import refuse_unknown_fields
@@ -70,7 +72,8 @@ FAMILIES: dict[str, FamilyLoader] = {
                             read_state=partial(qwen3_next_state, family))
        for family in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
     **{family: FamilyLoader(partial(_deepseek_reader, family), None, DeepseekModel, read_state=read_deepseek_state)
-       for family in ("deepseek_v2", "deepseek_v3", "deepseek_v32")}}
+       for family in ("deepseek_v2", "deepseek_v3", "deepseek_v32")},
+    gemma4_loader.FAMILY: FamilyLoader(gemma4_loader.read_config, gemma4_loader.layout, Gemma4Decoder)}
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
 
@@ -137,15 +140,15 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
             LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
             Gemma3ForCausalLM, Phi3ForCausalLM, DiffLlamaForCausalLM, SmolLM3ForCausalLM, Qwen3NextForCausalLM,
             Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM,
-            DeepseekV32ForCausalLM),
+            DeepseekV32ForCausalLM, Gemma4ForCausalLM),
             ``model.safetensors`` (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.
 
     Returns:
         ``(model, tokenizer)``: a :class:`~attnlab.models.GPT` for GPT-2, a :class:`~attnlab.models.ModernDecoder`
-        (DeepSeek: its subclass :class:`~attnlab.models.modern.deepseek.DeepseekModel`)
-        otherwise, and a :class:`TextTokenizer`.
+        (DeepSeek: its subclass :class:`~attnlab.models.modern.deepseek.DeepseekModel`; Gemma 4:
+        :class:`~attnlab.models.modern.gemma4.Gemma4Decoder`) otherwise, and a :class:`TextTokenizer`.
 
     Raises:
         FileNotFoundError: a file is missing. ValueError: an unsupported architecture (naming it and the supported

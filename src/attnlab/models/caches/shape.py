@@ -35,6 +35,8 @@ class CacheLayout:
         position_limit: the most positions the model places (a learned table's size; None: rotary, no limit).
         rotaries: per layer, the rotary embedding that turns its keys (None without RoPE): a sink cache turns keys on.
         model: the model's class name, for messages.
+        own_cache: the model's layers keep keys of different shapes (or some keep none): only its own
+            ``new_cache`` makes its cache, and the caches of one shape for every layer refuse it (Gemma 4).
     """
 
     shape: CacheShape
@@ -44,6 +46,7 @@ class CacheLayout:
     position_limit: int | None
     rotaries: tuple[Any, ...]
     model: str
+    own_cache: bool = False
 
     @property
     def num_layers(self) -> int:
@@ -58,15 +61,20 @@ class CacheLayout:
         return self.shape.head_dim
 
 
-def layout_of(model: Any, batch: int) -> CacheLayout:
-    """``model.cache_layout()``, after checking ``batch``: a positive int."""
+def layout_of(model: Any, batch: int, *, own: bool = False) -> CacheLayout:
+    """``model.cache_layout()``, after checking ``batch``: a positive int; a model whose cache is its own
+    (``own_cache``) is refused unless its ``new_cache`` asks (``own``)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(tr("cache: batch must be an int >= 1 (the rows decoded together), got {batch!r}",
                             batch=batch))
     if not hasattr(model, "cache_layout"):
         raise TypeError(tr("cache: {model} has no cache_layout(); a KV cache serves an attnlab decoder (GPT, "
                            "ModernDecoder)", model=type(model).__name__))
-    return model.cache_layout()
+    layout = model.cache_layout()
+    if layout.own_cache and not own:
+        raise ValueError(tr("cache: {model}'s layers keep keys of different shapes, and its shared-KV layers none: "
+                            "its cache is its own, model.new_cache(batch)", model=layout.model))
+    return layout
 
 
 class CacheOf:
