@@ -129,6 +129,6 @@ def test_the_modern_decoder_trains_and_its_checkpoint_says_so(tiny_config):
 def test_a_preset_of_the_other_architecture_is_named(tiny_config):
     with pytest.raises(ValueError, match=r"unknown preset 'llama-3.2-1b' \(it is a preset of --arch modern\)"):
         Trainer(tiny_config(preset="llama-3.2-1b"), quiet=True)
-    with pytest.raises(ValueError, match=r"arch: expected 'gpt', 'modern', 'diffllama', 'smollm3', 'qwen3_next' or "
-                                         r"'deepseek', got 'llama'"):
+    with pytest.raises(ValueError, match=r"arch: expected 'gpt', 'modern', 'diffllama', 'smollm3', 'qwen3_next', "
+                                         r"'deepseek' or 'kimi_linear', got 'llama'"):
         tiny_config(arch="llama")

@@ -20,6 +20,7 @@ from attnlab.models.modern import ModernDecoder, ModernDecoderConfig
 from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.models.modern.diffllama import DiffLlamaConfig
 from attnlab.models.modern.hybrid import HybridDecoder
+from attnlab.models.modern.kimi_linear import KimiLinearConfig, KimiLinearModel
 from attnlab.models.modern.qwen3_next import Qwen3NextConfig
 from attnlab.models.modern.smollm3 import SmolLM3Config
 from attnlab.models.transformer import Transformer, TransformerConfig
@@ -56,6 +57,9 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
                  N_("Qwen3-Next's and Qwen3.5's: three Gated DeltaNet layers to one gated attention layer")),
     Architecture("deepseek", DeepseekConfig, DeepseekModel, "decoder",
                  N_("DeepSeek-V2/V3's: multi-head latent attention, a mixture of experts")),
+    Architecture("kimi_linear", KimiLinearConfig, KimiLinearModel, "decoder",
+                 N_("Kimi Linear's: three Kimi Delta Attention layers to one MLA layer without RoPE, a mixture of "
+                    "experts")),
     Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
     Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
 )}
