@@ -27,7 +27,8 @@ SUPPORTED = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "Qwen2ForCa
              "Gemma3ForCausalLM": "gemma3", "Phi3ForCausalLM": "phi3", "DiffLlamaForCausalLM": "diffllama",
              "SmolLM3ForCausalLM": "smollm3", "Qwen3NextForCausalLM": "qwen3_next",
              "Qwen3_5ForCausalLM": "qwen3_5_text", "DeepseekV2ForCausalLM": "deepseek_v2",
-             "DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV32ForCausalLM": "deepseek_v32"}
+             "DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV32ForCausalLM": "deepseek_v32",
+             "KimiLinearForCausalLM": "kimi_linear"}
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 
