@@ -142,3 +142,11 @@ def test_a_model_of_another_config_is_refused():
 
     with pytest.raises(TypeError, match=r"KimiLinearModel: config must be a KimiLinearConfig, got ModernDecoderConfig"):
         KimiLinearModel(ModernDecoderConfig.from_preset("tiny"))
+
+
+def test_the_modules_examples_run():
+    import doctest
+
+    import attnlab.models.modern.kimi_linear as module
+
+    assert doctest.testmod(module, extraglobs={"torch": torch}).failed == 0

@@ -45,6 +45,7 @@ REAL_MODELS: list[RealModel] = [
     RealModel("Qwen3.5-9B", N_("DeltaNet 3:1 + GQA"), _preset("qwen3_next", "qwen3.5-9b")),
     RealModel("DeepSeek-V3", N_("MLA 512 + rope 64"), _preset("deepseek", "deepseek-v3")),
     RealModel("DeepSeek-V3.2", N_("DSA: MLA + index 128"), _preset("deepseek", "deepseek-v3.2")),
+    RealModel("Kimi-Linear-48B", N_("KDA 3:1 + MLA"), _preset("kimi_linear", "kimi-linear-48b-a3b")),
 ]
 
 
