@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/bench_families.py --quick    # a smoke test: tiny shapes, one round
 
 For each family attnlab loads (DiffLlama, SmolLM3, Qwen3.5's hybrid of Gated DeltaNet and gated attention,
-DeepSeek-V3's multi-head latent attention and mixture of experts: :func:`configs`), a small random model is
+DeepSeek-V3's multi-head latent attention and mixture of experts, Kimi Linear's KDA beside MLA without RoPE:
+:func:`configs`), a small random model is
 written by transformers (``save_pretrained``) and read back by ``load_causal_lm``; then, on one torch thread, in
 interleaved rounds (so that a change of load hits both alike), the median of:
 
@@ -64,6 +65,12 @@ def configs(width: int, layers: int) -> dict[str, Callable[[], object]]:
             kv_lora_rank=width // 4, qk_nope_head_dim=width // heads, qk_rope_head_dim=width // heads // 2,
             v_head_dim=width // heads, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=width // 2,
             n_group=4, topk_group=2, n_shared_experts=1, first_k_dense_replace=1, rope_parameters=rope),
+        "Kimi Linear (KDA 3:1 + MLA, MoE)": lambda: transformers.KimiLinearConfig(
+            **common, num_attention_heads=heads, num_key_value_heads=heads, kv_lora_rank=width // 4,
+            qk_nope_head_dim=width // heads, qk_rope_head_dim=width // heads // 2, v_head_dim=width // heads,
+            linear_num_heads=heads, linear_head_dim=width // heads, num_local_experts=8, num_experts_per_tok=2,
+            moe_intermediate_size=width // 2, n_group=4, topk_group=2, n_shared_experts=1,
+            layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (layers // 4)),
     }
 
 
