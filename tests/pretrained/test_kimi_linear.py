@@ -131,7 +131,8 @@ def rechunked(model, chunk_size):
 
 
 def assert_batch_equals(hf, model, t, lengths, seed):
-    """Left-padded rows of ``lengths`` real tokens: logits equal transformers' (1e-4) and each row's alone."""
+    """Left-padded rows of ``lengths`` real tokens: logits equal transformers' (1e-4) and each row's alone; each row
+    alone, without padding, equal to transformers' row alone (1e-4)."""
     ids, mask = left_padded(lengths, t, seed=seed)
     with torch.no_grad():
         got = model(ids, attention_mask=mask).logits
@@ -146,6 +147,7 @@ def assert_batch_equals(hf, model, t, lengths, seed):
             torch.testing.assert_close(got[i, real], want[i, real], atol=ATOL, rtol=0)
             alone = model(ids[i : i + 1, real]).logits[0]
             torch.testing.assert_close(got[i, real], alone, atol=alone_tolerance, rtol=0)
+            torch.testing.assert_close(alone, hf(ids[i : i + 1, real]).logits[0], atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize(("name", "storage"), CASES, ids=IDS)
