@@ -230,6 +230,7 @@ LISTS = dict(num_heads=2, head_dim=8, short_conv_kernel_size=4)
      r"cannot honour linear_attn_config\['kda_layers', 'full_attn_layers'\]=\[\[1, 2, 3\], \[5\]\]: the two lists "
      r"together number every layer from 1 to num_hidden_layers=4 once"),
     (dict(linear_attn_config=dict(LISTS, kda_layers=[0, 1, 2], full_attn_layers=[3])), r"from 1 to"),
+    (dict(linear_attn_config=dict(LISTS, kda_layers=["1", 2, 3], full_attn_layers=[4])), r"from 1 to"),
     (dict(linear_attn_config=dict(LISTS, kda_layers=[1, 2, 3])), r"linear_attn_config\['kda_layers'\]=\[1, 2, 3\]: "
                                                                  r"give kda_layers and full_attn_layers together"),
     (dict(linear_attn_config=dict(LISTS, kda_layers=[1, 2, 4], full_attn_layers=[3])),

@@ -53,7 +53,7 @@ _ALIASES = {"model_max_length": "max_position_embeddings", "num_experts": "num_l
             "linear_num_heads": "num_heads", "linear_head_dim": "head_dim",
             "linear_conv_kernel_dim": "short_conv_kernel_size"}
 _LINEAR_KEYS = ("num_heads", "head_dim", "short_conv_kernel_size", "kda_layers", "full_attn_layers")
-#: the fields read here; and those that change nothing transformers computes (training, the rope of no layer)
+#: the fields read here (both names of each alias; the flat linear_* ones under their own names only)
 READ = frozenset((
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "intermediate_size", "rms_norm_eps", "hidden_act", "tie_word_embeddings", "attention_bias", "kv_lora_rank",
@@ -62,6 +62,8 @@ READ = frozenset((
     "linear_attn_config", "mla_use_nope", "moe_router_activation_func", "moe_layer_freq", "use_grouped_topk",
     "num_nextn_predict_layers", "rope_scaling", "rope_parameters",
     *_ALIASES, *(v for k, v in _ALIASES.items() if not k.startswith("linear_"))))
+#: fields that change nothing transformers computes: ``head_dim`` (it overwrites it with ``qk_rope_head_dim``), the
+#: RoPE base of layers that turn nothing, the training's router loss
 INERT = frozenset(("head_dim", "rope_theta", "output_router_logits", "router_aux_loss_coef"))
 
 
@@ -122,8 +124,9 @@ def _layer_types(raw: dict[str, Any], linear: dict[str, Any], layers: int, path:
         raise _refuse(path, f"linear_attn_config['{name}']", kda if full is None else full,
                       tr("give kda_layers and full_attn_layers together (transformers reads neither alone)"))
     if kda is not None and full is not None:
-        listed = list(kda) + list(full) if isinstance(kda, list) and isinstance(full, list) else None
-        if listed is None or sorted(listed) != list(range(1, layers + 1)):
+        listed = list(kda) + list(full) if isinstance(kda, list) and isinstance(full, list) else []
+        numbers = all(isinstance(n, int) and not isinstance(n, bool) for n in listed)
+        if not numbers or sorted(listed) != list(range(1, layers + 1)):
             raise _refuse(path, "linear_attn_config['kda_layers', 'full_attn_layers']", [kda, full],
                           tr("the two lists together number every layer from 1 to num_hidden_layers={layers} once",
                              layers=layers))

@@ -10,11 +10,11 @@ attention layer, and a mixture of experts after the first layer.
 
 **MLA without RoPE.** Kimi's MLA layers keep DeepSeek's shapes, the decoupled key of ``qk_rope_head_dim`` (64)
 shared by every head included, but nothing turns it: the checkpoint's ``mla_use_nope`` (transformers' Kimi Linear
-applies no rotation at all). The KDA layers' recurrence is the only place the model learns where a token stands,
-so the MLA layers attend by content alone, and the model needs no RoPE scaling to run past its training length.
-Here the blocks are simply given no rotary embedding (``ModernBlockSpec(rope=False)``): :class:`~attnlab.attention.
-latent.LatentAttention` without one leaves its rope part as it is, and the scores' factor stays
-``1/√(qk_nope_head_dim + qk_rope_head_dim)``.
+applies no rotation at all). The KDA layers (their recurrence and short convolution) are the only place the model
+learns where a token stands, so the MLA layers attend by content alone, and there is no rotation to rescale for a
+longer context. Here the blocks are simply given no rotary embedding (``ModernBlockSpec(rope=False)``):
+:class:`~attnlab.attention.latent.LatentAttention` without one leaves its rope part as it is, and the scores' factor
+stays ``1/√(qk_nope_head_dim + qk_rope_head_dim)``.
 
 **The cache.** A KDA layer keeps its convolution's last inputs and a float32 memory ``(H, d, d)`` whatever the
 length; an MLA layer its latent and its rope key, ``kv_lora_rank + qk_rope_head_dim`` numbers a token (576 in
