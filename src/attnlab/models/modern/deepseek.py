@@ -205,7 +205,7 @@ class DeepseekConfig(ModernDecoderConfig):
                                 qk_rope_head_dim=self.qk_rope_head_dim))
         self.head_dim = self.qk_rope_head_dim
         super().__post_init__()
-        self._check_experts(owner)
+        check_experts(self, owner)
         if self.index_topk is not None:
             for name in ("index_topk", "index_n_heads", "index_head_dim"):
                 check_positive_int(owner, name, getattr(self, name), tr)
@@ -216,9 +216,6 @@ class DeepseekConfig(ModernDecoderConfig):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(tr("{owner}: num_nextn_predict_layers must be an int >= 0, got {value!r}", owner=owner,
                                 value=value))
-
-    def _check_experts(self, owner: str) -> None:
-        check_experts(self, owner)
 
     @property
     def moe_layer_flags(self) -> tuple[bool, ...]:
