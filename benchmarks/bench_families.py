@@ -5,9 +5,10 @@
 
 For each family attnlab loads (DiffLlama, SmolLM3, Qwen3.5's hybrid of Gated DeltaNet and gated attention,
 Qwen3-Next's with a mixture of experts in every layer, DeepSeek-V3's multi-head latent attention and mixture of
-experts, Gemma 4's shared-KV layers and per-layer inputs: :func:`configs`), a small random model is written by
-transformers (``save_pretrained``) and read back by ``load_causal_lm``; then, on one torch thread, in interleaved
-rounds (so that a change of load hits both alike), the median of:
+experts, Gemma 4's shared-KV layers and per-layer inputs, Kimi Linear's KDA beside MLA without RoPE:
+:func:`configs`), a small random model is written by transformers (``save_pretrained``) and read back by
+``load_causal_lm``; then, on one torch thread, in interleaved rounds (so that a change of load hits both alike),
+the median of:
 
 * **prefill**: one forward pass over ``T`` tokens (tokens/s);
 * **decoding**: greedy decoding of ``new`` tokens after a short prompt, at batch 1 and 8, with each library's cache
@@ -79,6 +80,12 @@ def configs(width: int, layers: int) -> dict[str, Callable[[], object]]:
             attention_k_eq_v=True, layer_types=["sliding_attention", "full_attention"] * (layers // 2),
             sliding_window=128, num_kv_shared_layers=layers // 2, hidden_size_per_layer_input=width // 4,
             final_logit_softcapping=30.0),
+        "Kimi Linear (KDA 3:1 + MLA, MoE)": lambda: transformers.KimiLinearConfig(
+            **common, num_attention_heads=heads, num_key_value_heads=heads, kv_lora_rank=width // 4,
+            qk_nope_head_dim=width // heads, qk_rope_head_dim=width // heads // 2, v_head_dim=width // heads,
+            linear_num_heads=heads, linear_head_dim=width // heads, num_local_experts=8, num_experts_per_tok=2,
+            moe_intermediate_size=width // 2, n_group=4, topk_group=2, n_shared_experts=1,
+            layer_types=(["linear_attention"] * 3 + ["full_attention"]) * (layers // 4)),
     }
 
 

@@ -137,7 +137,8 @@ def write_tokenizer(path: Path) -> None:
 
 def order_one_weights(model: torch.nn.Module, seed: int, std: float | None = None) -> None:
     """Matrices N(0, std²) (None: 1/32), norm gains 1 + N(0, 0.2²), DiffLlama's λ vectors N(0, 0.3²), biases
-    N(0, 0.1²): logits of order 1."""
+    N(0, 0.1²): logits of order 1. A router's correction bias (a buffer) N(0, 0.1²): large enough to change which
+    experts are chosen; Gemma 4's layer scalars 1 + N(0, 0.2²)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -150,9 +151,11 @@ def order_one_weights(model: torch.nn.Module, seed: int, std: float | None = Non
                 p.copy_(1 + 0.2 * noise if name.endswith("weight") else 0.1 * noise)
             else:
                 p.copy_(0.1 * noise)
-        for name, b in model.named_buffers():
+        for name, b in model.named_buffers():  # after the parameters: theirs are drawn as before
             if name.endswith("layer_scalar"):  # Gemma 4's per-layer scale, stored in the checkpoint
                 b.copy_(1 + 0.2 * torch.randn(b.shape, generator=g))
+            elif name.endswith("e_score_correction_bias"):
+                b.copy_(0.1 * torch.randn(b.shape, generator=g))
 
 
 def model_class(arch: str):
@@ -164,7 +167,8 @@ def model_class(arch: str):
             "gemma3": transformers.Gemma3ForCausalLM, "phi3": transformers.Phi3ForCausalLM,
             "diffllama": transformers.DiffLlamaForCausalLM, "smollm3": transformers.SmolLM3ForCausalLM,
             "qwen3_next": transformers.Qwen3NextForCausalLM, "qwen3_5_text": transformers.Qwen3_5ForCausalLM,
-            "qwen3_5_moe_text": transformers.Qwen3_5MoeForCausalLM, "gemma4": transformers.Gemma4ForCausalLM}[family]
+            "qwen3_5_moe_text": transformers.Qwen3_5MoeForCausalLM, "gemma4": transformers.Gemma4ForCausalLM,
+            "kimi_linear": transformers.KimiLinearForCausalLM}[family]
 
 
 def write_checkpoint(arch: str, directory: Path, seed: int = 0, storage: str = "plain", config=None,
@@ -247,17 +251,19 @@ def cached_and_full_logits(model, ids, mask, prefix):
 
 
 
-def assert_left_padded_batch_equals(model, hf, atol: float) -> None:
-    """A left-padded batch of 24, 15 and 6 real tokens: ``model``'s logits equal ``hf``'s (transformers') on every real
-    token, and each row's equal its logits alone, to ``atol``; the reference's logits of order 1."""
-    lengths = (24, 15, 6)
-    ids, mask = left_padded(lengths, 24)
+def assert_left_padded_batch_equals(model, hf, atol: float, lengths=(24, 15, 6), seed: int = 0,
+                                    alone_atol: float | None = None) -> None:
+    """A left-padded batch of ``lengths`` real tokens (24, 15 and 6): ``model``'s logits equal ``hf``'s
+    (transformers') on every real token to ``atol``, and each row's equal its logits alone to ``alone_atol`` (None:
+    ``atol``); the reference's logits of order 1."""
+    t = max(lengths)
+    ids, mask = left_padded(lengths, t, seed)
     with torch.no_grad():
         got = model(ids, attention_mask=mask).logits
         want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
         assert want[mask.bool()].std() > 0.3  # logits of order 1: a wrong weight could not hide
         for i, n in enumerate(lengths):
-            real = slice(24 - n, 24)
+            real = slice(t - n, t)
             torch.testing.assert_close(got[i, real], want[i, real], atol=atol, rtol=0)
             alone = model(ids[i : i + 1, real]).logits[0]
-            torch.testing.assert_close(got[i, real], alone, atol=atol, rtol=0)
+            torch.testing.assert_close(got[i, real], alone, atol=atol if alone_atol is None else alone_atol, rtol=0)

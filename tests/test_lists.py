@@ -27,7 +27,7 @@ LISTS = {
     "presets": (PRESETS, {"models/gpt.py", "models/modern/decoder.py", "models/encoder.py",
                           "models/transformer/config.py", "models/modern/diffllama.py", "models/modern/smollm3.py",
                           "models/modern/qwen3_next.py", "models/modern/deepseek.py",
-                          "models/modern/gemma4.py"}),
+                          "models/modern/gemma4.py", "models/modern/kimi_linear.py"}),
     "tokenizers": (set(TOKENIZERS), {"data/tokenizer.py"}),
     "tasks": (set(TASKS), {"data/tasks.py"}),
     "quantization schemes": (set(SCHEMES), {"models/quantize.py"}),

@@ -22,7 +22,8 @@ def test_a_quick_run_writes_a_row_per_family_and_the_ratios_are_the_rates(tmp_pa
             and not line.startswith("| family")]
     assert [row.split("|")[1].strip() for row in rows] == ["DiffLlama", "SmolLM3", "Qwen3.5 (DeltaNet 3:1)",
                                                            "Qwen3-Next (DeltaNet 3:1, MoE)", "DeepSeek-V3 (MLA, MoE)",
-                                                           "Gemma 4 (shared KV, PLE)"]
+                                                           "Gemma 4 (shared KV, PLE)",
+                                                           "Kimi Linear (KDA 3:1 + MLA, MoE)"]
     for row in rows:
         cells = [c.strip() for c in row.split("|")[2:8]]
         for rates, ratio in zip(cells[::2], cells[1::2], strict=True):

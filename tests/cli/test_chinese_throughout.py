@@ -31,6 +31,7 @@ NAMES = {
     "TAB", "argmax", "alpha", "random", "bert", "shakespeare", "cpu", "cuda", "dtype", "autocast", "dropout",
     "logit", "logits", "top-k", "top-p", "MHA", "GQA", "MQA", "MLA", "DSA", "float32", "bfloat16", "DeltaNet",
     "Qwen3-Next", "Qwen3.5", "DeepSeek", "DeepSeek-V2", "DeepSeek-V3", "DiffLlama", "SmolLM3", "MoE",
+    "Kimi-Linear", "KDA",
 }
 TITLES = ("Attention Is All You Need",)  # papers, by their titles
 

@@ -45,6 +45,12 @@ SMALL = {
                    layer_types=(["sliding_attention"] * 2 + ["full_attention"]) * 2, global_rope_fraction=0.25,
                    rope_local_base=10000.0, num_kv_shared_layers=2, double_wide_mlp=True, d_layer_input=8,
                    final_softcap=30.0),
+    # KDA, KDA, KDA, MLA without RoPE; a dense first layer, then experts in groups; the delta rule in chunks of 4
+    "kimi_linear": dict(vocab_size=97, context_length=48, d_model=32, num_layers=4, num_heads=4, d_ff=72,
+                        kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8, linear_num_heads=2,
+                        linear_head_dim=8, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=16,
+                        n_shared_experts=1, n_group=4, topk_group=2, chunk_size=4,
+                        layer_types=["linear_attention"] * 3 + ["full_attention"]),
     "transformer": dict(vocab_size=97, d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64,
                         context_length=40),
     "encoder": dict(vocab_size=97, context_length=48, d_model=32, num_layers=2, num_heads=4, d_ff=64),
@@ -65,7 +71,8 @@ def test_every_architecture_of_the_registry_is_covered():
     assert set(SMALL) == set(ARCHITECTURES)
 
 
-@pytest.mark.parametrize("arch", ["gpt", "modern", "diffllama", "smollm3", "qwen3_next", "deepseek", "gemma4"])
+@pytest.mark.parametrize("arch", ["gpt", "modern", "diffllama", "smollm3", "qwen3_next", "deepseek", "gemma4",
+                                  "kimi_linear"])
 def test_a_decoders_twin_gives_its_logits_and_its_greedy_tokens(arch):
     model = model_of(arch)
     twin = accelerated(model)

@@ -20,6 +20,10 @@ KINDS = {
     "qwen3_next": (dict(TINY, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
                         linear_value_head_dim=8, chunk_size=4, num_experts=4, num_experts_per_tok=2,
                         moe_intermediate_size=16, shared_expert_intermediate_size=16), "linear attention"),
+    # KDA, KDA, KDA and an MLA layer without RoPE, as many heads each (the view draws (layers, heads, T, T))
+    "kimi_linear": ({**{k: v for k, v in MLA.items() if k not in ("scoring_func", "topk_method")},
+                     "linear_num_heads": 4, "linear_head_dim": 8, "chunk_size": 4,
+                     "layer_types": ["linear_attention"] * 3 + ["full_attention"]}, "linear attention"),
 }
 
 
@@ -61,3 +65,13 @@ def test_multi_head_latent_attention_is_explained_head_by_head():
         e = explain(cap, 5, layer=layer, head=1)
         assert e.max_abs_diff_weights < 1e-6 and e.max_abs_diff_context < 1e-6
         assert e.scale == pytest.approx(16 ** -0.5)
+
+
+def test_kimi_linears_mla_layer_is_captured_as_one_softmax_per_head_without_rope():
+    """Kimi Linear's layer 3 is MLA without RoPE: its captured weights are the softmax of its own scores, rows that
+    sum to 1; the KDA layers' say what they are."""
+    fields, _ = KINDS["kimi_linear"]
+    torch.manual_seed(0)
+    cap = capture(build_model("kimi_linear", fields).eval(), torch.randint(0, 97, (7,)).tolist())
+    assert "Kimi delta attention" in cap.not_one_softmax
+    torch.testing.assert_close(cap.attentions[3].sum(-1), torch.ones(4, 7), atol=1e-6, rtol=0)

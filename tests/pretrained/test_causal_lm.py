@@ -151,8 +151,8 @@ def test_unsupported_architecture_names_it_and_the_supported(checkpoints, tmp_pa
     with pytest.raises(ValueError, match=r"unsupported architecture \['GemmaForCausalLM'\].*supported: "
                                          r"DeepseekV2ForCausalLM, DeepseekV32ForCausalLM, DeepseekV3ForCausalLM, "
                                          r"DiffLlamaForCausalLM, GPT2LMHeadModel, Gemma2ForCausalLM, "
-                                         r"Gemma3ForCausalLM, Gemma4ForCausalLM, LlamaForCausalLM, MistralForCausalLM, "
-                                         r"Phi3ForCausalLM, "
+                                         r"Gemma3ForCausalLM, Gemma4ForCausalLM, KimiLinearForCausalLM, "
+                                         r"LlamaForCausalLM, MistralForCausalLM, Phi3ForCausalLM, "
                                          r"Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3NextForCausalLM, "
                                          r"Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, SmolLM3ForCausalLM"):
         load_causal_lm(d)

@@ -130,5 +130,5 @@ def test_a_preset_of_the_other_architecture_is_named(tiny_config):
     with pytest.raises(ValueError, match=r"unknown preset 'llama-3.2-1b' \(it is a preset of --arch modern\)"):
         Trainer(tiny_config(preset="llama-3.2-1b"), quiet=True)
     with pytest.raises(ValueError, match=r"arch: expected 'gpt', 'modern', 'diffllama', 'smollm3', 'qwen3_next', "
-                                         r"'deepseek' or 'gemma4', got 'llama'"):
+                                         r"'deepseek', 'gemma4' or 'kimi_linear', got 'llama'"):
         tiny_config(arch="llama")

@@ -47,6 +47,7 @@ REAL_MODELS: list[RealModel] = [
     RealModel("DeepSeek-V3", N_("MLA 512 + rope 64"), _preset("deepseek", "deepseek-v3")),
     RealModel("DeepSeek-V3.2", N_("DSA: MLA + index 128"), _preset("deepseek", "deepseek-v3.2")),
     RealModel("Gemma 4 (defaults)", N_("window 512, 5:1, global heads 512"), _preset("gemma4", "gemma-4-text")),
+    RealModel("Kimi-Linear-48B", N_("KDA 3:1 + MLA"), _preset("kimi_linear", "kimi-linear-48b-a3b")),
 ]
 
 

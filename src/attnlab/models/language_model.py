@@ -52,12 +52,13 @@ def block_attention(block: nn.Module) -> MultiHeadAttention:
 
 
 def _residual_weights(block: nn.Module, name: str) -> list[Tensor]:
-    """The weights with which a block writes into the residual stream: its attention's ``out_proj`` and its
-    feed-forward's ``<name>``, or those a feed-forward of several says it has (a mixture of experts:
-    :meth:`~attnlab.layers.moe.MixtureOfExperts.residual_weights`)."""
+    """The weights with which a block writes into the residual stream: its attention's ``out_proj`` (KDA's
+    ``o_proj``) and its feed-forward's ``<name>``, or those a feed-forward of several says it has (a mixture of
+    experts: :meth:`~attnlab.layers.moe.MixtureOfExperts.residual_weights`)."""
     ff = block.get_submodule("ff")
     several = getattr(ff, "residual_weights", None)
-    names = ("attn.out_proj",) if callable(several) else ("attn.out_proj", f"ff.{name}")
+    out = "attn.out_proj" if hasattr(block.attn, "out_proj") else "attn.o_proj"  # KDA keeps transformers' name
+    names = (out,) if callable(several) else (out, f"ff.{name}")
     weights: list[Tensor] = [block.get_parameter(f"{n}.weight") for n in names]
     return [*weights, *several()] if callable(several) else weights
 

@@ -21,6 +21,7 @@ from attnlab.models.modern.deepseek import DeepseekConfig, DeepseekModel
 from attnlab.models.modern.diffllama import DiffLlamaConfig
 from attnlab.models.modern.gemma4 import Gemma4Config, Gemma4Decoder
 from attnlab.models.modern.hybrid import HybridDecoder
+from attnlab.models.modern.kimi_linear import KimiLinearConfig, KimiLinearModel
 from attnlab.models.modern.qwen3_next import Qwen3NextConfig
 from attnlab.models.modern.smollm3 import SmolLM3Config
 from attnlab.models.transformer import Transformer, TransformerConfig
@@ -59,6 +60,9 @@ ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
                  N_("DeepSeek-V2/V3's: multi-head latent attention, a mixture of experts")),
     Architecture("gemma4", Gemma4Config, Gemma4Decoder, "decoder",
                  N_("Gemma 4's: shared keys, proportional RoPE, per-layer inputs")),
+    Architecture("kimi_linear", KimiLinearConfig, KimiLinearModel, "decoder",
+                 N_("Kimi Linear's: three Kimi Delta Attention layers to one MLA layer without RoPE, a mixture of "
+                    "experts")),
     Architecture("transformer", TransformerConfig, Transformer, "seq2seq", N_("the original encoder-decoder")),
     Architecture("encoder", EncoderConfig, TransformerEncoder, "encoder", N_("BERT's encoder")),
 )}

@@ -1,6 +1,6 @@
 """``load_causal_lm``: a GPT-2, Llama, Qwen2, Mistral, Qwen3, Gemma 2, Gemma 3 (text), Phi-3, DiffLlama, SmolLM3,
-Qwen3-Next, Qwen3.5 (text, dense or MoE), DeepSeek-V2, V3, V3.2 or Gemma 4 (text) checkpoint from a Hugging Face
-model directory, offline.
+Qwen3-Next, Qwen3.5 (text, dense or MoE), DeepSeek-V2, V3, V3.2, Gemma 4 (text) or Kimi Linear checkpoint from a
+Hugging Face model directory, offline.
 
     config.json          -> the architecture (``architectures``) and an attnlab config (decoder_configs)
     model.safetensors    -> the weights, every tensor's name and shape checked (checkpoint_files, decoder_weights)
@@ -28,12 +28,14 @@ from safetensors import SafetensorError, safe_open
 
 import attnlab.pretrained.diffllama as diffllama_loader
 import attnlab.pretrained.gemma4 as gemma4_loader
+import attnlab.pretrained.kimi_linear as kimi_linear_loader
 import attnlab.pretrained.smollm3 as smollm3_loader
 from attnlab.i18n import tr
 from attnlab.models import GPT, GPTConfig, ModernDecoder
 from attnlab.models.modern.deepseek import DeepseekModel
 from attnlab.models.modern.gemma4 import Gemma4Decoder
 from attnlab.models.modern.hybrid import HybridDecoder
+from attnlab.models.modern.kimi_linear import KimiLinearModel
 from attnlab.pretrained.checkpoint_files import Expected, read_tensors, shard_files
 from attnlab.pretrained.config_fields import refuse_unknown_fields
 from attnlab.pretrained.decoder_configs import SUPPORTED, read_decoder_config
@@ -73,7 +75,9 @@ FAMILIES: dict[str, FamilyLoader] = {
        for family in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
     **{family: FamilyLoader(partial(_deepseek_reader, family), None, DeepseekModel, read_state=read_deepseek_state)
        for family in ("deepseek_v2", "deepseek_v3", "deepseek_v32")},
-    gemma4_loader.FAMILY: FamilyLoader(gemma4_loader.read_config, gemma4_loader.layout, Gemma4Decoder)}
+    gemma4_loader.FAMILY: FamilyLoader(gemma4_loader.read_config, gemma4_loader.layout, Gemma4Decoder),
+    kimi_linear_loader.FAMILY: FamilyLoader(kimi_linear_loader.read_config, None, KimiLinearModel,
+                                            read_state=kimi_linear_loader.read_state)}
 
 __all__ = ["SUPPORTED", "is_hf_model_dir", "load_causal_lm"]
 
@@ -140,7 +144,7 @@ def load_causal_lm(path: str | Path, *, dtype: torch.dtype = torch.float32,
             LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM,
             Gemma3ForCausalLM, Phi3ForCausalLM, DiffLlamaForCausalLM, SmolLM3ForCausalLM, Qwen3NextForCausalLM,
             Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM,
-            DeepseekV32ForCausalLM, Gemma4ForCausalLM),
+            DeepseekV32ForCausalLM, Gemma4ForCausalLM, KimiLinearForCausalLM),
             ``model.safetensors`` (or ``model.safetensors.index.json`` and its shards) and ``tokenizer.json``.
         dtype: the weights' dtype (checkpoints are often bfloat16; float32 by default, for exact comparisons).
         device: where the model goes.

@@ -29,7 +29,8 @@ SUPPORTED = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "Qwen2ForCa
              "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
              "DeepseekV2ForCausalLM": "deepseek_v2",
              "DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV32ForCausalLM": "deepseek_v32",
-             "Gemma4ForCausalLM": "gemma4_text"}
+             "Gemma4ForCausalLM": "gemma4_text",
+             "KimiLinearForCausalLM": "kimi_linear"}
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
 

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from attnlab.i18n import tr
+from attnlab.models.caches.latent import LatentLayerCache
 from attnlab.models.caches.shape import CacheOf, CacheShape
 
 
@@ -65,8 +66,8 @@ class RecurrentLayerCache:
 
 
 class HybridCache(CacheOf):
-    """A decoding cache of heterogeneous layers: ``layers[i]`` is block ``i``'s (a ``LayerKVCache`` or a
-    :class:`RecurrentLayerCache`), all counting the same tokens.
+    """A decoding cache of heterogeneous layers: ``layers[i]`` is block ``i``'s (a ``LayerKVCache``, a
+    ``LatentLayerCache`` (Kimi Linear's MLA layers) or a :class:`RecurrentLayerCache`), all counting the same tokens.
 
     ``shape``: the :class:`CacheShape` of the model's full-attention layers (the layer count, their key/value heads
     and head size), checked against the model as every cache is; ``rows``: the batch.
@@ -105,7 +106,8 @@ class HybridCache(CacheOf):
     @property
     def nbytes(self) -> int:
         """The bytes held: the key/value buffers (filled or not) and the recurrent states."""
-        return sum(layer.nbytes if isinstance(layer, RecurrentLayerCache) else layer.keys.nbytes + layer.values.nbytes
+        return sum(layer.nbytes if isinstance(layer, RecurrentLayerCache) else layer.buffer.nbytes
+                   if isinstance(layer, LatentLayerCache) else layer.keys.nbytes + layer.values.nbytes
                    for layer in self.layers)
 
     def filled_nbytes(self) -> int:
@@ -114,6 +116,8 @@ class HybridCache(CacheOf):
         for layer in self.layers:
             if isinstance(layer, RecurrentLayerCache):
                 total += layer.nbytes
+            elif isinstance(layer, LatentLayerCache):  # Kimi Linear's MLA layers: latents, not keys and values
+                total += layer.filled_nbytes()
             else:
                 total += 2 * layer.length * layer.keys[:, :, :1].nbytes
         return total

@@ -80,6 +80,59 @@ _V3 = dict(vocab_size=129280, context_length=163840, d_model=7168, num_layers=61
            routed_scaling_factor=2.5, first_k_dense_replace=3, num_nextn_predict_layers=1)
 
 
+def check_experts(cfg: Any, owner: str) -> None:
+    """The mixture-of-experts fields of a DeepSeek-like config (DeepSeek's, Kimi Linear's), each named with its value
+    if wrong; then the remaining checks of :class:`~attnlab.layers.moe.MoESpec` (a group's size against top_k)."""
+    if isinstance(cfg.n_routed_experts, bool) or not isinstance(cfg.n_routed_experts, int) \
+            or cfg.n_routed_experts < 0:
+        raise ValueError(tr("{owner}: n_routed_experts must be an int >= 0 (0: every layer dense), got {value!r}",
+                            owner=owner, value=cfg.n_routed_experts))
+    if isinstance(cfg.first_k_dense_replace, bool) or not isinstance(cfg.first_k_dense_replace, int) \
+            or cfg.first_k_dense_replace < 0:
+        raise ValueError(tr("{owner}: first_k_dense_replace must be an int >= 0, got {value!r}", owner=owner,
+                            value=cfg.first_k_dense_replace))
+    if not cfg.n_routed_experts:
+        return
+    for name in ("num_experts_per_tok", "moe_intermediate_size", "n_group", "topk_group"):
+        check_positive_int(owner, name, getattr(cfg, name), tr)
+    if isinstance(cfg.n_shared_experts, bool) or not isinstance(cfg.n_shared_experts, int) \
+            or cfg.n_shared_experts < 0:
+        raise ValueError(tr("{owner}: n_shared_experts must be an int >= 0, got {value!r}", owner=owner,
+                            value=cfg.n_shared_experts))
+    for name, choices in (("scoring_func", SCORINGS), ("topk_method", TOPK_METHODS)):
+        if getattr(cfg, name) not in choices:
+            raise ValueError(tr("{owner}: {name} must be one of {choices}, got {value!r}", owner=owner, name=name,
+                                choices=choices, value=getattr(cfg, name)))
+    if cfg.n_routed_experts % cfg.n_group:
+        raise ValueError(tr("{owner}: n_routed_experts={experts} must be divisible by n_group={groups} (the "
+                            "experts are split into equal groups)", owner=owner, experts=cfg.n_routed_experts,
+                            groups=cfg.n_group))
+    if cfg.topk_group > cfg.n_group:
+        raise ValueError(tr("{owner}: topk_group={topk_group} must be at most n_group={groups}", owner=owner,
+                            topk_group=cfg.topk_group, groups=cfg.n_group))
+    if cfg.num_experts_per_tok > cfg.n_routed_experts:
+        raise ValueError(tr("{owner}: num_experts_per_tok={k} must be at most n_routed_experts={experts}",
+                            owner=owner, k=cfg.num_experts_per_tok, experts=cfg.n_routed_experts))
+    factor = cfg.routed_scaling_factor
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not math.isfinite(factor) \
+            or factor <= 0:
+        raise ValueError(tr("{owner}: routed_scaling_factor must be a finite number > 0, got {value!r}",
+                            owner=owner, value=factor))
+    moe_spec_of(cfg)  # the remaining checks (a group's size against top_k and noaux_tc), named by the spec
+
+
+def moe_spec_of(cfg: Any) -> MoESpec:
+    """The mixture of experts of a DeepSeek-like config's sparse layers (shared experts as one SwiGLU of
+    ``n_shared_experts · moe_intermediate_size``)."""
+    assert cfg.moe_intermediate_size is not None
+    return MoESpec(cfg.d_model, cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size,
+                   scoring=cfg.scoring_func, topk_method=cfg.topk_method, n_group=cfg.n_group,
+                   topk_group=cfg.topk_group, norm_topk_prob=cfg.norm_topk_prob,
+                   routed_scaling_factor=cfg.routed_scaling_factor,
+                   correction_bias=cfg.topk_method == "noaux_tc",
+                   d_shared=cfg.n_shared_experts * cfg.moe_intermediate_size, shared_bias=cfg.mlp_bias)
+
+
 @dataclass
 class DeepseekConfig(ModernDecoderConfig):
     """DeepSeek-V2 / V3: a :class:`ModernDecoderConfig` whose blocks are MLA and (after ``first_k_dense_replace``)
@@ -152,7 +205,7 @@ class DeepseekConfig(ModernDecoderConfig):
                                 qk_rope_head_dim=self.qk_rope_head_dim))
         self.head_dim = self.qk_rope_head_dim
         super().__post_init__()
-        self._check_experts(owner)
+        check_experts(self, owner)
         if self.index_topk is not None:
             for name in ("index_topk", "index_n_heads", "index_head_dim"):
                 check_positive_int(owner, name, getattr(self, name), tr)
@@ -164,44 +217,6 @@ class DeepseekConfig(ModernDecoderConfig):
             raise ValueError(tr("{owner}: num_nextn_predict_layers must be an int >= 0, got {value!r}", owner=owner,
                                 value=value))
 
-    def _check_experts(self, owner: str) -> None:
-        if isinstance(self.n_routed_experts, bool) or not isinstance(self.n_routed_experts, int) \
-                or self.n_routed_experts < 0:
-            raise ValueError(tr("{owner}: n_routed_experts must be an int >= 0 (0: every layer dense), got {value!r}",
-                                owner=owner, value=self.n_routed_experts))
-        if isinstance(self.first_k_dense_replace, bool) or not isinstance(self.first_k_dense_replace, int) \
-                or self.first_k_dense_replace < 0:
-            raise ValueError(tr("{owner}: first_k_dense_replace must be an int >= 0, got {value!r}", owner=owner,
-                                value=self.first_k_dense_replace))
-        if not self.n_routed_experts:
-            return
-        for name in ("num_experts_per_tok", "moe_intermediate_size", "n_group", "topk_group"):
-            check_positive_int(owner, name, getattr(self, name), tr)
-        if isinstance(self.n_shared_experts, bool) or not isinstance(self.n_shared_experts, int) \
-                or self.n_shared_experts < 0:
-            raise ValueError(tr("{owner}: n_shared_experts must be an int >= 0, got {value!r}", owner=owner,
-                                value=self.n_shared_experts))
-        for name, choices in (("scoring_func", SCORINGS), ("topk_method", TOPK_METHODS)):
-            if getattr(self, name) not in choices:
-                raise ValueError(tr("{owner}: {name} must be one of {choices}, got {value!r}", owner=owner, name=name,
-                                    choices=choices, value=getattr(self, name)))
-        if self.n_routed_experts % self.n_group:
-            raise ValueError(tr("{owner}: n_routed_experts={experts} must be divisible by n_group={groups} (the "
-                                "experts are split into equal groups)", owner=owner, experts=self.n_routed_experts,
-                                groups=self.n_group))
-        if self.topk_group > self.n_group:
-            raise ValueError(tr("{owner}: topk_group={topk_group} must be at most n_group={groups}", owner=owner,
-                                topk_group=self.topk_group, groups=self.n_group))
-        if self.num_experts_per_tok > self.n_routed_experts:
-            raise ValueError(tr("{owner}: num_experts_per_tok={k} must be at most n_routed_experts={experts}",
-                                owner=owner, k=self.num_experts_per_tok, experts=self.n_routed_experts))
-        factor = self.routed_scaling_factor
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or not math.isfinite(factor) \
-                or factor <= 0:
-            raise ValueError(tr("{owner}: routed_scaling_factor must be a finite number > 0, got {value!r}",
-                                owner=owner, value=factor))
-        self.moe_spec()  # the remaining checks (a group's size against top_k and noaux_tc), named by the spec
-
     @property
     def moe_layer_flags(self) -> tuple[bool, ...]:
         """Per layer, whether its feed-forward is a mixture of experts."""
@@ -210,15 +225,8 @@ class DeepseekConfig(ModernDecoderConfig):
         return moe_layers(self.num_layers, first_dense=self.first_k_dense_replace)
 
     def moe_spec(self) -> MoESpec:
-        """The mixture of experts of the sparse layers (shared experts as one SwiGLU of ``n_shared_experts ·
-        moe_intermediate_size``)."""
-        assert self.moe_intermediate_size is not None
-        return MoESpec(self.d_model, self.n_routed_experts, self.num_experts_per_tok, self.moe_intermediate_size,
-                       scoring=self.scoring_func, topk_method=self.topk_method, n_group=self.n_group,
-                       topk_group=self.topk_group, norm_topk_prob=self.norm_topk_prob,
-                       routed_scaling_factor=self.routed_scaling_factor,
-                       correction_bias=self.topk_method == "noaux_tc",
-                       d_shared=self.n_shared_experts * self.moe_intermediate_size, shared_bias=self.mlp_bias)
+        """The mixture of experts of the sparse layers (:func:`moe_spec_of`)."""
+        return moe_spec_of(self)
 
     def attention_spec(self) -> LatentAttentionSpec:
         """Every layer's MLA (the scores' factor DeepSeek's: :func:`~attnlab.attention.latent.mla_scale`); with
