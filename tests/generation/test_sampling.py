@@ -16,7 +16,7 @@ def allowed_set(row: list[float], top_k, top_p) -> set[int]:
     if top_k is not None and top_k < len(row):
         kth = sorted(row, reverse=True)[top_k - 1]
         ids = [i for i in ids if row[i] >= kth]
-    if top_p is not None:
+    if top_p is not None and top_p < 1.0:  # top_p = 1 is the whole distribution: nothing is cut
         m = max(row[i] for i in ids)
         z = sum(math.exp(row[i] - m) for i in ids)
         probs = {i: math.exp(row[i] - m) / z for i in ids}
