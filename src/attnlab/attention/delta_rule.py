@@ -59,6 +59,8 @@ All of it in float32 (the callers cast), as transformers and the fla kernels com
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -118,25 +120,28 @@ def delta_rule_recurrent(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, bet
     return torch.stack(outputs, dim=2), memory
 
 
-def decayed_products(a: Tensor, b: Tensor, log_decay_sum: Tensor) -> Tensor:
-    """``X_ts = Σ_c a_tc b_sc e^{G_tc − G_sc}`` for ``s ≤ t`` and 0 above, within each chunk: ``a, b (..., C, d_k)``,
-    ``G (..., C)`` (one decay per head) or ``(..., C, d_k)`` -> ``(..., C, C)``. Each exponent is a decay (≤ 0)."""
-    c = a.shape[-2]
-    above = torch.ones(c, c, dtype=torch.bool, device=a.device).triu(1)
-    if log_decay_sum.dim() == a.dim() - 1:  # one decay per head: it factors out of the sum over channels
+def decayed_products(rows: Sequence[Tensor], b: Tensor, log_decay_sum: Tensor) -> list[Tensor]:
+    """``X_ts = Σ_c a_tc b_sc e^{G_tc − G_sc}`` for ``s ≤ t`` and 0 above, within each chunk, for each ``a`` of
+    ``rows``: ``a, b (..., C, d_k)``, ``G (..., C)`` (one decay per head) or ``(..., C, d_k)`` -> ``(..., C, C)``
+    each. Each exponent is a decay (≤ 0). The decays are read once for every ``a`` (the keys and the queries)."""
+    c = b.shape[-2]
+    above = torch.ones(c, c, dtype=torch.bool, device=b.device).triu(1)
+    if log_decay_sum.dim() == b.dim() - 1:  # one decay per head: it factors out of the sum over channels
         gaps = log_decay_sum[..., :, None] - log_decay_sum[..., None, :]
-        return (a @ b.transpose(-1, -2)) * gaps.masked_fill(above, float("-inf")).exp()
+        factor = gaps.masked_fill(above, float("-inf")).exp()
+        return [(a @ b.transpose(-1, -2)) * factor for a in rows]
     gaps = log_decay_sum[..., :, None, :] - log_decay_sum[..., None, :, :]  # (..., C, C, d_k)
-    gaps = gaps.masked_fill(above[..., None], float("-inf")).exp()
-    return (a[..., :, None, :] * b[..., None, :, :] * gaps).sum(-1)
+    decayed_keys = gaps.masked_fill(above[..., None], float("-inf")).exp() * b[..., None, :, :]  # e^{G_t − G_s} ⊙ b_s
+    # row t of X is decayed_keys[t] (C, d_k) times a_t: one matrix-vector product per row, every a at once
+    return list((decayed_keys @ torch.stack(list(rows), dim=-1)).unbind(-1))
 
 
 def _within_chunks(q: Tensor, k: Tensor, G: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
     """``I + A`` (unit lower triangular) and ``P`` of every chunk at once, ``(..., C, C)`` each."""
-    system = beta[..., None] * decayed_products(k, k, G)
+    keys, queries = decayed_products((k, q), k, G)
     c = k.shape[-2]
-    system = system.tril(-1) + torch.eye(c, dtype=system.dtype, device=system.device)
-    return system, decayed_products(q, k, G)
+    system = (beta[..., None] * keys).tril(-1) + torch.eye(c, dtype=keys.dtype, device=keys.device)
+    return system, queries
 
 
 def _solve(system: Tensor, rhs: Tensor) -> Tensor:
