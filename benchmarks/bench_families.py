@@ -153,23 +153,25 @@ def family_rows(name: str, make_config: Callable[[], object], s: dict, tmp: Path
     return {"rate": rate, "cache": held}
 
 
-def delta_rule_rows(s: dict) -> list[tuple[int, float, float, float]]:
-    """``(T, recurrence s, chunked s, max |difference|)`` of the gated delta rule, batch 1, 8 heads of 64."""
+def delta_rule_rows(s: dict) -> list[tuple[str, int, float, float, float]]:
+    """``(decay, T, recurrence s, chunked s, max |difference|)`` of the gated delta rule, batch 1, 8 heads of 64:
+    one decay per head and token (Gated DeltaNet) and one per key channel too (KDA)."""
     from attnlab.attention.delta_rule import delta_rule_chunked, delta_rule_recurrent, l2_normalise
 
     rows = []
-    for t in s["delta_lengths"]:
-        gen = torch.Generator().manual_seed(t)
-        q, k = (l2_normalise(torch.randn(1, 8, t, 64, generator=gen)) for _ in range(2))
-        v = torch.randn(1, 8, t, 64, generator=gen)
-        log_decay, beta = -torch.rand(1, 8, t, generator=gen), torch.rand(1, 8, t, generator=gen)
-        inputs = (q, k, v, log_decay, beta)
-        loop, chunks = [], []
-        for _ in range(s["rounds"]):
-            loop.append(cpu_seconds(partial(delta_rule_recurrent, *inputs)))
-            chunks.append(cpu_seconds(partial(delta_rule_chunked, *inputs)))
-        diff = delta_rule_recurrent(*inputs)[0] - delta_rule_chunked(*inputs)[0]
-        rows.append((t, statistics.median(loop), statistics.median(chunks), float(diff.abs().max())))
+    for decay, channels in (("per head", ()), ("per channel", (64,))):
+        for t in s["delta_lengths"]:
+            gen = torch.Generator().manual_seed(t)
+            q, k = (l2_normalise(torch.randn(1, 8, t, 64, generator=gen)) for _ in range(2))
+            v = torch.randn(1, 8, t, 64, generator=gen)
+            log_decay, beta = -torch.rand(1, 8, t, *channels, generator=gen), torch.rand(1, 8, t, generator=gen)
+            inputs = (q, k, v, log_decay, beta)
+            loop, chunks = [], []
+            for _ in range(s["rounds"]):
+                loop.append(cpu_seconds(partial(delta_rule_recurrent, *inputs)))
+                chunks.append(cpu_seconds(partial(delta_rule_chunked, *inputs)))
+            diff = delta_rule_recurrent(*inputs)[0] - delta_rule_chunked(*inputs)[0]
+            rows.append((decay, t, statistics.median(loop), statistics.median(chunks), float(diff.abs().max())))
     return rows
 
 
@@ -190,10 +192,12 @@ def report(args: argparse.Namespace, s: dict, families: dict[str, dict], delta: 
             cells += [f"{ours:,.0f} / {theirs:,.0f}", f"{ours / theirs:.2f}"]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['cache']:,} B |")
     lines += ["", "The gated delta rule (batch 1, 8 heads of 64): one token at a time (the recurrence, the textbook) "
-              "against 64 at a time (the chunked form); the outputs' largest difference beside.", "",
-              "| T | recurrence (s) | chunked (s) | chunked speed-up | max difference |", "|---|---|---|---|---|"]
-    lines += [f"| {t:,} | {loop:.3f} | {chunk:.3f} | {loop / chunk:.1f}× | {diff:.1e} |"
-              for t, loop, chunk, diff in delta]
+              "against 64 at a time (the chunked form), with one decay per head (Gated DeltaNet) and one per key "
+              "channel (KDA); the outputs' largest difference beside.", "",
+              "| decay | T | recurrence (s) | chunked (s) | chunked speed-up | max difference |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {decay} | {t:,} | {loop:.3f} | {chunk:.3f} | {loop / chunk:.1f}× | {diff:.1e} |"
+              for decay, t, loop, chunk, diff in delta]
     return "\n".join(lines) + "\n"
 
 
