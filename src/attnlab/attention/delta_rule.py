@@ -130,10 +130,28 @@ def decayed_products(rows: Sequence[Tensor], b: Tensor, log_decay_sum: Tensor) -
         gaps = log_decay_sum[..., :, None] - log_decay_sum[..., None, :]
         factor = gaps.masked_fill(above, float("-inf")).exp()
         return [(a @ b.transpose(-1, -2)) * factor for a in rows]
-    gaps = log_decay_sum[..., :, None, :] - log_decay_sum[..., None, :, :]  # (..., C, C, d_k)
-    decayed_keys = gaps.masked_fill(above[..., None], float("-inf")).exp() * b[..., None, :, :]  # e^{G_t − G_s} ⊙ b_s
-    # row t of X is decayed_keys[t] (C, d_k) times a_t: one matrix-vector product per row, every a at once
-    return list((decayed_keys @ torch.stack(list(rows), dim=-1)).unbind(-1))
+    return _per_channel_products(rows, b, log_decay_sum)
+
+
+def _per_channel_products(rows: Sequence[Tensor], b: Tensor, G: Tensor, block: int = 8) -> list[Tensor]:
+    """:func:`decayed_products` with a decay per channel, ``block`` rows ``t`` at a time. Between a row and an
+    earlier block the decay splits at the row's block start ``r`` (``s < r ≤ t``): ``e^{G_t − G_s} = e^{G_t − G_r}
+    e^{G_r − G_s}``, both factors ≤ 1, so that part is one matrix product of rescaled rows (no overflow, unlike
+    ``e^{G_t} e^{−G_s}`` over a whole chunk); only the diagonal blocks keep the pairwise form
+    ``(block, block, d_k)``."""
+    c = b.shape[-2]
+    out = [b.new_zeros(*a.shape[:-1], c) for a in rows]  # (..., C, C) each
+    for start in range(0, c, block):
+        end = min(start + block, c)
+        g, g_r = G[..., start:end, :], G[..., start:start + 1, :]  # (..., n, d_k), the block's start (..., 1, d_k)
+        above = torch.ones(end - start, end - start, dtype=torch.bool, device=b.device).triu(1)
+        gaps = (g[..., :, None, :] - g[..., None, :, :]).masked_fill(above[..., None], float("-inf"))
+        decayed_keys = gaps.exp() * b[..., None, start:end, :]  # (..., n, n, d_k): e^{G_t − G_s} ⊙ b_s
+        earlier = b[..., :start, :] * (g_r - G[..., :start, :]).exp()  # e^{G_r − G_s} ⊙ b_s for s < r
+        for x, a in zip(out, rows, strict=True):
+            x[..., start:end, start:end] = (decayed_keys @ a[..., start:end, :, None]).squeeze(-1)
+            x[..., start:end, :start] = (a[..., start:end, :] * (g - g_r).exp()) @ earlier.transpose(-1, -2)
+    return out
 
 
 def _within_chunks(q: Tensor, k: Tensor, G: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
