@@ -103,6 +103,16 @@ def test_a_linear_attention_layer_keeps_its_forward_and_its_maps_are_swapped():
     assert isinstance(full, FastAttention) and isinstance(full.W_gate, FastLinear)  # the output gate kept
 
 
+@pytest.mark.parametrize("arch", ["deepseek", "kimi_linear"])
+def test_a_decoder_of_latent_attention_is_no_encoder_its_maps_take_the_few_row_product(arch):
+    """MLA is a kind of its own, not the one module: still causal, so its maps are a decoder's (oneDNN's packed
+    maps, an encoder's, cost a decoding step of these models about a fifth)."""
+    twin = accelerated(model_of(arch))
+    maps = [m for m in twin.modules() if isinstance(m, torch.nn.Linear)]
+    assert maps and not any(isinstance(m, PackedLinear) for m in maps)
+    assert isinstance(twin.head, FastLinear)
+
+
 def test_the_translation_models_twin_gives_its_tokens():
     model = model_of("transformer")
     src = torch.randint(3, 97, (4, 9), generator=torch.Generator().manual_seed(2))

@@ -93,7 +93,9 @@ def accelerate(model: nn.Module) -> nn.Module:
 
 def swap_modules(model: nn.Module) -> nn.Module:
     """:func:`accelerate`'s swaps, in place, without its checks and notes (for callers that know the model)."""
-    encoder = not any(m.is_causal for m in model.modules() if isinstance(m, MultiHeadAttention))
+    # a decoder: any causal attention, the one module's or a kind of its own (MLA keeps ``is_causal`` too); a
+    # model of latent or linear attention is no encoder, whose packed maps would slow its decoding steps
+    encoder = not any(getattr(m, "is_causal", False) is True for m in model.modules())
     _swap_children(model, encoder)
     return model
 
