@@ -11,6 +11,9 @@ attention (``MultiHeadAttention``, any   :class:`~attnlab.fast.attention.       
 module built from an ``AttentionSpec``)  FastAttention`                              decoding step's few queries by
                                                                                    the few-query kernel; CPU half
                                                                                    training over few keys in fp32
+multi-head latent attention (MLA, DSA)  :class:`~attnlab.fast.latent.               on the CPU, values padded to
+                                        FastLatentAttention`                        the queries' width: torch's
+                                                                                   fused kernel, not its math one
 ``SwiGLU``                              :class:`~attnlab.fast.feedforward.          gate and up as one product
                                         FastSwiGLU`
 ``FeedForward``                         :class:`~attnlab.fast.feedforward.          the activation fused into the
@@ -34,9 +37,12 @@ import weakref
 
 from torch import nn
 
+from attnlab.attention.latent import LatentAttention
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.fast.attention import FastAttention
 from attnlab.fast.feedforward import FastFeedForward, FastSwiGLU
+from attnlab.fast.latent import TWINS as LATENT_TWINS
+from attnlab.fast.latent import PaddedValues, latent_twin
 from attnlab.fast.linear import FastLinear
 from attnlab.fast.packed import PackedLinear
 from attnlab.fast.twins import twin_of
@@ -48,7 +54,7 @@ FUSED_MAPS: dict[type[nn.Module], tuple[str, ...]] = {
     MultiHeadAttention: ("W_query", "W_key", "W_value"),
     SwiGLU: ("gate_proj", "up_proj"),
 }
-FAST = (FastAttention, FastSwiGLU, FastFeedForward, FastLinear, PackedLinear)
+FAST = (FastAttention, PaddedValues, FastSwiGLU, FastFeedForward, FastLinear, PackedLinear)
 
 
 class AccelerateWarning(UserWarning):
@@ -117,6 +123,8 @@ def _twin(module: nn.Module, encoder: bool, skip_linear: bool, activation: str) 
     """The fast twin of ``module`` (None: none, or it is fast already)."""
     if isinstance(module, FAST):
         return None
+    if isinstance(module, LatentAttention) and type(module) in LATENT_TWINS:
+        return latent_twin(module)
     if isinstance(module, MultiHeadAttention):  # a kind with a forward of its own keeps it (and its module)
         return FastAttention.from_module(module) if type(module).forward is MultiHeadAttention.forward else None
     if isinstance(module, SwiGLU):
