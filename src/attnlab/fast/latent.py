@@ -3,10 +3,11 @@
 MLA's values are narrower than its queries and keys: DeepSeek-V3's heads score with ``nope + rope = 192`` numbers
 and read ``v_head_dim = 128``; its absorbed decoding scores with ``kv_lora_rank + rope = 576`` and reads the 512 of
 the latent. torch's fused CPU kernel (``F.scaled_dot_product_attention``) takes only values as wide as the queries;
-given narrower ones it falls back to its math kernel, which is slower by far (the attention call of a decoding step of
-DeepSeek-V3's 128 heads over 1,024 latents, batch 8, one thread: 3.9 s against 0.18 s padded). So on the CPU the twin pads the values with
-zero columns up to the queries' width and drops those columns of the result: each context column is
-``Σ_j p_j v_j,c``, and a zero column adds a zero column, nothing else (tests/fast/test_latent.py: equal to the
+given narrower ones it falls back to its math kernel, which is slower by far (the attention call of a decoding
+step of DeepSeek-V3's 128 heads over 1,024 latents, batch 8, one thread: 3.9 s against 0.18 s padded). So on the
+CPU the twin pads the values with zero columns up to the queries' width and drops those columns of the result:
+each context column is ``Σ_j p_j v_j,c``, and a zero column adds a zero column, nothing else
+(tests/fast/test_latent.py: equal to the
 plain module within float32 rounding).
 """
 
