@@ -7,8 +7,7 @@ given narrower ones it falls back to its math kernel, which is slower by far (th
 step of DeepSeek-V3's 128 heads over 1,024 latents, batch 8, one thread: 3.9 s against 0.18 s padded). So on the
 CPU the twin pads the values with zero columns up to the queries' width and drops those columns of the result:
 each context column is ``Σ_j p_j v_j,c``, and a zero column adds a zero column, nothing else
-(tests/fast/test_latent.py: equal to the
-plain module within float32 rounding).
+(tests/fast/test_latent.py: equal to the plain module within float32 rounding).
 """
 
 from __future__ import annotations
