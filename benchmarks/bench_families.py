@@ -38,7 +38,7 @@ from attnlab.files import atomic_write_text
 
 RESULTS = Path(__file__).resolve().parent / "results" / "families.md"
 VOCAB = 512
-FULL = dict(width=256, layers=4, prefill=512, prompt=16, new=32, rounds=3, delta_lengths=(512, 2048), cache=4096)
+FULL = dict(width=256, layers=4, prefill=512, prompt=16, new=32, rounds=7, delta_lengths=(512, 2048), cache=4096)
 QUICK = dict(width=64, layers=4, prefill=32, prompt=4, new=4, rounds=1, delta_lengths=(64,), cache=64)
 
 
