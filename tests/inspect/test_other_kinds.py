@@ -75,3 +75,42 @@ def test_kimi_linears_mla_layer_is_captured_as_one_softmax_per_head_without_rope
     cap = capture(build_model("kimi_linear", fields).eval(), torch.randint(0, 97, (7,)).tolist())
     assert "Kimi delta attention" in cap.not_one_softmax
     torch.testing.assert_close(cap.attentions[3].sum(-1), torch.ones(4, 7), atol=1e-6, rtol=0)
+
+
+def test_layers_of_different_head_counts_share_one_grid_and_each_keeps_its_own():
+    """Qwen3-Next's DeltaNet layers have more heads (its value heads, 4 here) than its attention layers (2): the
+    capture holds every layer on one grid, the attention layer's heads after its own empty; the viewer's page, the
+    heatmap of all heads and the live explorer's reading take it; a head past a layer's own is refused by name."""
+    import base64
+    import zlib
+
+    from attnlab.viz.heatmap import heads_figure
+    from attnlab.viz.viewer import dequantise, payload
+
+    fields = dict(KINDS["qwen3_next"][0], num_heads=2, num_kv_heads=1)
+    torch.manual_seed(0)
+    model = build_model("qwen3_next", fields).eval()
+    ids = torch.randint(0, 97, (7,))
+    cap = capture(model, ids.tolist())
+    with torch.no_grad():
+        own = model(ids[None], return_weights=True).attentions
+    assert cap.heads_per_layer == [4, 4, 4, 2] == [a.shape[1] for a in own]
+    assert [tuple(a.shape) for a in cap.attentions] == [(4, 7, 7)] * 4
+    assert torch.equal(cap.attentions[3][:2], own[3][0]) and not cap.attentions[3][2:].any()
+    with pytest.raises(ValueError, match=r"head must be in 0\.\.1 \(layer 3 has 2 heads\), got 2"):
+        cap.weights(3, 2)
+    data = payload(cap, embed_font=False)
+    assert data["layer_heads"] == [4, 4, 4, 2]
+    back = dequantise(zlib.decompress(base64.b64decode(data["weights"])), base64.b64decode(data["rowmax"]),
+                      (4, 4, 7, 7))
+    assert abs(back[3, :2] - cap.attentions[3][:2].clamp(min=0).numpy()).max() < 0.01
+    assert len([a for a in heads_figure(cap, layer=3).axes if a.get_title()]) == 2   # its own two heads
+
+
+def test_the_explorers_reading_puts_layers_of_different_head_counts_on_one_grid():
+    from attnlab.explore.reading import _first
+
+    maps = [torch.rand(1, 4, 5, 5), torch.rand(1, 2, 5, 5)]
+    first = _first(maps)
+    assert [tuple(m.shape) for m in first] == [(4, 5, 5), (4, 5, 5)]
+    assert torch.equal(first[1][:2], maps[1][0]) and not first[1][2:].any()

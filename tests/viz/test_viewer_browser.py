@@ -126,6 +126,20 @@ def test_viewer_in_chromium(offline_page, two_layer, tmp_path):
     assert page.dialogs == [] and page.errors == [] and page.blocked == []
 
 
+def test_a_layer_with_fewer_heads_leaves_its_cells_of_the_grid_empty(offline_page, two_layer, tmp_path):
+    """A hybrid whose layers have different head counts (Qwen3-Next's): the grid draws each layer's own heads, an
+    empty cell for each it has not (two_layer's capture, told that its layer 1 has one head)."""
+    cap = Capture(**{**two_layer.__dict__, "heads_per_layer": [2, 1]})
+    page = offline_page
+    _open(page, write_html(cap, tmp_path / "hybrid.html"))
+    page.click("#tab-grid")
+    page.wait_for_selector("#grid[data-done='1']")
+    assert page.locator("#grid figure canvas").count() == 3 and page.locator("#grid figure.absent").count() == 1
+    page.click("#grid figure >> nth=2")  # layer 1, head 0
+    assert page.get_attribute("body", "data-layer") == "1" and page.get_attribute("body", "data-head") == "0"
+    assert page.errors == [] and page.blocked == []
+
+
 def test_long_input_stays_responsive(offline_page, tmp_path):
     """512 tokens × 12 layers × 12 heads: loads, hovers and switches heads, and stays small where a browser's time
     goes: one element per token, the lines and matrices drawn on canvases (how long it takes is the machine's; a

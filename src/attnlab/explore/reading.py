@@ -18,6 +18,7 @@ from torch import Tensor
 from attnlab.data.pairs import BOS
 from attnlab.explore.entry import Entry, Tokens
 from attnlab.i18n import tr
+from attnlab.inspect.capture import same_heads
 from attnlab.models import Seq2SeqHeadMask, sentence_embedding
 
 #: the positions a decoder's loss leaves out (the last one has no next token to be scored on)
@@ -127,7 +128,8 @@ def head_mask(entry: Entry, off: frozenset[tuple[str, int, int]]) -> Tensor | Se
 
 
 def _first(maps) -> list[Tensor]:
-    return [m[0].detach().float().cpu() for m in maps]
+    """The first sequence's maps, every layer on one grid of heads (:func:`~attnlab.inspect.capture.same_heads`)."""
+    return same_heads([m[0].detach().float().cpu() for m in maps])
 
 
 @torch.no_grad()

@@ -52,6 +52,9 @@ class Capture:
         token_embeddings, positions: ``(T, D)`` parts of the first layer's input, where the model has them.
         not_one_softmax: why ``explain`` cannot work through this model one head at a time (a layer of
             differential or linear attention, whose weights are not one softmax of a head's q·k); None if it can.
+        heads_per_layer: each layer's own heads where layers differ (Qwen3-Next: 16 attention heads beside its
+            DeltaNet layers' 32 value heads); ``attentions`` then holds :func:`same_heads`' maps, a layer's heads
+            after its own empty. None where every layer has ``num_heads``.
     """
 
     tokens: list[str]
@@ -69,6 +72,7 @@ class Capture:
     token_embeddings: Tensor | None = None
     positions: Tensor | None = None
     not_one_softmax: str | None = None
+    heads_per_layer: list[int] | None = None
 
     @property
     def num_layers(self) -> int:
@@ -90,6 +94,10 @@ class Capture:
         if head is not None and (not isinstance(head, int) or not 0 <= head < self.num_heads):
             raise ValueError(tr("head must be in 0..{value} ({num_heads} heads), got {head!r}",
                                 value=self.num_heads - 1, num_heads=self.num_heads, head=head))
+        own = self.num_heads if self.heads_per_layer is None else self.heads_per_layer[layer]
+        if head is not None and head >= own:
+            raise ValueError(tr("head must be in 0..{value} (layer {layer} has {own} heads), got {head!r}",
+                                value=own - 1, layer=layer, own=own, head=head))
 
     def weights(self, layer: int = 0, head: int = 0) -> Tensor:
         """``(T, T)`` weights of one head (query rows, key columns)."""
@@ -253,6 +261,15 @@ def _run(model: nn.Module, inputs: Any, tokenizer: Any, tokens: Sequence[str] | 
 
 
 @torch.no_grad()
+def same_heads(maps: list[Tensor]) -> list[Tensor]:
+    """Per layer ``(H_l, ...)`` maps -> each ``(H, ...)``, ``H`` the most heads of any layer: a layer with fewer
+    gets empty (zero) maps after its own, so that every layer is drawn on one grid of heads. As given where every
+    layer has as many (every model but a hybrid whose layers differ, such as Qwen3-Next)."""
+    most = max((m.shape[0] for m in maps), default=0)
+    return [m if m.shape[0] == most else torch.cat([m, m.new_zeros(most - m.shape[0], *m.shape[1:])])
+            for m in maps]
+
+
 def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer: Any = None,
             tokens: Sequence[str] | None = None, qkv: bool = True, name: str | None = None) -> Capture:
     """Run ``model`` once on one sentence and record what its attention did.
@@ -288,9 +305,11 @@ def capture(model: nn.Module, inputs: str | Sequence[int] | Tensor, *, tokenizer
             r.remove()
         model.train(was_training)
     attentions = [a.detach().float().cpu() for a in attentions]
-    cap = Capture(tokens=list(tokens_out), attentions=attentions, model_name=name or getattr(model, "name", None)
-                  or type(model).__name__, token_embeddings=extra.get("token_embeddings"),
-                  positions=extra.get("positions"))
+    heads = [a.shape[0] for a in attentions]
+    cap = Capture(tokens=list(tokens_out), attentions=same_heads(attentions), model_name=name
+                  or getattr(model, "name", None) or type(model).__name__,
+                  token_embeddings=extra.get("token_embeddings"), positions=extra.get("positions"),
+                  heads_per_layer=heads if len(set(heads)) > 1 else None)
     cap.is_causal = bool(modules and getattr(modules[0], "is_causal", False))
     cap.window = getattr(modules[0], "sliding_window", None) if modules else None
     records = [r.record for r in recorders]

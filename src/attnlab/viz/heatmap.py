@@ -127,7 +127,7 @@ def heads_figure(cap: Capture, layer: int = 0, labels: bool | None = None, annot
     """Every head of ``layer`` in a grid of up to four columns, one shared colour bar (token labels while they fit
     unthinned; the weights written when they fit)."""
     cap.check_layer_head(layer)
-    h = cap.num_heads
+    h = cap.num_heads if cap.heads_per_layer is None else cap.heads_per_layer[layer]  # this layer's own
     title = tr("{model_name}: layer {layer}, all {num_heads} heads (query rows, key columns)",
                model_name=shown_name(cap.model_name), layer=layer, num_heads=h)
     return weights_figure([cap.weights(layer, k) for k in range(h)], cap.tokens, cap.tokens,

@@ -111,7 +111,8 @@ def payload(cap: Capture | Seq2SeqCapture, title: str | None = None, layer: int 
     q, rowmax = quantise(cap.attentions)
     return {
         "title": title or tr("{model}: attention", model=shown_name(cap.model_name)), "tokens": list(cap.tokens),
-        "T": cap.seq_len, "layers": cap.num_layers, "heads": cap.num_heads, "layer": layer, "head": head,
+        "T": cap.seq_len, "layers": cap.num_layers, "heads": cap.num_heads, "layer_heads": cap.heads_per_layer,
+        "layer": layer, "head": head,
         "causal": cap.is_causal, "compressed": True,
         "weights": base64.b64encode(zlib.compress(q, level)).decode("ascii"),
         "rowmax": base64.b64encode(rowmax).decode("ascii"), **_words(embed_font),

@@ -8,8 +8,10 @@
   const $ = (id) => document.getElementById(id);
   const data = JSON.parse($("attnlab-data").textContent);
   const modes = data.modes || [{ title: data.title, qtokens: data.tokens, ktokens: data.tokens, layers: data.layers,
-    heads: data.heads, weights: data.weights, rowmax: data.rowmax, compressed: data.compressed }];
+    heads: data.heads, layer_heads: data.layer_heads, weights: data.weights, rowmax: data.rowmax,
+    compressed: data.compressed }];
   let Tq = 0, Tk = 0, L = 0, H = 0, qtok = [], ktok = [], title = data.title;
+  let layerHeads = null;                // each layer's own heads where layers differ (the rest of its row is empty)
   const state = { layer: data.layer || 0, head: data.head || 0, view: "head", locked: null, hover: null, mode: 0 };
   let q = null, rowmax = null;          // Uint8Array (L*H*Tq*Tk), Float32Array (L*H*Tq)
   const ROW = 20;                       // px per token row in the head view
@@ -165,6 +167,9 @@
     grid.style.gridTemplateColumns = `repeat(${H}, ${THUMB + 8}px)`;
     const todo = [];
     for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) {
+      if (layerHeads && h >= layerHeads[l]) {   // a layer with fewer heads: an empty cell keeps the grid's columns
+        const gap = document.createElement("figure"); gap.className = "absent"; grid.appendChild(gap); continue;
+      }
       const fig = document.createElement("figure"), c = document.createElement("canvas"), cap = document.createElement("figcaption");
       c.width = THUMB; c.height = THUMB; cap.textContent = say("thumb", { layer: l, head: h });
       fig.dataset.layer = String(l); fig.dataset.head = String(h);
@@ -297,6 +302,7 @@
     if (m.compressed) raw = await inflate(raw);
     q = raw; rowmax = new Float32Array(bytes(m.rowmax).buffer);
     qtok = m.qtokens; ktok = m.ktokens; Tq = qtok.length; Tk = ktok.length; L = m.layers; H = m.heads;
+    layerHeads = m.layer_heads || null;
     title = m.title || data.title; state.mode = k; state.locked = null; state.hover = null;
     $("title").textContent = title;
     options($("layer"), L, "layer_option"); options($("head"), H, "head_option");
