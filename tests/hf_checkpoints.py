@@ -252,10 +252,12 @@ def cached_and_full_logits(model, ids, mask, prefix):
 
 
 def assert_left_padded_batch_equals(model, hf, atol: float, lengths=(24, 15, 6), seed: int = 0,
-                                    alone_atol: float | None = None) -> None:
+                                    alone_atol: float | None = None, alone_reference: bool = False) -> None:
     """A left-padded batch of ``lengths`` real tokens (24, 15 and 6): ``model``'s logits equal ``hf``'s
     (transformers') on every real token to ``atol``, and each row's equal its logits alone to ``alone_atol`` (None:
-    ``atol``); the reference's logits of order 1."""
+    ``atol``); the reference's logits of order 1. With ``alone_reference`` each row alone is compared with
+    transformers' logits of that row alone instead (``atol``): where a padded row and the same row alone differ in
+    the reference too (the delta rule's chunks start at other tokens)."""
     t = max(lengths)
     ids, mask = left_padded(lengths, t, seed)
     with torch.no_grad():
@@ -266,4 +268,8 @@ def assert_left_padded_batch_equals(model, hf, atol: float, lengths=(24, 15, 6),
             real = slice(t - n, t)
             torch.testing.assert_close(got[i, real], want[i, real], atol=atol, rtol=0)
             alone = model(ids[i : i + 1, real]).logits[0]
-            torch.testing.assert_close(got[i, real], alone, atol=atol if alone_atol is None else alone_atol, rtol=0)
+            if alone_reference:
+                torch.testing.assert_close(alone, hf(ids[i : i + 1, real]).logits[0], atol=atol, rtol=0)
+            else:
+                torch.testing.assert_close(got[i, real], alone, atol=atol if alone_atol is None else alone_atol,
+                                           rtol=0)

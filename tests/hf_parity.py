@@ -5,7 +5,7 @@ import torch
 
 from attnlab.generation import GenerationConfig, generate
 from attnlab.pretrained import load_causal_lm
-from hf_checkpoints import VOCAB, cached_and_full_logits, hf_positions, left_padded, write_checkpoint
+from hf_checkpoints import VOCAB, assert_left_padded_batch_equals, cached_and_full_logits, left_padded, write_checkpoint
 
 GREEDY = GenerationConfig(temperature=0)
 ATOL = 1e-4
@@ -24,17 +24,7 @@ def written_and_loaded(root, cases):
 
 def assert_logits_equal_transformers(hf, model, lengths=(24, 15, 6)):
     """Logits ≤ ``ATOL`` from transformers' on a left-padded batch, and each row equal to itself alone."""
-    t = max(lengths)
-    ids, mask = left_padded(lengths, t)
-    with torch.no_grad():
-        got = model(ids, attention_mask=mask).logits
-        want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
-        assert want[mask.bool()].std() > 0.3  # logits of order 1: a wrong weight could not hide
-        for i, n in enumerate(lengths):
-            real = slice(t - n, t)
-            torch.testing.assert_close(got[i, real], want[i, real], atol=ATOL, rtol=0)
-            alone = model(ids[i : i + 1, real]).logits[0]
-            torch.testing.assert_close(got[i, real], alone, atol=ATOL, rtol=0)
+    assert_left_padded_batch_equals(model, hf, ATOL, lengths)
 
 
 def assert_greedy_equals_generate(hf, model, new_tokens=40):

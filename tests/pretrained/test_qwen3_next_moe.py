@@ -29,9 +29,9 @@ from attnlab.models.modern.qwen3_next import Qwen3NextConfig
 from attnlab.pretrained import load_causal_lm
 from hf_checkpoints import (
     VOCAB,
+    assert_left_padded_batch_equals,
     cached_and_full_logits,
     greedy_equals_generate,
-    hf_positions,
     left_padded,
     written_and_loaded,
 )
@@ -120,16 +120,7 @@ def test_logits_equal_transformers_with_and_without_left_padding(name, storage, 
     and the same row alone start the delta rule's chunks at other tokens, and transformers' own two differ by up to
     1.6e-4 at 90 tokens: each is compared with its own reference)."""
     _, hf, model, _ = checkpoints[name, storage]
-    ids, mask = left_padded(lengths, t, seed=t)
-    with torch.no_grad():
-        got = model(ids, attention_mask=mask).logits
-        want = hf(ids, attention_mask=mask, position_ids=hf_positions(mask)).logits
-        assert want[mask.bool()].std() > 0.3  # logits of order 1: a wrong weight could not hide
-        for i, n in enumerate(lengths):
-            real = slice(t - n, t)
-            torch.testing.assert_close(got[i, real], want[i, real], atol=ATOL, rtol=0)
-            alone = ids[i : i + 1, real]
-            torch.testing.assert_close(model(alone).logits, hf(alone).logits, atol=ATOL, rtol=0)
+    assert_left_padded_batch_equals(model, hf, ATOL, lengths, seed=t, alone_reference=True)
 
 
 @pytest.mark.parametrize(("name", "storage"), CASES, ids=IDS)
