@@ -124,9 +124,9 @@ def decayed_products(rows: Sequence[Tensor], b: Tensor, log_decay_sum: Tensor) -
     """``X_ts = Σ_c a_tc b_sc e^{G_tc − G_sc}`` for ``s ≤ t`` and 0 above, within each chunk, for each ``a`` of
     ``rows``: ``a, b (..., C, d_k)``, ``G (..., C)`` (one decay per head) or ``(..., C, d_k)`` -> ``(..., C, C)``
     each. Each exponent is a decay (≤ 0). The decays are read once for every ``a`` (the keys and the queries)."""
-    c = b.shape[-2]
-    above = torch.ones(c, c, dtype=torch.bool, device=b.device).triu(1)
     if log_decay_sum.dim() == b.dim() - 1:  # one decay per head: it factors out of the sum over channels
+        c = b.shape[-2]
+        above = torch.ones(c, c, dtype=torch.bool, device=b.device).triu(1)
         gaps = log_decay_sum[..., :, None] - log_decay_sum[..., None, :]
         factor = gaps.masked_fill(above, float("-inf")).exp()
         return [(a @ b.transpose(-1, -2)) * factor for a in rows]
